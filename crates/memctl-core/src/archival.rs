@@ -1,0 +1,274 @@
+//! Archival memory (SPEC §4.4): long-term records with stable ids, versioned updates and
+//! tombstone deletes, searched with FTS5 or, with the same semantics, by keywords.
+
+use crate::error::{Error, Result};
+use crate::query::Query;
+use crate::recall::{content_hash, normalize_tags, AppendOutcome};
+use crate::store::{Store, Tx};
+use crate::view;
+use rusqlite::OptionalExtension;
+use serde::Serialize;
+use serde_json::json;
+
+/// The visible version of an archival record.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Record {
+    /// Stable id: the seq of the record's first version.
+    pub id: i64,
+    /// The branch that wrote the visible version.
+    pub branch: String,
+    pub text: String,
+    pub tags: Vec<String>,
+    pub ts: f64,
+    /// The seq of the visible version.
+    pub seq: i64,
+    /// Search rank, higher is better (search hits only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub score: Option<f64>,
+}
+
+/// A search over a branch's archival view.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Search {
+    /// Words OR-ed; blank lists newest first.
+    pub query: String,
+    pub k: usize,
+    /// Required tags (AND), applied before the limit.
+    pub tags: Vec<String>,
+}
+
+/// An archival version to write, before redaction.
+pub(crate) struct ArchivalWrite {
+    pub text: String,
+    pub tags: Vec<String>,
+}
+
+impl ArchivalWrite {
+    pub fn new<const N: usize>(text: String, tags: [String; N]) -> ArchivalWrite {
+        ArchivalWrite {
+            text,
+            tags: tags.to_vec(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct UpdateOutcome {
+    pub id: i64,
+    /// The seq of the new version.
+    pub seq: i64,
+}
+
+impl Store {
+    pub fn archival_add(&self, branch: &str, text: &str, tags: &[String]) -> Result<AppendOutcome> {
+        self.write(|tx| tx.archival_add(branch, text, tags))
+    }
+
+    /// A record as the branch sees it; not found when outside the view or deleted there.
+    pub fn archival_get(&self, branch: &str, id: i64) -> Result<Record> {
+        let path = self.path(branch)?;
+        view::archival_record(self, &path, id)?.ok_or_else(|| unknown_record(id, &path.branch().id))
+    }
+
+    /// The newest `limit` visible records (all when None).
+    pub fn archival_list(&self, branch: &str, limit: Option<usize>) -> Result<Vec<Record>> {
+        view::archival(self, &*self.path(branch)?, &[], limit)
+    }
+
+    pub fn archival_update(
+        &self,
+        branch: &str,
+        id: i64,
+        text: Option<&str>,
+        tags: Option<&[String]>,
+    ) -> Result<UpdateOutcome> {
+        self.write(|tx| tx.archival_update(branch, id, text, tags))
+    }
+
+    pub fn archival_delete(&self, branch: &str, id: i64) -> Result<i64> {
+        self.write(|tx| tx.archival_delete(branch, id))
+    }
+
+    /// Searches the branch's view (SPEC §4.4): words OR-ed, tags AND-ed before the limit, bm25
+    /// (FTS5) or matched-word count (fallback) ranking, ties newest first.
+    pub fn archival_search(&self, branch: &str, search: &Search) -> Result<Vec<Record>> {
+        let path = self.path(branch)?;
+        let query = Query::parse(&search.query);
+        if search.k == 0 || query.matches_nothing() {
+            return Ok(vec![]);
+        }
+        if query.is_blank() {
+            return view::archival(self, &path, &search.tags, Some(search.k));
+        }
+        if self.uses_fts() {
+            return view::archival_fts(
+                self,
+                &path,
+                &query.fts_expression(),
+                &search.tags,
+                search.k,
+            );
+        }
+        let mut scored: Vec<Record> = view::archival(self, &path, &search.tags, None)?
+            .into_iter()
+            .filter_map(|mut record| {
+                let mut haystacks: Vec<&str> = vec![&record.text];
+                haystacks.extend(record.tags.iter().map(String::as_str));
+                let score = query.matched_words(&haystacks);
+                record.score = Some(score as f64);
+                (score > 0).then_some(record)
+            })
+            .collect();
+        // Stable sort over newest-first input keeps ties newest first.
+        scored.sort_by(|a, b| {
+            b.score
+                .partial_cmp(&a.score)
+                .unwrap_or(std::cmp::Ordering::Equal)
+        });
+        scored.truncate(search.k);
+        Ok(scored)
+    }
+}
+
+fn unknown_record(id: i64, branch: &str) -> Error {
+    Error::not_found(format!(
+        "archival record {id} is not in the view of branch '{branch}'"
+    ))
+}
+
+impl Tx<'_> {
+    pub fn archival_add(&self, branch: &str, text: &str, tags: &[String]) -> Result<AppendOutcome> {
+        if text.trim().is_empty() {
+            return Err(Error::invalid("archival text must not be empty"));
+        }
+        let max = self.config.archival_max_chars;
+        let chars = text.chars().count();
+        if chars > max {
+            return Err(Error::invalid(format!(
+                "archival text has {chars} characters, more than archival_max_chars = {max}"
+            ))
+            .with_hint("split the text into several records, or raise archival_max_chars"));
+        }
+        let path = self.path(branch)?;
+        let bid = path.branch().bid;
+        let outcome = self.archival_insert(
+            bid,
+            ArchivalWrite {
+                text: text.to_string(),
+                tags: tags.to_vec(),
+            },
+        )?;
+        if !outcome.skipped {
+            self.journal(
+                Some(bid),
+                "archival.add",
+                json!({"id": outcome.id, "text": text, "tags": tags}),
+            )?;
+        }
+        Ok(outcome)
+    }
+
+    /// Writes a new record in `bid`, redacted, unless the branch already holds an identical
+    /// current one (then that one's id, skipped).
+    pub(crate) fn archival_insert(&self, bid: i64, write: ArchivalWrite) -> Result<AppendOutcome> {
+        let text = self.redacted(&write.text);
+        let tags = normalize_tags(self, &write.tags)?;
+        let tags_json = serde_json::to_string(&tags)?;
+        let hash = content_hash(&[&text, &tags_json]);
+        // An identical version of this branch that is still its record's current version.
+        let existing: Option<i64> = self
+            .conn
+            .prepare_cached(
+                "SELECT t.record_id FROM archival t WHERE t.branch = ?1 AND t.text_hash = ?2
+                 AND NOT EXISTS (SELECT 1 FROM archival n WHERE n.record_id = t.record_id
+                                 AND n.seq > t.seq AND n.branch = ?1)
+                 LIMIT 1",
+            )?
+            .query_row(rusqlite::params![bid, hash], |r| r.get(0))
+            .optional()?;
+        if let Some(id) = existing {
+            return Ok(AppendOutcome { id, skipped: true });
+        }
+        let seq = self.next_seq()?;
+        self.insert_version(seq, seq, bid, Some(&text), &tags_json, Some(&hash))?;
+        Ok(AppendOutcome {
+            id: seq,
+            skipped: false,
+        })
+    }
+
+    /// Inserts one version row and indexes it in the same transaction.
+    fn insert_version(
+        &self,
+        seq: i64,
+        record_id: i64,
+        bid: i64,
+        text: Option<&str>,
+        tags_json: &str,
+        hash: Option<&[u8; 32]>,
+    ) -> Result<()> {
+        self.conn
+            .prepare_cached(
+                "INSERT INTO archival(seq, record_id, branch, text, tags, text_hash, created_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            )?
+            .execute(rusqlite::params![
+                seq, record_id, bid, text, tags_json, hash, self.now
+            ])?;
+        if let (Some(text), true) = (text, self.fts_table) {
+            self.conn
+                .prepare_cached("INSERT INTO archival_fts(rowid, text, tags) VALUES (?1, ?2, ?3)")?
+                .execute(rusqlite::params![seq, text, tags_json])?;
+        }
+        Ok(())
+    }
+
+    /// Writes a new version in this branch: new text and/or tags, the rest kept.
+    pub fn archival_update(
+        &self,
+        branch: &str,
+        id: i64,
+        text: Option<&str>,
+        tags: Option<&[String]>,
+    ) -> Result<UpdateOutcome> {
+        if text.is_none() && tags.is_none() {
+            return Err(Error::invalid(
+                "archival update needs a new text, new tags, or both",
+            ));
+        }
+        if text.is_some_and(|t| t.trim().is_empty()) {
+            return Err(Error::invalid("archival text must not be empty"));
+        }
+        let path = self.path(branch)?;
+        let bid = path.branch().bid;
+        let current = view::archival_record(self, &path, id)?
+            .ok_or_else(|| unknown_record(id, &path.branch().id))?;
+        let text = text.map_or(current.text, |t| self.redacted(t));
+        let tags = match tags {
+            Some(tags) => normalize_tags(self, tags)?,
+            None => current.tags,
+        };
+        let tags_json = serde_json::to_string(&tags)?;
+        let hash = content_hash(&[&text, &tags_json]);
+        let seq = self.next_seq()?;
+        self.insert_version(seq, id, bid, Some(&text), &tags_json, Some(&hash))?;
+        self.journal(
+            Some(bid),
+            "archival.update",
+            json!({"id": id, "seq": seq, "text": text, "tags": tags}),
+        )?;
+        Ok(UpdateOutcome { id, seq })
+    }
+
+    /// Deletes a record from this branch's view (a tombstone version); returns the new seq.
+    pub fn archival_delete(&self, branch: &str, id: i64) -> Result<i64> {
+        let path = self.path(branch)?;
+        let bid = path.branch().bid;
+        view::archival_record(self, &path, id)?
+            .ok_or_else(|| unknown_record(id, &path.branch().id))?;
+        let seq = self.next_seq()?;
+        self.insert_version(seq, id, bid, None, "[]", None)?;
+        self.journal(Some(bid), "archival.delete", json!({"id": id, "seq": seq}))?;
+        Ok(seq)
+    }
+}

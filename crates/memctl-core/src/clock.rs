@@ -1,0 +1,168 @@
+//! Wall-clock time for timestamps and TTLs. `MEMCTL_NOW` pins it, so tests and replays are
+//! deterministic. Nothing orders by this clock: ordering is always by seq.
+
+use crate::error::{Error, Result};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Where "now" comes from.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Clock {
+    System,
+    /// Fixed epoch seconds.
+    Fixed(f64),
+}
+
+impl Clock {
+    /// `MEMCTL_NOW` if set (RFC 3339 or epoch seconds), else the system clock.
+    pub fn from_env() -> Result<Clock> {
+        match std::env::var("MEMCTL_NOW") {
+            Ok(text) if !text.trim().is_empty() => parse_timestamp(&text)
+                .map(Clock::Fixed)
+                .map_err(|e| Error::invalid(format!("MEMCTL_NOW: {}", e.message()))),
+            _ => Ok(Clock::System),
+        }
+    }
+
+    /// Epoch seconds.
+    pub fn now(&self) -> f64 {
+        match self {
+            Clock::Fixed(t) => *t,
+            Clock::System => SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap_or(Duration::ZERO)
+                .as_secs_f64(),
+        }
+    }
+}
+
+/// Parses epoch seconds (`1700000000`, `1700000000.5`) or an RFC 3339 date-time
+/// (`2026-01-02T03:04:05Z`, `2026-01-02T03:04:05.25+02:00`).
+pub fn parse_timestamp(text: &str) -> Result<f64> {
+    let text = text.trim();
+    if let Ok(secs) = text.parse::<f64>() {
+        if secs.is_finite() {
+            return Ok(secs);
+        }
+    }
+    parse_rfc3339(text).ok_or_else(|| {
+        Error::invalid(format!(
+            "'{text}' is neither epoch seconds nor an RFC 3339 time like 2026-01-02T03:04:05Z"
+        ))
+    })
+}
+
+fn parse_rfc3339(s: &str) -> Option<f64> {
+    let b = s.as_bytes();
+    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') {
+        return None;
+    }
+    if b[13] != b':' || b[16] != b':' {
+        return None;
+    }
+    let num = |range: std::ops::Range<usize>| -> Option<i64> {
+        let part = s.get(range)?;
+        part.bytes()
+            .all(|c| c.is_ascii_digit())
+            .then(|| part.parse().ok())?
+    };
+    let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (hour, minute, second) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    if !(1..=12).contains(&month)
+        || !(1..=31).contains(&day)
+        || hour > 23
+        || minute > 59
+        || second > 60
+    {
+        return None;
+    }
+    let mut rest = &s[19..];
+    let mut fraction = 0.0;
+    if let Some(after_dot) = rest.strip_prefix('.') {
+        let digits = after_dot.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 {
+            return None;
+        }
+        fraction = format!("0.{}", &after_dot[..digits]).parse().ok()?;
+        rest = &after_dot[digits..];
+    }
+    let offset_secs = match rest {
+        "Z" | "z" => 0,
+        _ => {
+            let sign = match rest.as_bytes().first()? {
+                b'+' => 1,
+                b'-' => -1,
+                _ => return None,
+            };
+            if rest.len() != 6 || rest.as_bytes()[3] != b':' {
+                return None;
+            }
+            let hours: i64 = rest[1..3].parse().ok()?;
+            let minutes: i64 = rest[4..6].parse().ok()?;
+            sign * (hours * 3600 + minutes * 60)
+        }
+    };
+    let days = days_from_civil(year, month, day);
+    let secs = days * 86_400 + hour * 3600 + minute * 60 + second - offset_secs;
+    Some(secs as f64 + fraction)
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// Parses a TTL: plain seconds (`90`, `1.5`) or a human duration (`30m`, `2h 15m`, `7days`).
+pub fn parse_duration(text: &str) -> Result<f64> {
+    let text = text.trim();
+    let secs = match text.parse::<f64>() {
+        Ok(secs) => secs,
+        Err(_) => humantime::parse_duration(text)
+            .map_err(|e| {
+                Error::invalid(format!(
+                    "invalid duration '{text}': {e} (try 90, 30m or 2h)"
+                ))
+            })?
+            .as_secs_f64(),
+    };
+    if !secs.is_finite() || secs <= 0.0 {
+        return Err(Error::invalid(format!(
+            "duration '{text}' must be positive"
+        )));
+    }
+    Ok(secs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_epoch_and_rfc3339() {
+        assert_eq!(parse_timestamp("1700000000").unwrap(), 1_700_000_000.0);
+        assert_eq!(parse_timestamp("1970-01-01T00:00:00Z").unwrap(), 0.0);
+        assert_eq!(
+            parse_timestamp("2023-11-14T22:13:20Z").unwrap(),
+            1_700_000_000.0
+        );
+        assert_eq!(
+            parse_timestamp("2023-11-15T00:13:20.5+02:00").unwrap(),
+            1_700_000_000.5
+        );
+        assert!(parse_timestamp("yesterday").is_err());
+        assert!(parse_timestamp("2023-13-01T00:00:00Z").is_err());
+    }
+
+    #[test]
+    fn parses_durations() {
+        assert_eq!(parse_duration("90").unwrap(), 90.0);
+        assert_eq!(parse_duration("2h 15m").unwrap(), 8100.0);
+        assert!(parse_duration("0").is_err());
+        assert!(parse_duration("soon").is_err());
+    }
+}

@@ -1,0 +1,140 @@
+//! Engine settings (SPEC §9.2). Defaults are the Python store's, and equal `config/memctl.toml`.
+//! Loading a file and applying `MEMCTL_*` overrides is the CLI's job; the engine only reads values.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Database file used when neither `--db` nor `MEMCTL_DB` is given.
+    pub db_path: Option<String>,
+    /// Budget of a branch's visible core memory, in characters of its `key: value` lines.
+    pub core_max_chars: usize,
+    /// Recall window: events shown in prompts and reads.
+    pub recall_max_events: usize,
+    /// Archival records retrieved for a prompt or a default read.
+    pub retrieval_k: usize,
+    /// Default prompt budget of `context`, in characters.
+    pub memory_budget_chars: usize,
+    /// Largest archival text a caller may add.
+    pub archival_max_chars: usize,
+    /// Consolidate when visible events exceed `recall_max_events` times this.
+    pub recall_consolidation_threshold: f64,
+    pub auto_consolidate: bool,
+    pub pressure_thresholds: PressureThresholds,
+    pub search: SearchConfig,
+    pub redaction: RedactionConfig,
+    pub sqlite: SqliteConfig,
+    pub summarizer: SummarizerConfig,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            db_path: None,
+            core_max_chars: 2000,
+            recall_max_events: 20,
+            retrieval_k: 8,
+            memory_budget_chars: 4000,
+            archival_max_chars: 8000,
+            recall_consolidation_threshold: 1.5,
+            auto_consolidate: true,
+            pressure_thresholds: PressureThresholds::default(),
+            search: SearchConfig::default(),
+            redaction: RedactionConfig::default(),
+            sqlite: SqliteConfig::default(),
+            summarizer: SummarizerConfig::default(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PressureThresholds {
+    pub medium: f64,
+    pub high: f64,
+    pub critical: f64,
+}
+
+impl Default for PressureThresholds {
+    fn default() -> Self {
+        PressureThresholds {
+            medium: 0.70,
+            high: 0.85,
+            critical: 0.95,
+        }
+    }
+}
+
+/// Whether archival search uses the FTS5 index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FtsMode {
+    /// FTS5 when the SQLite build has it, the keyword fallback otherwise.
+    #[default]
+    Auto,
+    /// FTS5 required: opening fails without it.
+    On,
+    /// Always the keyword fallback.
+    Off,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SearchConfig {
+    pub fts: FtsMode,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RedactionConfig {
+    pub enabled: bool,
+}
+
+impl Default for RedactionConfig {
+    fn default() -> Self {
+        RedactionConfig { enabled: true }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Synchronous {
+    #[default]
+    Normal,
+    Full,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SqliteConfig {
+    /// How long a command waits for another process's write lock before failing with exit 5.
+    pub busy_timeout_ms: u64,
+    pub synchronous: Synchronous,
+}
+
+impl Default for SqliteConfig {
+    fn default() -> Self {
+        SqliteConfig {
+            busy_timeout_ms: 30_000,
+            synchronous: Synchronous::Normal,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SummarizerConfig {
+    /// Shell command that answers one JSON request on stdin; unset means deterministic summaries.
+    pub command: Option<String>,
+    pub timeout_s: u64,
+}
+
+impl Default for SummarizerConfig {
+    fn default() -> Self {
+        SummarizerConfig {
+            command: None,
+            timeout_s: 60,
+        }
+    }
+}

@@ -1,0 +1,274 @@
+//! Core memory (SPEC §4.2): small key/value facts with importance and optional TTL, kept within
+//! a character budget by evicting the least important, oldest keys to archival.
+
+use crate::archival::ArchivalWrite;
+use crate::error::{Error, Result};
+use crate::redact::redact;
+use crate::store::{Store, Tx};
+use crate::view;
+use serde::Serialize;
+use serde_json::json;
+
+/// One visible core key.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CoreEntry {
+    pub key: String,
+    pub value: String,
+    /// The branch that wrote the visible value.
+    pub branch: String,
+    pub seq: i64,
+    pub importance: u8,
+    /// Seconds after `ts` at which the value expires.
+    pub ttl: Option<f64>,
+    pub ts: f64,
+}
+
+impl CoreEntry {
+    /// Characters of the entry's `key: value` line, the unit of the core budget.
+    pub fn chars(&self) -> usize {
+        line_chars(&self.key, &self.value)
+    }
+}
+
+fn line_chars(key: &str, value: &str) -> usize {
+    key.chars().count() + 2 + value.chars().count()
+}
+
+/// Options of a core write.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CoreWrite {
+    /// 1..=5; 5 pins the key (never evicted automatically).
+    pub importance: u8,
+    /// Seconds until the value expires.
+    pub ttl: Option<f64>,
+}
+
+impl Default for CoreWrite {
+    fn default() -> Self {
+        CoreWrite {
+            importance: DEFAULT_IMPORTANCE,
+            ttl: None,
+        }
+    }
+}
+
+pub const DEFAULT_IMPORTANCE: u8 = 3;
+pub const PINNED: u8 = 5;
+
+/// What a core write did.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CoreSetOutcome {
+    pub branch: String,
+    pub key: String,
+    pub seq: i64,
+    /// Keys evicted to archival to bring the core back within budget.
+    pub evicted: Vec<String>,
+    /// When the value alone exceeded the budget: the archival record holding it in full.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub oversize_record: Option<i64>,
+}
+
+impl Store {
+    /// The visible core of a branch, oldest write first.
+    pub fn core(&self, branch: &str) -> Result<Vec<CoreEntry>> {
+        view::core(self, &*self.path(branch)?)
+    }
+
+    /// The visible core chars of a branch (the budget's measure).
+    pub fn core_chars(&self, branch: &str) -> Result<usize> {
+        Ok(self.core(branch)?.iter().map(CoreEntry::chars).sum())
+    }
+
+    pub fn core_set(
+        &self,
+        branch: &str,
+        key: &str,
+        value: &str,
+        options: CoreWrite,
+    ) -> Result<CoreSetOutcome> {
+        self.write(|tx| tx.core_set(branch, key, value, options))
+    }
+
+    pub fn core_delete(&self, branch: &str, keys: &[&str]) -> Result<Vec<String>> {
+        self.write(|tx| tx.core_delete(branch, keys))
+    }
+}
+
+fn validate_key(key: &str) -> Result<()> {
+    if key.trim().is_empty() {
+        return Err(Error::invalid("core key must not be empty"));
+    }
+    if key.chars().count() > 256 || key.contains(['\n', '\r']) {
+        return Err(Error::invalid(format!(
+            "invalid core key '{}': keys are one line of at most 256 characters",
+            key.chars().take(40).collect::<String>()
+        )));
+    }
+    Ok(())
+}
+
+impl Tx<'_> {
+    pub fn core_set(
+        &self,
+        branch: &str,
+        key: &str,
+        value: &str,
+        options: CoreWrite,
+    ) -> Result<CoreSetOutcome> {
+        validate_key(key)?;
+        if !(1..=PINNED).contains(&options.importance) {
+            return Err(Error::invalid(format!(
+                "importance {} is outside 1..5",
+                options.importance
+            )));
+        }
+        if let Some(ttl) = options.ttl {
+            if !ttl.is_finite() || ttl <= 0.0 {
+                return Err(Error::invalid("ttl must be a positive number of seconds"));
+            }
+        }
+        let path = self.path(branch)?;
+        let bid = path.branch().bid;
+        let budget = self.config.core_max_chars;
+        let full_value = self.redacted(value);
+
+        // A value that cannot fit even alone goes to archival whole; core keeps a head naming it.
+        let mut oversize_record = None;
+        let mut stored_value = full_value.clone();
+        if line_chars(key, &full_value) > budget {
+            let record = self.archival_insert(
+                bid,
+                ArchivalWrite::new(
+                    format!("Core value: {key}\n{full_value}"),
+                    ["CORE_OVERSIZE".into(), format!("core_key:{key}")],
+                ),
+            )?;
+            let marker = format!(" … [full text: archival #{}]", record.id);
+            let room = budget
+                .checked_sub(line_chars(key, &marker))
+                .ok_or_else(|| {
+                    Error::invalid(format!(
+                        "core key '{key}' is too long for core_max_chars = {budget}"
+                    ))
+                })?;
+            stored_value = full_value.chars().take(room).collect::<String>() + &marker;
+            oversize_record = Some(record.id);
+        }
+
+        let seq = self.next_seq()?;
+        self.conn
+            .prepare_cached(
+                "INSERT INTO core(seq, branch, key, value, importance, ttl_s, created_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            )?
+            .execute(rusqlite::params![
+                seq,
+                bid,
+                key,
+                stored_value,
+                options.importance,
+                options.ttl,
+                self.now
+            ])?;
+
+        let evicted = self.enforce_core_budget(&path, key)?;
+        self.journal(
+            Some(bid),
+            "core.set",
+            json!({"key": key, "value": stored_value, "importance": options.importance,
+                   "ttl": options.ttl, "evicted": evicted, "oversize_record": oversize_record}),
+        )?;
+        Ok(CoreSetOutcome {
+            branch: path.branch().id.clone(),
+            key: key.to_string(),
+            seq,
+            evicted,
+            oversize_record,
+        })
+    }
+
+    /// Evicts visible keys other than `written` — lowest importance first, then oldest, never
+    /// pinned ones — until the core fits its budget. Each goes to archival, then a tombstone.
+    fn enforce_core_budget(
+        &self,
+        path: &crate::branch::BranchPath,
+        written: &str,
+    ) -> Result<Vec<String>> {
+        let entries = view::core(self, path)?;
+        let mut used: usize = entries.iter().map(CoreEntry::chars).sum();
+        let budget = self.config.core_max_chars;
+        let mut candidates: Vec<&CoreEntry> = entries
+            .iter()
+            .filter(|e| e.key != written && e.importance < PINNED)
+            .collect();
+        candidates.sort_by_key(|e| (e.importance, e.seq));
+        let mut evicted = Vec::new();
+        for entry in candidates {
+            if used <= budget {
+                break;
+            }
+            let bid = path.branch().bid;
+            self.archival_insert(
+                bid,
+                ArchivalWrite::new(
+                    format!("Core evicted: {}\n{}", entry.key, entry.value),
+                    ["CORE_EVICT".into(), format!("core_key:{}", entry.key)],
+                ),
+            )?;
+            self.core_tombstone(bid, &entry.key)?;
+            used -= entry.chars();
+            evicted.push(entry.key.clone());
+        }
+        Ok(evicted)
+    }
+
+    fn core_tombstone(&self, bid: i64, key: &str) -> Result<()> {
+        let seq = self.next_seq()?;
+        self.conn
+            .prepare_cached(
+                "INSERT INTO core(seq, branch, key, value, importance, ttl_s, created_at)
+                 VALUES (?1, ?2, ?3, NULL, ?4, NULL, ?5)",
+            )?
+            .execute(rusqlite::params![
+                seq,
+                bid,
+                key,
+                DEFAULT_IMPORTANCE,
+                self.now
+            ])?;
+        Ok(())
+    }
+
+    /// Deletes visible keys from the branch's view (tombstones); returns those that were visible.
+    pub fn core_delete(&self, branch: &str, keys: &[&str]) -> Result<Vec<String>> {
+        for key in keys {
+            validate_key(key)?;
+        }
+        let path = self.path(branch)?;
+        let visible = view::core(self, &path)?;
+        let mut deleted = Vec::new();
+        for key in keys {
+            if visible.iter().any(|e| e.key == *key) && !deleted.iter().any(|d| d == key) {
+                self.core_tombstone(path.branch().bid, key)?;
+                deleted.push(key.to_string());
+            }
+        }
+        if !deleted.is_empty() {
+            self.journal(
+                Some(path.branch().bid),
+                "core.del",
+                json!({"keys": deleted}),
+            )?;
+        }
+        Ok(deleted)
+    }
+
+    /// Text as it will be stored: redacted when redaction is on.
+    pub(crate) fn redacted(&self, text: &str) -> String {
+        if self.config.redaction.enabled {
+            redact(text).into_owned()
+        } else {
+            text.to_string()
+        }
+    }
+}

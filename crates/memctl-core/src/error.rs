@@ -1,0 +1,183 @@
+//! The engine's error type. Every error has a [`ErrorKind`] that maps one-to-one to an exit code of
+//! SPEC §9, so the CLI never has to guess how to report a failure.
+
+use std::fmt;
+
+/// What went wrong, as a script needs to know it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    /// Bad input: invalid JSON, an empty key, a malformed branch id, an oversize value… (exit 1)
+    InvalidInput,
+    /// The command line itself is wrong (exit 2).
+    Usage,
+    /// An unknown branch, record or event (exit 3).
+    NotFound,
+    /// The request contradicts what is stored, e.g. forking an existing id under another parent (exit 4).
+    Conflict,
+    /// The database stayed locked past `busy_timeout` (exit 5).
+    Busy,
+    /// Not a memctl database, corrupt, unreadable, or written by a newer memctl (exit 6).
+    IncompatibleDb,
+    /// A bug or an unexpected failure of the platform (exit 255).
+    Internal,
+}
+
+impl ErrorKind {
+    pub const ALL: [ErrorKind; 7] = [
+        ErrorKind::InvalidInput,
+        ErrorKind::Usage,
+        ErrorKind::NotFound,
+        ErrorKind::Conflict,
+        ErrorKind::Busy,
+        ErrorKind::IncompatibleDb,
+        ErrorKind::Internal,
+    ];
+
+    /// The process exit code documented in SPEC §9.
+    pub fn exit_code(self) -> u8 {
+        match self {
+            ErrorKind::InvalidInput => 1,
+            ErrorKind::Usage => 2,
+            ErrorKind::NotFound => 3,
+            ErrorKind::Conflict => 4,
+            ErrorKind::Busy => 5,
+            ErrorKind::IncompatibleDb => 6,
+            ErrorKind::Internal => 255,
+        }
+    }
+
+    /// The `kind` field of the JSON error object.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::InvalidInput => "invalid_input",
+            ErrorKind::Usage => "usage",
+            ErrorKind::NotFound => "not_found",
+            ErrorKind::Conflict => "conflict",
+            ErrorKind::Busy => "busy",
+            ErrorKind::IncompatibleDb => "incompatible_db",
+            ErrorKind::Internal => "internal",
+        }
+    }
+}
+
+impl fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An engine error: a kind, a one-line message, and optionally a hint on what to do about it.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct Error {
+    kind: ErrorKind,
+    message: String,
+    hint: Option<String>,
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Error {
+            kind,
+            message: message.into(),
+            hint: None,
+        }
+    }
+
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Error::new(ErrorKind::InvalidInput, message)
+    }
+
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Error::new(ErrorKind::NotFound, message)
+    }
+
+    pub fn conflict(message: impl Into<String>) -> Self {
+        Error::new(ErrorKind::Conflict, message)
+    }
+
+    pub fn incompatible(message: impl Into<String>) -> Self {
+        Error::new(ErrorKind::IncompatibleDb, message)
+    }
+
+    pub fn internal(message: impl Into<String>) -> Self {
+        Error::new(ErrorKind::Internal, message)
+    }
+
+    pub fn with_hint(mut self, hint: impl Into<String>) -> Self {
+        self.hint = Some(hint.into());
+        self
+    }
+
+    pub fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    pub fn hint(&self) -> Option<&str> {
+        self.hint.as_deref()
+    }
+}
+
+impl From<rusqlite::Error> for Error {
+    fn from(err: rusqlite::Error) -> Self {
+        use rusqlite::ErrorCode;
+        let code = err.sqlite_error_code();
+        let kind = match code {
+            Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => ErrorKind::Busy,
+            Some(
+                ErrorCode::NotADatabase
+                | ErrorCode::DatabaseCorrupt
+                | ErrorCode::CannotOpen
+                | ErrorCode::ReadOnly
+                | ErrorCode::PermissionDenied,
+            ) => ErrorKind::IncompatibleDb,
+            _ => ErrorKind::Internal,
+        };
+        let error = Error::new(kind, format!("database error: {err}"));
+        match kind {
+            ErrorKind::Busy => error.with_hint(
+                "another process held the write lock past busy_timeout; raise [sqlite] busy_timeout_ms",
+            ),
+            ErrorKind::IncompatibleDb => {
+                error.with_hint("check that the path points at a readable memctl database")
+            }
+            _ => error,
+        }
+    }
+}
+
+impl From<serde_json::Error> for Error {
+    fn from(err: serde_json::Error) -> Self {
+        Error::internal(format!("JSON encoding failed: {err}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_codes_are_distinct_and_documented() {
+        let codes: Vec<u8> = ErrorKind::ALL.iter().map(|k| k.exit_code()).collect();
+        assert_eq!(codes, vec![1, 2, 3, 4, 5, 6, 255]);
+        let names: Vec<&str> = ErrorKind::ALL.iter().map(|k| k.as_str()).collect();
+        assert_eq!(
+            names,
+            vec![
+                "invalid_input",
+                "usage",
+                "not_found",
+                "conflict",
+                "busy",
+                "incompatible_db",
+                "internal"
+            ]
+        );
+    }
+}

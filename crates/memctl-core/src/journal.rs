@@ -1,0 +1,81 @@
+//! The operation journal (SPEC §8): one `ops` row per mutation, with its arguments redacted
+//! and capped, and the phase and actor of the writer.
+
+use crate::error::Result;
+use crate::redact::redact;
+use crate::store::Store;
+use serde::Serialize;
+use serde_json::Value;
+
+/// Longest string kept in a journal row's arguments.
+const MAX_ARG_CHARS: usize = 500;
+
+/// One journal row.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Op {
+    pub seq: i64,
+    pub op: String,
+    /// The branch written, if any.
+    pub branch: Option<String>,
+    pub node_uid: Option<String>,
+    pub phase: Option<String>,
+    pub actor: Option<String>,
+    pub ts: f64,
+    pub details: Value,
+}
+
+/// Arguments as journalled: every string redacted (when `redacting`) and cut to
+/// [`MAX_ARG_CHARS`].
+pub(crate) fn sanitize(value: Value, redacting: bool) -> Value {
+    match value {
+        Value::String(s) => {
+            let s = if redacting {
+                redact(&s).into_owned()
+            } else {
+                s
+            };
+            if s.chars().count() > MAX_ARG_CHARS {
+                Value::String(s.chars().take(MAX_ARG_CHARS).collect::<String>() + "…")
+            } else {
+                Value::String(s)
+            }
+        }
+        Value::Array(items) => {
+            Value::Array(items.into_iter().map(|v| sanitize(v, redacting)).collect())
+        }
+        Value::Object(map) => Value::Object(
+            map.into_iter()
+                .map(|(k, v)| (k, sanitize(v, redacting)))
+                .collect(),
+        ),
+        other => other,
+    }
+}
+
+impl Store {
+    /// Journal rows, oldest first: all of them, or those of one branch.
+    pub fn ops(&self, branch: Option<&str>) -> Result<Vec<Op>> {
+        let bid = branch
+            .map(|name| self.branch(name))
+            .transpose()?
+            .map(|b| b.bid);
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT o.seq, o.op, b.id, b.node_uid, o.phase, o.actor, o.created_at, o.args
+             FROM ops o LEFT JOIN branches b ON b.bid = o.branch
+             WHERE ?1 IS NULL OR o.branch = ?1 ORDER BY o.seq",
+        )?;
+        let rows = stmt.query_map([bid], |row| {
+            Ok(Op {
+                seq: row.get(0)?,
+                op: row.get(1)?,
+                branch: row.get(2)?,
+                node_uid: row.get(3)?,
+                phase: row.get(4)?,
+                actor: row.get(5)?,
+                ts: row.get(6)?,
+                details: serde_json::from_str(&row.get::<_, String>(7)?).unwrap_or(Value::Null),
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+}

@@ -1,0 +1,47 @@
+//! memctl-core: MemGPT-style agent memory (core, recall, archival) in SQLite, scoped to the
+//! branches of a tree search with copy-on-write by fork point.
+//!
+//! The engine has no CLI and prints nothing. Open a [`Store`], then read through the view
+//! ([`Store::view`], [`Store::core`], [`Store::recall_list`], [`Store::archival_search`], …) and
+//! write through [`Store::write`] (one transaction, many operations) or the one-operation helpers.
+//!
+//! ```
+//! use memctl_core::{Clock, Config, CoreWrite, Store};
+//! let store = Store::open_in_memory(Config::default(), Clock::Fixed(1.7e9)).unwrap();
+//! store.create_root("root").unwrap();
+//! store.core_set("root", "goal", "tune the stencil", CoreWrite::default()).unwrap();
+//! store.fork("root", Some("child")).unwrap();
+//! store.core_set("child", "goal", "tune the GPU kernel", CoreWrite::default()).unwrap();
+//! assert_eq!(store.core("root").unwrap()[0].value, "tune the stencil");
+//! assert_eq!(store.core("child").unwrap()[0].value, "tune the GPU kernel");
+//! ```
+
+mod archival;
+mod branch;
+mod clock;
+mod config;
+mod core_kv;
+mod error;
+mod journal;
+mod query;
+mod recall;
+mod redact;
+mod schema;
+mod store;
+mod view;
+
+pub use archival::{Record, Search, UpdateOutcome};
+pub use branch::{validate_branch_id, Branch, BranchPath, ForkOutcome};
+pub use clock::{parse_duration, parse_timestamp, Clock};
+pub use config::{
+    Config, FtsMode, PressureThresholds, RedactionConfig, SearchConfig, SqliteConfig,
+    SummarizerConfig, Synchronous,
+};
+pub use core_kv::{CoreEntry, CoreSetOutcome, CoreWrite, DEFAULT_IMPORTANCE, PINNED};
+pub use error::{Error, ErrorKind, Result};
+pub use journal::Op;
+pub use recall::{AppendOutcome, Event, EvictOutcome, EvictSelector, RecallView, Summary};
+pub use redact::redact;
+pub use schema::SCHEMA_VERSION;
+pub use store::{OpContext, Store, Tx};
+pub use view::View;

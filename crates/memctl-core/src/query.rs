@@ -1,0 +1,107 @@
+//! Search queries as words (SPEC §4.4). User text is split into words exactly the way the FTS5
+//! `unicode61` tokenizer splits stored text, so every character is a valid query — quotes, `-`,
+//! `:`, `AND`, `NEAR` — and the keyword fallback matches the same records FTS5 does.
+
+use std::collections::HashSet;
+
+/// English stop words dropped from queries (unless a query has nothing else).
+const STOP_WORDS: &[&str] = &[
+    "a", "about", "after", "all", "also", "an", "and", "any", "are", "as", "at", "be", "been",
+    "but", "by", "can", "could", "did", "do", "does", "for", "from", "had", "has", "have", "he",
+    "her", "his", "how", "i", "if", "in", "into", "is", "it", "its", "me", "my", "no", "not", "of",
+    "on", "or", "our", "she", "so", "than", "that", "the", "their", "them", "then", "there",
+    "these", "they", "this", "to", "up", "was", "we", "were", "what", "when", "where", "which",
+    "while", "who", "why", "will", "with", "would", "you", "your",
+];
+
+/// Lower-cased words of `text`: maximal runs of letters and digits.
+pub fn words(text: &str) -> impl Iterator<Item = String> + '_ {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+}
+
+/// A parsed search query: the distinct words to look for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Query {
+    words: Vec<String>,
+    blank: bool,
+}
+
+impl Query {
+    pub fn parse(text: &str) -> Query {
+        let mut seen = HashSet::new();
+        let all: Vec<String> = words(text).filter(|w| seen.insert(w.clone())).collect();
+        let content: Vec<String> = all
+            .iter()
+            .filter(|w| !STOP_WORDS.contains(&w.as_str()))
+            .cloned()
+            .collect();
+        // A query made only of stop words ("and or not") still means those words.
+        let words = if content.is_empty() { all } else { content };
+        Query {
+            blank: text.trim().is_empty(),
+            words,
+        }
+    }
+
+    /// An empty query lists instead of searching.
+    pub fn is_blank(&self) -> bool {
+        self.blank
+    }
+
+    /// Non-blank text with no word in it (only punctuation) matches nothing.
+    pub fn matches_nothing(&self) -> bool {
+        !self.blank && self.words.is_empty()
+    }
+
+    #[cfg(test)]
+    pub fn words(&self) -> &[String] {
+        &self.words
+    }
+
+    /// The FTS5 MATCH expression: every word a quoted string, OR-ed, so nothing is syntax.
+    pub fn fts_expression(&self) -> String {
+        self.words
+            .iter()
+            .map(|w| format!("\"{}\"", w.replace('"', "\"\"")))
+            .collect::<Vec<_>>()
+            .join(" OR ")
+    }
+
+    /// The fallback's score of a text: how many of the query's words it contains.
+    pub fn matched_words(&self, haystacks: &[&str]) -> usize {
+        let found: HashSet<String> = haystacks.iter().flat_map(|h| words(h)).collect();
+        self.words.iter().filter(|w| found.contains(*w)).count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn syntax_is_words() {
+        let q = Query::parse("\"mpi\" -tune: a/b.c 'x' NEAR");
+        assert_eq!(q.words(), ["mpi", "tune", "b", "c", "x", "near"]);
+        assert_eq!(
+            q.fts_expression(),
+            "\"mpi\" OR \"tune\" OR \"b\" OR \"c\" OR \"x\" OR \"near\""
+        );
+    }
+
+    #[test]
+    fn stop_words_only_when_something_else_remains() {
+        assert_eq!(Query::parse("the cache").words(), ["cache"]);
+        assert_eq!(Query::parse("AND OR NOT").words(), ["and", "or", "not"]);
+        assert!(Query::parse("  ").is_blank());
+        assert!(Query::parse("...").matches_nothing());
+    }
+
+    #[test]
+    fn counts_distinct_matches() {
+        let q = Query::parse("gpu cache");
+        assert_eq!(q.matched_words(&["GPU gpu, no", "[\"cache\"]"]), 2);
+        assert_eq!(q.matched_words(&["gpus"]), 0);
+    }
+}

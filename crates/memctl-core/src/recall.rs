@@ -1,0 +1,331 @@
+//! Recall memory (SPEC §4.3): the immutable timeline of events. Events leave a branch's view only
+//! through exclusion rows written in that branch; summaries stand in for what they replaced.
+
+use crate::archival::ArchivalWrite;
+use crate::branch::BranchPath;
+use crate::error::{Error, Result};
+use crate::query::Query;
+use crate::store::{Store, Tx};
+use crate::view;
+use rusqlite::OptionalExtension;
+use serde::Serialize;
+use serde_json::json;
+
+/// One recall event.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Event {
+    pub id: i64,
+    pub branch: String,
+    pub kind: String,
+    pub text: String,
+    pub tags: Vec<String>,
+    pub ts: f64,
+}
+
+/// A summary standing in for excluded events.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Summary {
+    pub id: i64,
+    pub branch: String,
+    pub kind: String,
+    pub text: String,
+    pub event_ids: Vec<i64>,
+    pub ts: f64,
+}
+
+/// Result of an append: the new id, or the existing identical event's id when skipped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct AppendOutcome {
+    pub id: i64,
+    pub skipped: bool,
+}
+
+/// Which visible events to evict.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EvictSelector {
+    Oldest(usize),
+    Kind(String),
+    Ids(Vec<i64>),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct EvictOutcome {
+    pub evicted: Vec<i64>,
+    /// The archival record holding the evicted events' full text.
+    pub archived: Option<i64>,
+}
+
+/// The recall part of a view.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RecallView {
+    pub summaries: Vec<Summary>,
+    /// Newest first.
+    pub events: Vec<Event>,
+}
+
+impl Store {
+    pub fn recall_append(
+        &self,
+        branch: &str,
+        kind: &str,
+        text: &str,
+        tags: &[String],
+    ) -> Result<AppendOutcome> {
+        self.write(|tx| tx.recall_append(branch, kind, text, tags))
+    }
+
+    /// Summaries, then the newest `limit` events (all when None).
+    pub fn recall_list(&self, branch: &str, limit: Option<usize>) -> Result<RecallView> {
+        let path = self.path(branch)?;
+        Ok(RecallView {
+            summaries: view::summaries(self, &path)?,
+            events: view::events(self, &path, limit)?,
+        })
+    }
+
+    /// Searches the whole visible timeline: events with the most query words first, ties newest.
+    pub fn recall_search(&self, branch: &str, query: &str, k: usize) -> Result<Vec<Event>> {
+        let path = self.path(branch)?;
+        let query = Query::parse(query);
+        let events = view::events(self, &path, None)?;
+        if query.is_blank() {
+            return Ok(events.into_iter().take(k).collect());
+        }
+        let mut scored: Vec<(usize, Event)> = events
+            .into_iter()
+            .filter_map(|e| {
+                let mut haystacks: Vec<&str> = vec![&e.text, &e.kind];
+                haystacks.extend(e.tags.iter().map(String::as_str));
+                let score = query.matched_words(&haystacks);
+                (score > 0).then_some((score, e))
+            })
+            .collect();
+        // Stable sort over newest-first input keeps ties newest first.
+        scored.sort_by_key(|s| std::cmp::Reverse(s.0));
+        Ok(scored.into_iter().take(k).map(|(_, e)| e).collect())
+    }
+
+    pub fn recall_evict(&self, branch: &str, selector: &EvictSelector) -> Result<EvictOutcome> {
+        self.write(|tx| tx.recall_evict(branch, selector))
+    }
+
+    pub fn recall_exclude(&self, branch: &str, ids: &[i64]) -> Result<()> {
+        self.write(|tx| tx.recall_exclude(branch, ids))
+    }
+
+    pub fn recall_summarize(
+        &self,
+        branch: &str,
+        kind: &str,
+        text: &str,
+        ids: &[i64],
+    ) -> Result<i64> {
+        self.write(|tx| tx.recall_summarize(branch, kind, text, ids))
+    }
+}
+
+/// Tags as stored: trimmed, non-empty, one line, each once, order kept.
+pub(crate) fn normalize_tags(tx: &Tx<'_>, tags: &[String]) -> Result<Vec<String>> {
+    let mut out: Vec<String> = Vec::with_capacity(tags.len());
+    for tag in tags {
+        let tag = tag.trim();
+        if tag.is_empty() || tag.chars().any(char::is_control) {
+            return Err(Error::invalid(format!(
+                "invalid tag {tag:?}: tags are non-empty single-line text"
+            )));
+        }
+        let tag = tx.redacted(tag);
+        if !out.contains(&tag) {
+            out.push(tag);
+        }
+    }
+    Ok(out)
+}
+
+pub(crate) fn content_hash(parts: &[&str]) -> [u8; 32] {
+    let mut hasher = blake3::Hasher::new();
+    for part in parts {
+        hasher.update(&(part.len() as u64).to_le_bytes());
+        hasher.update(part.as_bytes());
+    }
+    *hasher.finalize().as_bytes()
+}
+
+impl Tx<'_> {
+    pub fn recall_append(
+        &self,
+        branch: &str,
+        kind: &str,
+        text: &str,
+        tags: &[String],
+    ) -> Result<AppendOutcome> {
+        let kind = kind.trim();
+        if kind.is_empty() || kind.chars().any(char::is_control) {
+            return Err(Error::invalid(
+                "event kind must be non-empty single-line text",
+            ));
+        }
+        if text.trim().is_empty() {
+            return Err(Error::invalid("event text must not be empty"));
+        }
+        let path = self.path(branch)?;
+        let bid = path.branch().bid;
+        let text = self.redacted(text);
+        let tags = normalize_tags(self, tags)?;
+        let tags_json = serde_json::to_string(&tags)?;
+        let hash = content_hash(&[kind, &text, &tags_json]);
+        let existing: Option<i64> = self
+            .conn
+            .prepare_cached("SELECT seq FROM events WHERE branch = ?1 AND text_hash = ?2 LIMIT 1")?
+            .query_row(rusqlite::params![bid, hash], |r| r.get(0))
+            .optional()?;
+        if let Some(id) = existing {
+            return Ok(AppendOutcome { id, skipped: true });
+        }
+        let seq = self.next_seq()?;
+        self.conn
+            .prepare_cached(
+                "INSERT INTO events(seq, branch, kind, text, tags, text_hash, created_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            )?
+            .execute(rusqlite::params![
+                seq, bid, kind, text, tags_json, hash, self.now
+            ])?;
+        self.journal(
+            Some(bid),
+            "recall.append",
+            json!({"id": seq, "kind": kind, "text": text, "tags": tags}),
+        )?;
+        Ok(AppendOutcome {
+            id: seq,
+            skipped: false,
+        })
+    }
+
+    /// The visible events with these ids, oldest first; an id outside the view is an error.
+    fn visible_events(&self, path: &BranchPath, ids: &[i64]) -> Result<Vec<Event>> {
+        let mut events = view::events(self, path, None)?;
+        events.reverse();
+        for id in ids {
+            if !events.iter().any(|e| e.id == *id) {
+                return Err(Error::not_found(format!(
+                    "event {id} is not in the view of branch '{}'",
+                    path.branch().id
+                )));
+            }
+        }
+        events.retain(|e| ids.contains(&e.id));
+        Ok(events)
+    }
+
+    fn insert_exclusions(&self, bid: i64, ids: &[i64]) -> Result<()> {
+        let mut stmt = self.conn.prepare_cached(
+            "INSERT INTO inherited_exclusions(seq, branch, event_id, created_at) VALUES (?1, ?2, ?3, ?4)",
+        )?;
+        for id in ids {
+            stmt.execute(rusqlite::params![self.next_seq()?, bid, id, self.now])?;
+        }
+        Ok(())
+    }
+
+    /// Hides visible events from this branch's view (and its later descendants').
+    pub fn recall_exclude(&self, branch: &str, ids: &[i64]) -> Result<()> {
+        let path = self.path(branch)?;
+        let events = self.visible_events(&path, ids)?;
+        let ids: Vec<i64> = events.iter().map(|e| e.id).collect();
+        self.insert_exclusions(path.branch().bid, &ids)?;
+        self.journal(
+            Some(path.branch().bid),
+            "recall.exclude",
+            json!({"ids": ids}),
+        )?;
+        Ok(())
+    }
+
+    /// Replaces visible events by a summary: a summary row plus their exclusions (SPEC §2.1).
+    pub fn recall_summarize(
+        &self,
+        branch: &str,
+        kind: &str,
+        text: &str,
+        ids: &[i64],
+    ) -> Result<i64> {
+        if text.trim().is_empty() {
+            return Err(Error::invalid("summary text must not be empty"));
+        }
+        let path = self.path(branch)?;
+        let bid = path.branch().bid;
+        let ids: Vec<i64> = self
+            .visible_events(&path, ids)?
+            .iter()
+            .map(|e| e.id)
+            .collect();
+        let text = self.redacted(text);
+        let seq = self.next_seq()?;
+        self.conn
+            .prepare_cached(
+                "INSERT INTO inherited_summaries(seq, branch, kind, summary_text, summarized_event_ids, created_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            )?
+            .execute(rusqlite::params![seq, bid, kind, text, serde_json::to_string(&ids)?, self.now])?;
+        self.insert_exclusions(bid, &ids)?;
+        self.journal(
+            Some(bid),
+            "recall.summarize",
+            json!({"id": seq, "kind": kind, "event_ids": ids}),
+        )?;
+        Ok(seq)
+    }
+
+    /// Moves visible events out of the branch's view after copying their full text to archival.
+    pub fn recall_evict(&self, branch: &str, selector: &EvictSelector) -> Result<EvictOutcome> {
+        let path = self.path(branch)?;
+        let bid = path.branch().bid;
+        let selected: Vec<Event> = match selector {
+            EvictSelector::Ids(ids) => self.visible_events(&path, ids)?,
+            EvictSelector::Oldest(n) => {
+                let mut events = view::events(self, &path, None)?;
+                events.reverse();
+                events.truncate(*n);
+                events
+            }
+            EvictSelector::Kind(kind) => {
+                let mut events = view::events(self, &path, None)?;
+                events.reverse();
+                events.retain(|e| &e.kind == kind);
+                events
+            }
+        };
+        if selected.is_empty() {
+            return Ok(EvictOutcome {
+                evicted: vec![],
+                archived: None,
+            });
+        }
+        let body: Vec<String> = selected
+            .iter()
+            .map(|e| format!("[{}] {}", e.kind, e.text))
+            .collect();
+        let record = self.archival_insert(
+            bid,
+            ArchivalWrite::new(
+                format!("Evicted recall events:\n{}", body.join("\n")),
+                [
+                    "EVICTED_RECALL".into(),
+                    format!("event_count:{}", selected.len()),
+                ],
+            ),
+        )?;
+        let ids: Vec<i64> = selected.iter().map(|e| e.id).collect();
+        self.insert_exclusions(bid, &ids)?;
+        self.journal(
+            Some(bid),
+            "recall.evict",
+            json!({"ids": ids, "archived": record.id}),
+        )?;
+        Ok(EvictOutcome {
+            evicted: ids,
+            archived: Some(record.id),
+        })
+    }
+}

@@ -1,0 +1,58 @@
+//! Secret redaction before storage (SPEC §5): `name: value` assignments of api keys, secrets,
+//! tokens and passwords keep the name and lose the value; `sk-…` and `hf_…` tokens vanish.
+
+use regex::Regex;
+use std::borrow::Cow;
+use std::sync::LazyLock;
+
+static ASSIGNMENT: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)(api_key|secret|token|password)(\s*[:=]\s*)\S+").expect("valid regex")
+});
+static PROVIDER_KEY: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"sk-[A-Za-z0-9_\-]{16,}|hf_[A-Za-z0-9]{10,}").expect("valid regex")
+});
+
+/// The marker that replaces a secret.
+pub const MASK: &str = "***";
+
+/// Returns `text` with secrets masked. Borrowed (and cheap) when nothing looks secret.
+pub fn redact(text: &str) -> Cow<'_, str> {
+    if !might_hold_secret(text) {
+        return Cow::Borrowed(text);
+    }
+    let masked = ASSIGNMENT.replace_all(text, |caps: &regex::Captures| {
+        format!("{}{}{MASK}", &caps[1], &caps[2])
+    });
+    match PROVIDER_KEY.replace_all(&masked, MASK) {
+        Cow::Borrowed(_) => Cow::Owned(masked.into_owned()),
+        Cow::Owned(s) => Cow::Owned(s),
+    }
+}
+
+/// A cheap pre-check so the regexes are compiled and run only for text that could match.
+fn might_hold_secret(text: &str) -> bool {
+    if text.contains("sk-") || text.contains("hf_") {
+        return true;
+    }
+    let lower = text.to_ascii_lowercase();
+    ["api_key", "secret", "token", "password"]
+        .iter()
+        .any(|name| lower.contains(name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn masks_assignments_and_provider_keys() {
+        assert_eq!(redact("API_KEY=abc123 rest"), "API_KEY=*** rest");
+        assert_eq!(redact("my password: hunter2"), "my password: ***");
+        assert_eq!(redact("Token = xyz"), "Token = ***");
+        assert_eq!(redact("use sk-abcdefghijklmnop1234 now"), "use *** now");
+        assert_eq!(redact("hf_abcdefghij1"), "***");
+        assert_eq!(redact("sk-short"), "sk-short");
+        assert_eq!(redact("max_tokens 100"), "max_tokens 100");
+        assert!(matches!(redact("plain text"), Cow::Borrowed(_)));
+    }
+}

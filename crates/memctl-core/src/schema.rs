@@ -1,0 +1,218 @@
+//! The schema (SPEC §3) as ordered, embedded migrations under `PRAGMA user_version`.
+//!
+//! Every layer table keys its rows by the database-wide `seq` (the rowid), and is indexed by
+//! `(branch, seq)` so the view reads each ancestor with one index range scan. Branches are
+//! referenced by an integer `bid`; the caller-facing id and node_uid live only in `branches`.
+
+use crate::error::{Error, Result};
+use rusqlite::Connection;
+
+/// One step of the schema's history, applied in order inside one write transaction.
+struct Migration {
+    /// Timestamped name, kept in `meta` for people reading the database.
+    name: &'static str,
+    sql: &'static str,
+    /// Statements run only when the SQLite build has FTS5.
+    fts_sql: &'static str,
+}
+
+const MIGRATIONS: &[Migration] = &[Migration {
+    name: "20261122_initial",
+    sql: r#"
+CREATE TABLE meta (
+    key   TEXT PRIMARY KEY,
+    value ANY NOT NULL
+) WITHOUT ROWID, STRICT;
+
+CREATE TABLE branches (
+    bid        INTEGER PRIMARY KEY,
+    id         TEXT NOT NULL UNIQUE,
+    node_uid   TEXT UNIQUE,
+    parent     INTEGER REFERENCES branches(bid),
+    fork_seq   INTEGER NOT NULL UNIQUE,
+    depth      INTEGER NOT NULL,
+    created_at REAL NOT NULL,
+    meta       TEXT NOT NULL DEFAULT '{}'
+);
+CREATE INDEX branches_parent ON branches(parent);
+
+-- value NULL is a tombstone.
+CREATE TABLE core (
+    seq        INTEGER PRIMARY KEY,
+    branch     INTEGER NOT NULL REFERENCES branches(bid),
+    key        TEXT NOT NULL,
+    value      TEXT,
+    importance INTEGER NOT NULL CHECK (importance BETWEEN 1 AND 5),
+    ttl_s      REAL,
+    created_at REAL NOT NULL
+);
+CREATE INDEX core_branch_seq ON core(branch, seq);
+CREATE INDEX core_branch_key_seq ON core(branch, key, seq);
+
+CREATE TABLE events (
+    seq        INTEGER PRIMARY KEY,
+    branch     INTEGER NOT NULL REFERENCES branches(bid),
+    kind       TEXT NOT NULL,
+    text       TEXT NOT NULL,
+    tags       TEXT NOT NULL DEFAULT '[]',
+    text_hash  BLOB NOT NULL,
+    created_at REAL NOT NULL
+);
+CREATE INDEX events_branch_seq ON events(branch, seq);
+CREATE INDEX events_branch_hash ON events(branch, text_hash);
+
+-- One row per version of a record; record_id is the seq of its first version; text NULL is a
+-- tombstone.
+CREATE TABLE archival (
+    seq        INTEGER PRIMARY KEY,
+    record_id  INTEGER NOT NULL,
+    branch     INTEGER NOT NULL REFERENCES branches(bid),
+    text       TEXT,
+    tags       TEXT NOT NULL DEFAULT '[]',
+    text_hash  BLOB,
+    created_at REAL NOT NULL
+);
+CREATE INDEX archival_branch_seq ON archival(branch, seq);
+CREATE INDEX archival_record_seq ON archival(record_id, seq);
+CREATE INDEX archival_branch_hash ON archival(branch, text_hash);
+
+CREATE TABLE inherited_exclusions (
+    seq        INTEGER PRIMARY KEY,
+    branch     INTEGER NOT NULL REFERENCES branches(bid),
+    event_id   INTEGER NOT NULL REFERENCES events(seq),
+    created_at REAL NOT NULL
+);
+CREATE INDEX inherited_exclusions_branch_seq ON inherited_exclusions(branch, seq);
+
+CREATE TABLE inherited_summaries (
+    seq                  INTEGER PRIMARY KEY,
+    branch               INTEGER NOT NULL REFERENCES branches(bid),
+    kind                 TEXT NOT NULL,
+    summary_text         TEXT NOT NULL,
+    summarized_event_ids TEXT NOT NULL,
+    created_at           REAL NOT NULL
+);
+CREATE INDEX inherited_summaries_branch_seq ON inherited_summaries(branch, seq);
+
+CREATE TABLE ops (
+    seq        INTEGER PRIMARY KEY,
+    branch     INTEGER REFERENCES branches(bid),
+    op         TEXT NOT NULL,
+    args       TEXT NOT NULL,
+    phase      TEXT,
+    actor      TEXT,
+    created_at REAL NOT NULL
+);
+CREATE INDEX ops_branch_seq ON ops(branch, seq);
+
+CREATE TABLE llm_cache (
+    key        BLOB PRIMARY KEY,
+    output     TEXT NOT NULL,
+    created_at REAL NOT NULL
+) WITHOUT ROWID;
+
+INSERT INTO meta(key, value) VALUES ('next_seq', 1);
+"#,
+    // External content: the index reads text and tags from `archival` by seq. Tags are indexed
+    // as their JSON text, whose words are the tags' words, so a rebuild gives the same index.
+    fts_sql: r#"
+CREATE VIRTUAL TABLE archival_fts USING fts5(
+    text, tags, content='archival', content_rowid='seq', tokenize='unicode61 remove_diacritics 0'
+);
+"#,
+}];
+
+/// The schema version this build writes.
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// What `prepare` found about the file.
+pub(crate) struct SchemaState {
+    pub fts_table: bool,
+}
+
+/// Brings the database to [`SCHEMA_VERSION`], refusing files it must not touch. On an up-to-date
+/// database this costs one pragma read and one catalogue lookup.
+pub(crate) fn prepare(conn: &Connection) -> Result<SchemaState> {
+    let version = user_version(conn)?;
+    if version > SCHEMA_VERSION {
+        return Err(newer_error(version));
+    }
+    if version < SCHEMA_VERSION {
+        migrate(conn)?;
+    }
+    let fts_table = conn
+        .prepare_cached(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'archival_fts'",
+        )?
+        .exists([])?;
+    Ok(SchemaState { fts_table })
+}
+
+fn user_version(conn: &Connection) -> Result<i64> {
+    conn.pragma_query_value(None, "user_version", |row| row.get(0))
+        .map_err(|e| {
+            let error = Error::from(e);
+            Error::incompatible(format!("cannot read the database: {}", error.message()))
+                .with_hint("is this a memctl database? `memctl init` creates one")
+        })
+}
+
+fn newer_error(version: i64) -> Error {
+    Error::incompatible(format!(
+        "the database has schema version {version}, newer than this memctl understands ({SCHEMA_VERSION})"
+    ))
+    .with_hint("upgrade memctl; the database was left untouched")
+}
+
+fn migrate(conn: &Connection) -> Result<()> {
+    let fresh = user_version(conn)? == 0;
+    if fresh {
+        let foreign: i64 =
+            conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))?;
+        if foreign > 0 {
+            return Err(Error::incompatible(
+                "the file is an SQLite database but not a memctl one (it already has tables)",
+            )
+            .with_hint("to convert a Python-store memory.sqlite, use `memctl import legacy`"));
+        }
+        // WAL is a property of the file; set once, before the first write transaction.
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+    }
+    let fts5 = fts5_available(conn)?;
+    conn.execute_batch("BEGIN IMMEDIATE")?;
+    let applied = (|| {
+        // Another process may have migrated while this one waited for the lock.
+        let current = user_version(conn)?;
+        if current > SCHEMA_VERSION {
+            return Err(newer_error(current));
+        }
+        for (index, migration) in MIGRATIONS.iter().enumerate().skip(current as usize) {
+            conn.execute_batch(migration.sql)?;
+            if fts5 {
+                conn.execute_batch(migration.fts_sql)?;
+            }
+            conn.execute(
+                "INSERT OR REPLACE INTO meta(key, value) VALUES ('migration:' || ?1, ?2)",
+                rusqlite::params![(index + 1) as i64, migration.name],
+            )?;
+            conn.pragma_update(None, "user_version", (index + 1) as i64)?;
+        }
+        Ok(())
+    })();
+    match applied {
+        Ok(()) => conn.execute_batch("COMMIT").map_err(Error::from),
+        Err(e) => {
+            let _ = conn.execute_batch("ROLLBACK");
+            Err(e)
+        }
+    }
+}
+
+/// Whether this SQLite build has FTS5 compiled in.
+pub(crate) fn fts5_available(conn: &Connection) -> Result<bool> {
+    Ok(
+        conn.query_row("SELECT sqlite_compileoption_used('ENABLE_FTS5')", [], |r| {
+            r.get(0)
+        })?,
+    )
+}

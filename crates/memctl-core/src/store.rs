@@ -1,0 +1,265 @@
+//! The open database: connection set-up, the write transaction ([`Tx`]) that allocates seqs and
+//! writes the journal, and the per-handle cache of branch paths.
+
+use crate::branch::BranchPath;
+use crate::clock::Clock;
+use crate::config::{Config, FtsMode, Synchronous};
+use crate::error::{Error, Result};
+use crate::schema;
+use rusqlite::{Connection, OpenFlags};
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::path::Path;
+use std::rc::Rc;
+use std::time::Duration;
+
+/// Who is writing, recorded in every journal row (SPEC §8).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OpContext {
+    pub phase: Option<String>,
+    pub actor: Option<String>,
+}
+
+/// A memctl database opened for reading and writing.
+pub struct Store {
+    pub(crate) conn: Connection,
+    pub(crate) config: Config,
+    pub(crate) clock: Clock,
+    pub(crate) context: OpContext,
+    /// Whether `archival_fts` exists (and so is kept up to date by every archival write).
+    pub(crate) fts_table: bool,
+    /// Paths by branch bid. Parents never change, so a path stays valid for the handle's life;
+    /// the cache is dropped when a write transaction rolls back (it may hold a new branch).
+    paths: RefCell<HashMap<i64, Rc<BranchPath>>>,
+}
+
+impl Store {
+    /// Opens (creating and migrating if needed) the database at `path`.
+    pub fn open(path: &Path, config: Config, clock: Clock) -> Result<Store> {
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | OpenFlags::SQLITE_OPEN_URI;
+        let conn = Connection::open_with_flags(path, flags).map_err(|e| {
+            Error::incompatible(format!("cannot open database {}: {e}", path.display()))
+        })?;
+        Store::with_connection(conn, config, clock)
+    }
+
+    /// A private in-memory database, for tests and tools.
+    pub fn open_in_memory(config: Config, clock: Clock) -> Result<Store> {
+        Store::with_connection(Connection::open_in_memory()?, config, clock)
+    }
+
+    fn with_connection(mut conn: Connection, config: Config, clock: Clock) -> Result<Store> {
+        busy::install(&mut conn, config.sqlite.busy_timeout_ms)?;
+        conn.set_prepared_statement_cache_capacity(64);
+        let state = schema::prepare(&conn)?;
+        let synchronous = match config.sqlite.synchronous {
+            Synchronous::Normal => "NORMAL",
+            Synchronous::Full => "FULL",
+        };
+        conn.execute_batch(&format!(
+            "PRAGMA synchronous = {synchronous}; PRAGMA foreign_keys = ON;"
+        ))?;
+        if config.search.fts == FtsMode::On && !state.fts_table {
+            return Err(Error::incompatible(
+                "search.fts = \"on\" but this database has no FTS5 index (SQLite built without FTS5)",
+            )
+            .with_hint("set [search] fts = \"auto\" to use the keyword fallback"));
+        }
+        Ok(Store {
+            conn,
+            config,
+            clock,
+            context: OpContext::default(),
+            fts_table: state.fts_table,
+            paths: RefCell::new(HashMap::new()),
+        })
+    }
+
+    /// Sets the phase and actor written to the journal by later writes.
+    pub fn set_context(&mut self, context: OpContext) {
+        self.context = context;
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    pub fn clock(&self) -> Clock {
+        self.clock
+    }
+
+    /// Whether archival search runs on FTS5 (else the keyword fallback).
+    pub fn uses_fts(&self) -> bool {
+        self.fts_table && self.config.search.fts != FtsMode::Off
+    }
+
+    /// Runs `f` in one `BEGIN IMMEDIATE` transaction: committed if it returns `Ok`, rolled back
+    /// (leaving the database exactly as before) otherwise. Reads inside see the writes before them.
+    pub fn write<T>(&self, f: impl FnOnce(&Tx<'_>) -> Result<T>) -> Result<T> {
+        self.conn.execute_batch("BEGIN IMMEDIATE")?;
+        let tx = Tx {
+            store: self,
+            next_seq: Cell::new(None),
+            now: self.clock.now(),
+        };
+        let outcome = f(&tx).and_then(|value| {
+            tx.flush_seq()?;
+            self.conn.execute_batch("COMMIT")?;
+            Ok(value)
+        });
+        if outcome.is_err() && !self.conn.is_autocommit() {
+            let _ = self.conn.execute_batch("ROLLBACK");
+            self.forget_paths();
+        }
+        outcome
+    }
+
+    pub(crate) fn cached_path(&self, bid: i64) -> Option<Rc<BranchPath>> {
+        self.paths.borrow().get(&bid).cloned()
+    }
+
+    pub(crate) fn cache_path(&self, path: Rc<BranchPath>) {
+        self.paths.borrow_mut().insert(path.branch().bid, path);
+    }
+
+    /// Drops cached paths, whose branch records (node_uid) may now be stale.
+    pub(crate) fn forget_paths(&self) {
+        self.paths.borrow_mut().clear();
+    }
+}
+
+/// A write transaction. Every row it writes gets the next seq of the database-wide counter.
+pub struct Tx<'s> {
+    pub(crate) store: &'s Store,
+    /// The next seq to hand out, read from `meta` on first use and written back at commit.
+    next_seq: Cell<Option<i64>>,
+    /// One timestamp for everything the transaction writes.
+    pub(crate) now: f64,
+}
+
+impl<'s> std::ops::Deref for Tx<'s> {
+    type Target = Store;
+
+    fn deref(&self) -> &Store {
+        self.store
+    }
+}
+
+impl Tx<'_> {
+    /// Allocates the next seq. Safe without further locking: `BEGIN IMMEDIATE` holds the write lock.
+    pub(crate) fn next_seq(&self) -> Result<i64> {
+        let seq = match self.next_seq.get() {
+            Some(seq) => seq,
+            None => self
+                .store
+                .conn
+                .prepare_cached("SELECT value FROM meta WHERE key = 'next_seq'")?
+                .query_row([], |r| r.get(0))?,
+        };
+        self.next_seq.set(Some(seq + 1));
+        Ok(seq)
+    }
+
+    /// The seq the next allocation will return, without taking it.
+    pub(crate) fn peek_seq(&self) -> Result<i64> {
+        let seq = self.next_seq()?;
+        self.next_seq.set(Some(seq));
+        Ok(seq)
+    }
+
+    fn flush_seq(&self) -> Result<()> {
+        if let Some(next) = self.next_seq.get() {
+            self.store
+                .conn
+                .prepare_cached("UPDATE meta SET value = ?1 WHERE key = 'next_seq'")?
+                .execute([next])?;
+        }
+        Ok(())
+    }
+
+    /// Writes the journal row of one mutation (SPEC §8).
+    pub(crate) fn journal(
+        &self,
+        bid: Option<i64>,
+        op: &str,
+        args: serde_json::Value,
+    ) -> Result<()> {
+        let seq = self.next_seq()?;
+        let args = crate::journal::sanitize(args, self.store.config.redaction.enabled).to_string();
+        let ctx = &self.store.context;
+        self.store
+            .conn
+            .prepare_cached(
+                "INSERT INTO ops(seq, branch, op, args, phase, actor, created_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            )?
+            .execute(rusqlite::params![
+                seq, bid, op, args, ctx.phase, ctx.actor, self.now
+            ])?;
+        Ok(())
+    }
+}
+
+/// A busy handler with short jittered sleeps: under contention a waiting writer retries within
+/// a fraction of a millisecond instead of SQLite's default back-off of up to 100 ms per try.
+mod busy {
+    use super::*;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::time::Instant;
+
+    static TIMEOUT_MS: AtomicU64 = AtomicU64::new(30_000);
+
+    thread_local! {
+        static WAIT_STARTED: Cell<Option<Instant>> = const { Cell::new(None) };
+        static JITTER: Cell<u64> = Cell::new(seed());
+    }
+
+    fn seed() -> u64 {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos() as u64)
+            .unwrap_or(0);
+        (u64::from(std::process::id()) << 32) ^ nanos ^ 0x9E37_79B9_7F4A_7C15
+    }
+
+    /// xorshift64: jitter only, never used for anything stored.
+    fn jitter() -> u64 {
+        JITTER.with(|state| {
+            let mut x = state.get().max(1);
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            state.set(x);
+            x
+        })
+    }
+
+    pub(super) fn install(conn: &mut Connection, timeout_ms: u64) -> Result<()> {
+        TIMEOUT_MS.store(timeout_ms, Ordering::Relaxed);
+        conn.busy_handler(Some(on_busy))?;
+        Ok(())
+    }
+
+    /// Returns true to retry. `tries` counts earlier calls for the same lock wait.
+    fn on_busy(tries: i32) -> bool {
+        let now = Instant::now();
+        let started = WAIT_STARTED.with(|cell| {
+            if tries == 0 || cell.get().is_none() {
+                cell.set(Some(now));
+            }
+            cell.get().unwrap_or(now)
+        });
+        let timeout = Duration::from_millis(TIMEOUT_MS.load(Ordering::Relaxed));
+        if now.duration_since(started) >= timeout {
+            return false;
+        }
+        // 50 µs doubling to a 2 ms ceiling, each sleep a random fraction of it.
+        let ceiling_us = (50u64 << tries.clamp(0, 6) as u32).min(2_000);
+        let sleep_us = 20 + jitter() % ceiling_us;
+        std::thread::sleep(Duration::from_micros(sleep_us));
+        true
+    }
+}

@@ -1,0 +1,243 @@
+//! THE view (SPEC §2): the one definition of what a branch sees, used by every reader.
+//!
+//! A branch B with path B = b0, b1, …, bk (root) sees every row of b0, and from each ancestor bi
+//! the rows with `seq <= fork_seq(b(i-1))`. That rule is the SQL fragment [`visible`]: the path's
+//! `(bid, cutoff)` pairs joined to a layer table, one `(branch, seq)` index range scan per
+//! ancestor. On top of it, per layer:
+//! - core: per key the visible row with the greatest seq, among rows whose TTL has not run out;
+//!   a tombstone (NULL value) hides the key;
+//! - recall: visible events minus the visible exclusions; visible summaries;
+//! - archival: per record the visible version with the greatest seq; a tombstone hides it.
+//!
+//! Nothing else in the crate decides visibility.
+
+use crate::archival::Record;
+use crate::branch::{Branch, BranchPath};
+use crate::core_kv::CoreEntry;
+use crate::error::Result;
+use crate::recall::{Event, Summary};
+use crate::store::Store;
+use rusqlite::Row;
+use serde::Serialize;
+
+/// The path as a table `path(bid, cutoff)`, from the JSON object bound as `?1`.
+const PATH_CTE: &str =
+    "path(bid, cutoff) AS MATERIALIZED (SELECT CAST(key AS INTEGER), value FROM json_each(?1))";
+
+/// The visible rows of a layer table under the alias `t`.
+fn visible(table: &str) -> String {
+    format!("path CROSS JOIN {table} t ON t.branch = path.bid AND t.seq <= path.cutoff")
+}
+
+/// True when archival version `t` is its record's newest visible version.
+const CURRENT_VERSION: &str = "NOT EXISTS (
+    SELECT 1 FROM archival n JOIN path q ON q.bid = n.branch
+    WHERE n.record_id = t.record_id AND n.seq > t.seq AND n.seq <= q.cutoff)";
+
+/// True when record `t` carries every tag of the JSON array bound as `?2`.
+const HAS_TAGS: &str = "NOT EXISTS (
+    SELECT 1 FROM json_each(?2) want
+    WHERE want.value NOT IN (SELECT have.value FROM json_each(t.tags) have))";
+
+/// Everything a branch sees.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct View {
+    pub branch: Branch,
+    /// Visible core entries, oldest write first.
+    pub core: Vec<CoreEntry>,
+    /// Visible summaries, oldest first.
+    pub summaries: Vec<Summary>,
+    /// Visible events, newest first.
+    pub events: Vec<Event>,
+    /// Visible archival records (current versions), newest first.
+    pub archival: Vec<Record>,
+}
+
+impl Store {
+    /// The whole view of a branch.
+    pub fn view(&self, name: &str) -> Result<View> {
+        let path = self.path(name)?;
+        Ok(View {
+            branch: path.branch().clone(),
+            core: core(self, &path)?,
+            summaries: summaries(self, &path)?,
+            events: events(self, &path, None)?,
+            archival: archival(self, &path, &[], None)?,
+        })
+    }
+}
+
+fn limit_param(limit: Option<usize>) -> i64 {
+    limit.map_or(-1, |n| n as i64)
+}
+
+fn tags_from_json(text: &str) -> Vec<String> {
+    serde_json::from_str(text).unwrap_or_default()
+}
+
+/// Visible core entries (tombstones and expired rows resolved), oldest write first.
+pub(crate) fn core(store: &Store, path: &BranchPath) -> Result<Vec<CoreEntry>> {
+    let sql = format!(
+        "WITH {PATH_CTE}
+         SELECT t.key, t.value, t.branch, max(t.seq), t.importance, t.ttl_s, t.created_at
+         FROM {} WHERE t.ttl_s IS NULL OR t.created_at + t.ttl_s >= ?2
+         GROUP BY t.key ORDER BY 4",
+        visible("core")
+    );
+    let mut stmt = store.conn.prepare_cached(&sql)?;
+    let mut rows = stmt.query(rusqlite::params![path.cutoffs_json(), store.clock.now()])?;
+    let mut entries = Vec::new();
+    while let Some(row) = rows.next()? {
+        let Some(value) = row.get::<_, Option<String>>(1)? else {
+            continue;
+        };
+        entries.push(CoreEntry {
+            key: row.get(0)?,
+            value,
+            branch: path.id_of(row.get(2)?).to_string(),
+            seq: row.get(3)?,
+            importance: row.get(4)?,
+            ttl: row.get(5)?,
+            ts: row.get(6)?,
+        });
+    }
+    Ok(entries)
+}
+
+/// Visible events, newest first, at most `limit`.
+pub(crate) fn events(store: &Store, path: &BranchPath, limit: Option<usize>) -> Result<Vec<Event>> {
+    let sql = format!(
+        "WITH {PATH_CTE},
+         excluded AS (SELECT t.event_id FROM {})
+         SELECT t.seq, t.branch, t.kind, t.text, t.tags, t.created_at FROM {}
+         WHERE t.seq NOT IN excluded
+         ORDER BY t.seq DESC LIMIT ?2",
+        visible("inherited_exclusions"),
+        visible("events")
+    );
+    let mut stmt = store.conn.prepare_cached(&sql)?;
+    let rows = stmt.query_map(
+        rusqlite::params![path.cutoffs_json(), limit_param(limit)],
+        |row| event_from_row(path, row),
+    )?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+fn event_from_row(path: &BranchPath, row: &Row<'_>) -> rusqlite::Result<Event> {
+    Ok(Event {
+        id: row.get(0)?,
+        branch: path.id_of(row.get(1)?).to_string(),
+        kind: row.get(2)?,
+        text: row.get(3)?,
+        tags: tags_from_json(&row.get::<_, String>(4)?),
+        ts: row.get(5)?,
+    })
+}
+
+/// Visible summaries, oldest first.
+pub(crate) fn summaries(store: &Store, path: &BranchPath) -> Result<Vec<Summary>> {
+    let sql = format!(
+        "WITH {PATH_CTE}
+         SELECT t.seq, t.branch, t.kind, t.summary_text, t.summarized_event_ids, t.created_at
+         FROM {} ORDER BY t.seq",
+        visible("inherited_summaries")
+    );
+    let mut stmt = store.conn.prepare_cached(&sql)?;
+    let rows = stmt.query_map([path.cutoffs_json()], |row| {
+        Ok(Summary {
+            id: row.get(0)?,
+            branch: path.id_of(row.get(1)?).to_string(),
+            kind: row.get(2)?,
+            text: row.get(3)?,
+            event_ids: serde_json::from_str(&row.get::<_, String>(4)?).unwrap_or_default(),
+            ts: row.get(5)?,
+        })
+    })?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+const RECORD_COLUMNS: &str = "t.record_id, t.branch, t.text, t.tags, t.created_at, t.seq";
+
+fn record_from_row(path: &BranchPath, row: &Row<'_>) -> rusqlite::Result<Record> {
+    Ok(Record {
+        id: row.get(0)?,
+        branch: path.id_of(row.get(1)?).to_string(),
+        text: row.get(2)?,
+        tags: tags_from_json(&row.get::<_, String>(3)?),
+        ts: row.get(4)?,
+        seq: row.get(5)?,
+        score: None,
+    })
+}
+
+/// Visible archival records carrying all of `tags`, newest version first, at most `limit`.
+pub(crate) fn archival(
+    store: &Store,
+    path: &BranchPath,
+    tags: &[String],
+    limit: Option<usize>,
+) -> Result<Vec<Record>> {
+    let sql = format!(
+        "WITH {PATH_CTE}
+         SELECT {RECORD_COLUMNS} FROM {}
+         WHERE t.text IS NOT NULL AND {CURRENT_VERSION} AND {HAS_TAGS}
+         ORDER BY t.seq DESC LIMIT ?3",
+        visible("archival")
+    );
+    let mut stmt = store.conn.prepare_cached(&sql)?;
+    let tags = serde_json::to_string(tags)?;
+    let rows = stmt.query_map(
+        rusqlite::params![path.cutoffs_json(), tags, limit_param(limit)],
+        |row| record_from_row(path, row),
+    )?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// The visible version of one record, or None if it is not in the view (or deleted there).
+pub(crate) fn archival_record(store: &Store, path: &BranchPath, id: i64) -> Result<Option<Record>> {
+    let sql = format!(
+        "WITH {PATH_CTE}
+         SELECT {RECORD_COLUMNS} FROM archival t JOIN path ON path.bid = t.branch AND t.seq <= path.cutoff
+         WHERE t.record_id = ?2 ORDER BY t.seq DESC LIMIT 1"
+    );
+    let mut stmt = store.conn.prepare_cached(&sql)?;
+    let mut rows = stmt.query(rusqlite::params![path.cutoffs_json(), id])?;
+    match rows.next()? {
+        // The newest visible version is a tombstone when its text is NULL: deleted in this view.
+        Some(row) if row.get::<_, Option<String>>(2)?.is_some() => {
+            Ok(Some(record_from_row(path, row)?))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// FTS5 search over the view: records matching `expression` and carrying all `tags`, best bm25
+/// first, ties newest first. The limit applies after the view and tag filters.
+pub(crate) fn archival_fts(
+    store: &Store,
+    path: &BranchPath,
+    expression: &str,
+    tags: &[String],
+    limit: usize,
+) -> Result<Vec<Record>> {
+    let sql = format!(
+        "WITH {PATH_CTE}
+         SELECT {RECORD_COLUMNS}, f.rank FROM archival_fts f
+         JOIN archival t ON t.seq = f.rowid
+         JOIN path ON path.bid = t.branch AND t.seq <= path.cutoff
+         WHERE archival_fts MATCH ?4 AND t.text IS NOT NULL AND {CURRENT_VERSION} AND {HAS_TAGS}
+         ORDER BY f.rank, t.seq DESC LIMIT ?3"
+    );
+    let mut stmt = store.conn.prepare_cached(&sql)?;
+    let tags = serde_json::to_string(tags)?;
+    let rows = stmt.query_map(
+        rusqlite::params![path.cutoffs_json(), tags, limit as i64, expression],
+        |row| {
+            let mut record = record_from_row(path, row)?;
+            // bm25 is lower-is-better; report higher-is-better like the fallback's word count.
+            record.score = Some(-row.get::<_, f64>(6)?);
+            Ok(record)
+        },
+    )?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
