@@ -83,6 +83,11 @@ impl Store {
         self.context = context;
     }
 
+    /// Replaces the clock (tests and replays move time to exercise TTLs).
+    pub fn set_clock(&mut self, clock: Clock) {
+        self.clock = clock;
+    }
+
     pub fn config(&self) -> &Config {
         &self.config
     }

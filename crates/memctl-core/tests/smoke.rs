@@ -56,7 +56,7 @@ fn copy_on_write_smoke() {
         )
         .unwrap();
     assert_eq!(hits.len(), 0);
-    assert_eq!(s.fork("root", Some("c1")).unwrap().created, false);
+    assert!(!s.fork("root", Some("c1")).unwrap().created);
     assert_eq!(
         s.fork("c2", Some("c1")).unwrap_err().kind(),
         ErrorKind::Conflict
