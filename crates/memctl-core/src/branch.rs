@@ -6,6 +6,7 @@ use crate::store::{Store, Tx};
 use rusqlite::{OptionalExtension, Row};
 use serde::Serialize;
 use serde_json::json;
+use std::collections::HashMap;
 use std::rc::Rc;
 
 /// A branch as callers see it.
@@ -40,22 +41,22 @@ pub struct ForkOutcome {
 pub struct BranchPath {
     /// The branch first, its root last.
     branches: Vec<Branch>,
-    /// The same branches' `(bid, cutoff)` as a JSON object, bound by the view queries.
+    /// Position in `branches` by bid.
+    positions: HashMap<i64, usize>,
+    /// `[[bid, cutoff], …]` in path order, as loaded into the view's path table.
     cutoffs_json: String,
 }
 
 impl BranchPath {
     fn new(branches: Vec<Branch>) -> BranchPath {
-        let mut cutoffs = serde_json::Map::with_capacity(branches.len());
+        let mut cutoffs = Vec::with_capacity(branches.len());
         let mut cutoff = i64::MAX;
         for branch in &branches {
-            cutoffs.insert(branch.bid.to_string(), json!(cutoff));
+            cutoffs.push([branch.bid, cutoff]);
             cutoff = branch.fork_seq;
         }
-        BranchPath {
-            branches,
-            cutoffs_json: serde_json::Value::Object(cutoffs).to_string(),
-        }
+        let positions = branches.iter().enumerate().map(|(i, b)| (b.bid, i)).collect();
+        BranchPath { branches, positions, cutoffs_json: json!(cutoffs).to_string() }
     }
 
     pub fn branch(&self) -> &Branch {
@@ -73,11 +74,7 @@ impl BranchPath {
 
     /// The id of a branch on this path, by bid.
     pub(crate) fn id_of(&self, bid: i64) -> &str {
-        self.branches
-            .iter()
-            .find(|b| b.bid == bid)
-            .map(|b| b.id.as_str())
-            .unwrap_or("?")
+        self.positions.get(&bid).map_or("?", |&i| self.branches[i].id.as_str())
     }
 }
 

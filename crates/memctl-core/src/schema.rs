@@ -83,6 +83,7 @@ CREATE TABLE inherited_exclusions (
     created_at REAL NOT NULL
 );
 CREATE INDEX inherited_exclusions_branch_seq ON inherited_exclusions(branch, seq);
+CREATE INDEX inherited_exclusions_event ON inherited_exclusions(event_id);
 
 CREATE TABLE inherited_summaries (
     seq                  INTEGER PRIMARY KEY,

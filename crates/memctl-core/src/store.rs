@@ -31,7 +31,19 @@ pub struct Store {
     /// Paths by branch bid. Parents never change, so a path stays valid for the handle's life;
     /// the cache is dropped when a write transaction rolls back (it may hold a new branch).
     paths: RefCell<HashMap<i64, Rc<BranchPath>>>,
+    /// The branch whose path is in `temp.view_path`, if any.
+    loaded_path: Cell<Option<i64>>,
 }
+
+/// The path of the branch being read, one row per branch nearest first, so view queries join
+/// it like a table. Connection-private and in memory: filling it writes nothing to the database.
+const VIEW_PATH_TABLE: &str = "
+    PRAGMA temp_store = MEMORY;
+    CREATE TEMP TABLE view_path (
+        pos    INTEGER PRIMARY KEY,
+        bid    INTEGER NOT NULL UNIQUE,
+        cutoff INTEGER NOT NULL
+    );";
 
 impl Store {
     /// Opens (creating and migrating if needed) the database at `path`.
@@ -54,6 +66,9 @@ impl Store {
     fn with_connection(mut conn: Connection, config: Config, clock: Clock) -> Result<Store> {
         busy::install(&mut conn, config.sqlite.busy_timeout_ms)?;
         conn.set_prepared_statement_cache_capacity(64);
+        // With STAT4 compiled in, SQLite re-plans a cached statement whenever a bound value might
+        // change its plan — on every lookup here. Our plans never depend on values: keep them.
+        conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)?;
         let state = schema::prepare(&conn)?;
         let synchronous = match config.sqlite.synchronous {
             Synchronous::Normal => "NORMAL",
@@ -62,6 +77,7 @@ impl Store {
         conn.execute_batch(&format!(
             "PRAGMA synchronous = {synchronous}; PRAGMA foreign_keys = ON;"
         ))?;
+        conn.execute_batch(VIEW_PATH_TABLE)?;
         if config.search.fts == FtsMode::On && !state.fts_table {
             return Err(Error::incompatible(
                 "search.fts = \"on\" but this database has no FTS5 index (SQLite built without FTS5)",
@@ -75,6 +91,7 @@ impl Store {
             context: OpContext::default(),
             fts_table: state.fts_table,
             paths: RefCell::new(HashMap::new()),
+            loaded_path: Cell::new(None),
         })
     }
 
@@ -104,7 +121,7 @@ impl Store {
     /// Runs `f` in one `BEGIN IMMEDIATE` transaction: committed if it returns `Ok`, rolled back
     /// (leaving the database exactly as before) otherwise. Reads inside see the writes before them.
     pub fn write<T>(&self, f: impl FnOnce(&Tx<'_>) -> Result<T>) -> Result<T> {
-        self.conn.execute_batch("BEGIN IMMEDIATE")?;
+        self.conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
         let tx = Tx {
             store: self,
             next_seq: Cell::new(None),
@@ -112,14 +129,56 @@ impl Store {
         };
         let outcome = f(&tx).and_then(|value| {
             tx.flush_seq()?;
-            self.conn.execute_batch("COMMIT")?;
+            self.conn.prepare_cached("COMMIT")?.execute([])?;
             Ok(value)
         });
-        if outcome.is_err() && !self.conn.is_autocommit() {
-            let _ = self.conn.execute_batch("ROLLBACK");
-            self.forget_paths();
+        if outcome.is_err() {
+            self.roll_back();
         }
         outcome
+    }
+
+    /// Runs several reads in one read transaction, so they see one snapshot of the database.
+    pub(crate) fn read<T>(&self, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        if !self.conn.is_autocommit() {
+            return f();
+        }
+        self.conn.prepare_cached("BEGIN")?.execute([])?;
+        let outcome = f().and_then(|value| {
+            self.conn.prepare_cached("COMMIT")?.execute([])?;
+            Ok(value)
+        });
+        if outcome.is_err() {
+            self.roll_back();
+        }
+        outcome
+    }
+
+    fn roll_back(&self) {
+        if !self.conn.is_autocommit() {
+            let _ = self.conn.execute_batch("ROLLBACK");
+        }
+        // The rollback may have removed branches and undone the path table's contents.
+        self.forget_paths();
+        self.loaded_path.set(None);
+    }
+
+    /// Puts `path` into `temp.view_path` unless it is already there.
+    pub(crate) fn load_path(&self, path: &BranchPath) -> Result<()> {
+        let bid = path.branch().bid;
+        if self.loaded_path.get() == Some(bid) {
+            return Ok(());
+        }
+        self.loaded_path.set(None);
+        self.conn.prepare_cached("DELETE FROM temp.view_path")?.execute([])?;
+        self.conn
+            .prepare_cached(
+                "INSERT INTO temp.view_path(pos, bid, cutoff)
+                 SELECT key, value ->> 0, value ->> 1 FROM json_each(?1)",
+            )?
+            .execute([path.cutoffs_json()])?;
+        self.loaded_path.set(Some(bid));
+        Ok(())
     }
 
     pub(crate) fn cached_path(&self, bid: i64) -> Option<Rc<BranchPath>> {

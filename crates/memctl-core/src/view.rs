@@ -1,13 +1,18 @@
 //! THE view (SPEC §2): the one definition of what a branch sees, used by every reader.
 //!
 //! A branch B with path B = b0, b1, …, bk (root) sees every row of b0, and from each ancestor bi
-//! the rows with `seq <= fork_seq(b(i-1))`. That rule is the SQL fragment [`visible`]: the path's
-//! `(bid, cutoff)` pairs joined to a layer table, one `(branch, seq)` index range scan per
-//! ancestor. On top of it, per layer:
+//! the rows with `seq <= fork_seq(b(i-1))`. That rule is the SQL fragment [`visible`]: the path
+//! (loaded once into `temp.view_path`, nearest branch first) joined to a layer table, one
+//! `(branch, seq)` index range scan per ancestor. On top of it, per layer:
 //! - core: per key the visible row with the greatest seq, among rows whose TTL has not run out;
 //!   a tombstone (NULL value) hides the key;
-//! - recall: visible events minus the visible exclusions; visible summaries;
+//! - recall: visible events not hidden by a visible exclusion; visible summaries;
 //! - archival: per record the visible version with the greatest seq; a tombstone hides it.
+//!
+//! Ordering: a branch's rows all have seqs above its fork_seq, so every visible row of a nearer
+//! branch is newer than every visible row of a farther one. "Newest first" is therefore
+//! `ORDER BY p.pos, t.seq DESC`, which SQLite reads straight off the nested loop: a window of N
+//! rows stops after the nearest ancestors that hold them, however deep the path.
 //!
 //! Nothing else in the crate decides visibility.
 
@@ -20,23 +25,27 @@ use crate::store::Store;
 use rusqlite::Row;
 use serde::Serialize;
 
-/// The path as a table `path(bid, cutoff)`, from the JSON object bound as `?1`.
-const PATH_CTE: &str =
-    "path(bid, cutoff) AS MATERIALIZED (SELECT CAST(key AS INTEGER), value FROM json_each(?1))";
-
-/// The visible rows of a layer table under the alias `t`.
+/// The visible rows of a layer table under the alias `t`, with their path entry `p`.
 fn visible(table: &str) -> String {
-    format!("path CROSS JOIN {table} t ON t.branch = path.bid AND t.seq <= path.cutoff")
+    format!("temp.view_path p CROSS JOIN {table} t ON t.branch = p.bid AND t.seq <= p.cutoff")
 }
+
+/// Newest first (see the module comment).
+const NEWEST_FIRST: &str = "ORDER BY p.pos, t.seq DESC";
+
+/// True when event `t` is not hidden by a visible exclusion.
+const NOT_EXCLUDED: &str = "NOT EXISTS (
+    SELECT 1 FROM inherited_exclusions x JOIN temp.view_path q ON q.bid = x.branch
+    WHERE x.event_id = t.seq AND x.seq <= q.cutoff)";
 
 /// True when archival version `t` is its record's newest visible version.
 const CURRENT_VERSION: &str = "NOT EXISTS (
-    SELECT 1 FROM archival n JOIN path q ON q.bid = n.branch
+    SELECT 1 FROM archival n JOIN temp.view_path q ON q.bid = n.branch
     WHERE n.record_id = t.record_id AND n.seq > t.seq AND n.seq <= q.cutoff)";
 
-/// True when record `t` carries every tag of the JSON array bound as `?2`.
+/// True when record `t` carries every tag of the JSON array bound as `?1`.
 const HAS_TAGS: &str = "NOT EXISTS (
-    SELECT 1 FROM json_each(?2) want
+    SELECT 1 FROM json_each(?1) want
     WHERE want.value NOT IN (SELECT have.value FROM json_each(t.tags) have))";
 
 /// Everything a branch sees.
@@ -56,13 +65,15 @@ pub struct View {
 impl Store {
     /// The whole view of a branch.
     pub fn view(&self, name: &str) -> Result<View> {
-        let path = self.path(name)?;
-        Ok(View {
-            branch: path.branch().clone(),
-            core: core(self, &path)?,
-            summaries: summaries(self, &path)?,
-            events: events(self, &path, None)?,
-            archival: archival(self, &path, &[], None)?,
+        self.read(|| {
+            let path = self.path(name)?;
+            Ok(View {
+                branch: path.branch().clone(),
+                core: core(self, &path)?,
+                summaries: summaries(self, &path)?,
+                events: events(self, &path, None)?,
+                archival: archival(self, &path, &[], None)?,
+            })
         })
     }
 }
@@ -77,15 +88,15 @@ fn tags_from_json(text: &str) -> Vec<String> {
 
 /// Visible core entries (tombstones and expired rows resolved), oldest write first.
 pub(crate) fn core(store: &Store, path: &BranchPath) -> Result<Vec<CoreEntry>> {
+    store.load_path(path)?;
     let sql = format!(
-        "WITH {PATH_CTE}
-         SELECT t.key, t.value, t.branch, max(t.seq), t.importance, t.ttl_s, t.created_at
-         FROM {} WHERE t.ttl_s IS NULL OR t.created_at + t.ttl_s >= ?2
+        "SELECT t.key, t.value, t.branch, max(t.seq), t.importance, t.ttl_s, t.created_at
+         FROM {} WHERE t.ttl_s IS NULL OR t.created_at + t.ttl_s >= ?1
          GROUP BY t.key ORDER BY 4",
         visible("core")
     );
     let mut stmt = store.conn.prepare_cached(&sql)?;
-    let mut rows = stmt.query(rusqlite::params![path.cutoffs_json(), store.clock.now()])?;
+    let mut rows = stmt.query([store.clock.now()])?;
     let mut entries = Vec::new();
     while let Some(row) = rows.next()? {
         let Some(value) = row.get::<_, Option<String>>(1)? else {
@@ -106,20 +117,14 @@ pub(crate) fn core(store: &Store, path: &BranchPath) -> Result<Vec<CoreEntry>> {
 
 /// Visible events, newest first, at most `limit`.
 pub(crate) fn events(store: &Store, path: &BranchPath, limit: Option<usize>) -> Result<Vec<Event>> {
+    store.load_path(path)?;
     let sql = format!(
-        "WITH {PATH_CTE},
-         excluded AS (SELECT t.event_id FROM {})
-         SELECT t.seq, t.branch, t.kind, t.text, t.tags, t.created_at FROM {}
-         WHERE t.seq NOT IN excluded
-         ORDER BY t.seq DESC LIMIT ?2",
-        visible("inherited_exclusions"),
+        "SELECT t.seq, t.branch, t.kind, t.text, t.tags, t.created_at FROM {}
+         WHERE {NOT_EXCLUDED} {NEWEST_FIRST} LIMIT ?1",
         visible("events")
     );
     let mut stmt = store.conn.prepare_cached(&sql)?;
-    let rows = stmt.query_map(
-        rusqlite::params![path.cutoffs_json(), limit_param(limit)],
-        |row| event_from_row(path, row),
-    )?;
+    let rows = stmt.query_map([limit_param(limit)], |row| event_from_row(path, row))?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
@@ -136,14 +141,14 @@ fn event_from_row(path: &BranchPath, row: &Row<'_>) -> rusqlite::Result<Event> {
 
 /// Visible summaries, oldest first.
 pub(crate) fn summaries(store: &Store, path: &BranchPath) -> Result<Vec<Summary>> {
+    store.load_path(path)?;
     let sql = format!(
-        "WITH {PATH_CTE}
-         SELECT t.seq, t.branch, t.kind, t.summary_text, t.summarized_event_ids, t.created_at
+        "SELECT t.seq, t.branch, t.kind, t.summary_text, t.summarized_event_ids, t.created_at
          FROM {} ORDER BY t.seq",
         visible("inherited_summaries")
     );
     let mut stmt = store.conn.prepare_cached(&sql)?;
-    let rows = stmt.query_map([path.cutoffs_json()], |row| {
+    let rows = stmt.query_map([], |row| {
         Ok(Summary {
             id: row.get(0)?,
             branch: path.id_of(row.get(1)?).to_string(),
@@ -177,31 +182,30 @@ pub(crate) fn archival(
     tags: &[String],
     limit: Option<usize>,
 ) -> Result<Vec<Record>> {
+    store.load_path(path)?;
     let sql = format!(
-        "WITH {PATH_CTE}
-         SELECT {RECORD_COLUMNS} FROM {}
+        "SELECT {RECORD_COLUMNS} FROM {}
          WHERE t.text IS NOT NULL AND {CURRENT_VERSION} AND {HAS_TAGS}
-         ORDER BY t.seq DESC LIMIT ?3",
+         {NEWEST_FIRST} LIMIT ?2",
         visible("archival")
     );
     let mut stmt = store.conn.prepare_cached(&sql)?;
     let tags = serde_json::to_string(tags)?;
-    let rows = stmt.query_map(
-        rusqlite::params![path.cutoffs_json(), tags, limit_param(limit)],
-        |row| record_from_row(path, row),
-    )?;
+    let rows = stmt.query_map(rusqlite::params![tags, limit_param(limit)], |row| {
+        record_from_row(path, row)
+    })?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
 /// The visible version of one record, or None if it is not in the view (or deleted there).
 pub(crate) fn archival_record(store: &Store, path: &BranchPath, id: i64) -> Result<Option<Record>> {
+    store.load_path(path)?;
     let sql = format!(
-        "WITH {PATH_CTE}
-         SELECT {RECORD_COLUMNS} FROM archival t JOIN path ON path.bid = t.branch AND t.seq <= path.cutoff
-         WHERE t.record_id = ?2 ORDER BY t.seq DESC LIMIT 1"
+        "SELECT {RECORD_COLUMNS} FROM archival t JOIN temp.view_path p ON p.bid = t.branch AND t.seq <= p.cutoff
+         WHERE t.record_id = ?1 ORDER BY t.seq DESC LIMIT 1"
     );
     let mut stmt = store.conn.prepare_cached(&sql)?;
-    let mut rows = stmt.query(rusqlite::params![path.cutoffs_json(), id])?;
+    let mut rows = stmt.query([id])?;
     match rows.next()? {
         // The newest visible version is a tombstone when its text is NULL: deleted in this view.
         Some(row) if row.get::<_, Option<String>>(2)?.is_some() => {
@@ -220,18 +224,18 @@ pub(crate) fn archival_fts(
     tags: &[String],
     limit: usize,
 ) -> Result<Vec<Record>> {
+    store.load_path(path)?;
     let sql = format!(
-        "WITH {PATH_CTE}
-         SELECT {RECORD_COLUMNS}, f.rank FROM archival_fts f
+        "SELECT {RECORD_COLUMNS}, f.rank FROM archival_fts f
          JOIN archival t ON t.seq = f.rowid
-         JOIN path ON path.bid = t.branch AND t.seq <= path.cutoff
-         WHERE archival_fts MATCH ?4 AND t.text IS NOT NULL AND {CURRENT_VERSION} AND {HAS_TAGS}
-         ORDER BY f.rank, t.seq DESC LIMIT ?3"
+         JOIN temp.view_path p ON p.bid = t.branch AND t.seq <= p.cutoff
+         WHERE archival_fts MATCH ?3 AND t.text IS NOT NULL AND {CURRENT_VERSION} AND {HAS_TAGS}
+         ORDER BY f.rank, t.seq DESC LIMIT ?2"
     );
     let mut stmt = store.conn.prepare_cached(&sql)?;
     let tags = serde_json::to_string(tags)?;
     let rows = stmt.query_map(
-        rusqlite::params![path.cutoffs_json(), tags, limit as i64, expression],
+        rusqlite::params![tags, limit as i64, expression],
         |row| {
             let mut record = record_from_row(path, row)?;
             // bm25 is lower-is-better; report higher-is-better like the fallback's word count.
