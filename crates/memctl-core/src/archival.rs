@@ -162,7 +162,7 @@ impl Tx<'_> {
             self.journal(
                 Some(bid),
                 "archival.add",
-                json!({"id": outcome.id, "text": text, "tags": tags}),
+                json!({"id": outcome.id}),
             )?;
         }
         Ok(outcome)

@@ -55,8 +55,16 @@ impl BranchPath {
             cutoffs.push([branch.bid, cutoff]);
             cutoff = branch.fork_seq;
         }
-        let positions = branches.iter().enumerate().map(|(i, b)| (b.bid, i)).collect();
-        BranchPath { branches, positions, cutoffs_json: json!(cutoffs).to_string() }
+        let positions = branches
+            .iter()
+            .enumerate()
+            .map(|(i, b)| (b.bid, i))
+            .collect();
+        BranchPath {
+            branches,
+            positions,
+            cutoffs_json: json!(cutoffs).to_string(),
+        }
     }
 
     pub fn branch(&self) -> &Branch {
@@ -74,7 +82,9 @@ impl BranchPath {
 
     /// The id of a branch on this path, by bid.
     pub(crate) fn id_of(&self, bid: i64) -> &str {
-        self.positions.get(&bid).map_or("?", |&i| self.branches[i].id.as_str())
+        self.positions
+            .get(&bid)
+            .map_or("?", |&i| self.branches[i].id.as_str())
     }
 }
 
@@ -149,15 +159,12 @@ impl Store {
     }
 
     /// The path of a branch (itself first, root last), read once per handle in one query.
+    /// Cached by branch id, which never changes (a node_uid may, so it is resolved each time).
     pub fn path(&self, name: &str) -> Result<Rc<BranchPath>> {
-        let branch = self.branch(name)?;
-        self.path_of(&branch)
-    }
-
-    pub(crate) fn path_of(&self, branch: &Branch) -> Result<Rc<BranchPath>> {
-        if let Some(path) = self.cached_path(branch.bid) {
+        if let Some(path) = self.cached_path(name) {
             return Ok(path);
         }
+        let branch = self.branch(name)?;
         let sql = format!(
             "WITH RECURSIVE up(bid, step) AS (
                  SELECT ?1, 0

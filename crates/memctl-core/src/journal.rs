@@ -2,7 +2,6 @@
 //! and capped, and the phase and actor of the writer.
 
 use crate::error::Result;
-use crate::redact::redact;
 use crate::store::Store;
 use serde::Serialize;
 use serde_json::Value;
@@ -24,30 +23,15 @@ pub struct Op {
     pub details: Value,
 }
 
-/// Arguments as journalled: every string redacted (when `redacting`) and cut to
-/// [`MAX_ARG_CHARS`].
-pub(crate) fn sanitize(value: Value, redacting: bool) -> Value {
+/// Arguments as journalled: every string cut to [`MAX_ARG_CHARS`]. Callers pass text as it was
+/// stored, so it is already redacted.
+pub(crate) fn cap(value: Value) -> Value {
     match value {
-        Value::String(s) => {
-            let s = if redacting {
-                redact(&s).into_owned()
-            } else {
-                s
-            };
-            if s.chars().count() > MAX_ARG_CHARS {
-                Value::String(s.chars().take(MAX_ARG_CHARS).collect::<String>() + "…")
-            } else {
-                Value::String(s)
-            }
+        Value::String(s) if s.len() > MAX_ARG_CHARS && s.chars().count() > MAX_ARG_CHARS => {
+            Value::String(s.chars().take(MAX_ARG_CHARS).collect::<String>() + "…")
         }
-        Value::Array(items) => {
-            Value::Array(items.into_iter().map(|v| sanitize(v, redacting)).collect())
-        }
-        Value::Object(map) => Value::Object(
-            map.into_iter()
-                .map(|(k, v)| (k, sanitize(v, redacting)))
-                .collect(),
-        ),
+        Value::Array(items) => Value::Array(items.into_iter().map(cap).collect()),
+        Value::Object(map) => Value::Object(map.into_iter().map(|(k, v)| (k, cap(v))).collect()),
         other => other,
     }
 }

@@ -28,9 +28,9 @@ pub struct Store {
     pub(crate) context: OpContext,
     /// Whether `archival_fts` exists (and so is kept up to date by every archival write).
     pub(crate) fts_table: bool,
-    /// Paths by branch bid. Parents never change, so a path stays valid for the handle's life;
+    /// Paths by branch id. Parents never change, so a path stays valid for the handle's life;
     /// the cache is dropped when a write transaction rolls back (it may hold a new branch).
-    paths: RefCell<HashMap<i64, Rc<BranchPath>>>,
+    paths: RefCell<HashMap<String, Rc<BranchPath>>>,
     /// The branch whose path is in `temp.view_path`, if any.
     loaded_path: Cell<Option<i64>>,
 }
@@ -68,7 +68,10 @@ impl Store {
         conn.set_prepared_statement_cache_capacity(64);
         // With STAT4 compiled in, SQLite re-plans a cached statement whenever a bound value might
         // change its plan — on every lookup here. Our plans never depend on values: keep them.
-        conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)?;
+        conn.set_db_config(
+            rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG,
+            true,
+        )?;
         let state = schema::prepare(&conn)?;
         let synchronous = match config.sqlite.synchronous {
             Synchronous::Normal => "NORMAL",
@@ -170,7 +173,9 @@ impl Store {
             return Ok(());
         }
         self.loaded_path.set(None);
-        self.conn.prepare_cached("DELETE FROM temp.view_path")?.execute([])?;
+        self.conn
+            .prepare_cached("DELETE FROM temp.view_path")?
+            .execute([])?;
         self.conn
             .prepare_cached(
                 "INSERT INTO temp.view_path(pos, bid, cutoff)
@@ -181,12 +186,12 @@ impl Store {
         Ok(())
     }
 
-    pub(crate) fn cached_path(&self, bid: i64) -> Option<Rc<BranchPath>> {
-        self.paths.borrow().get(&bid).cloned()
+    pub(crate) fn cached_path(&self, id: &str) -> Option<Rc<BranchPath>> {
+        self.paths.borrow().get(id).cloned()
     }
 
     pub(crate) fn cache_path(&self, path: Rc<BranchPath>) {
-        self.paths.borrow_mut().insert(path.branch().bid, path);
+        self.paths.borrow_mut().insert(path.branch().id.clone(), path);
     }
 
     /// Drops cached paths, whose branch records (node_uid) may now be stale.
@@ -252,7 +257,7 @@ impl Tx<'_> {
         args: serde_json::Value,
     ) -> Result<()> {
         let seq = self.next_seq()?;
-        let args = crate::journal::sanitize(args, self.store.config.redaction.enabled).to_string();
+        let args = crate::journal::cap(args).to_string();
         let ctx = &self.store.context;
         self.store
             .conn

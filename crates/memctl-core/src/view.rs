@@ -234,14 +234,11 @@ pub(crate) fn archival_fts(
     );
     let mut stmt = store.conn.prepare_cached(&sql)?;
     let tags = serde_json::to_string(tags)?;
-    let rows = stmt.query_map(
-        rusqlite::params![tags, limit as i64, expression],
-        |row| {
-            let mut record = record_from_row(path, row)?;
-            // bm25 is lower-is-better; report higher-is-better like the fallback's word count.
-            record.score = Some(-row.get::<_, f64>(6)?);
-            Ok(record)
-        },
-    )?;
+    let rows = stmt.query_map(rusqlite::params![tags, limit as i64, expression], |row| {
+        let mut record = record_from_row(path, row)?;
+        // bm25 is lower-is-better; report higher-is-better like the fallback's word count.
+        record.score = Some(-row.get::<_, f64>(6)?);
+        Ok(record)
+    })?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
