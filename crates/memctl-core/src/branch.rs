@@ -306,3 +306,25 @@ impl Tx<'_> {
         })
     }
 }
+
+/// How many rows a branch wrote itself, per layer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct OwnCounts {
+    /// Core rows: values and deletions.
+    pub core: i64,
+    pub events: i64,
+    /// Archival versions: adds, updates and deletions.
+    pub archival: i64,
+}
+
+impl Store {
+    /// The rows a branch wrote itself (not what it inherits).
+    pub fn own_counts(&self, name: &str) -> Result<OwnCounts> {
+        let bid = self.branch(name)?.bid;
+        let count = |table: &str| -> Result<i64> {
+            let sql = format!("SELECT count(*) FROM {table} WHERE branch = ?1");
+            Ok(self.conn.prepare_cached(&sql)?.query_row([bid], |r| r.get(0))?)
+        };
+        Ok(OwnCounts { core: count("core")?, events: count("events")?, archival: count("archival")? })
+    }
+}

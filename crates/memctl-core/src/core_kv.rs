@@ -132,7 +132,8 @@ impl Tx<'_> {
         let budget = self.config.core_max_chars;
         let full_value = self.redacted(value);
 
-        // A value that cannot fit even alone goes to archival whole; core keeps a head naming it.
+        // A value that cannot fit even alone goes to archival whole; core keeps a head naming it,
+        // as long as the room the other keys leave allows, so that no other key is evicted for it.
         let mut oversize_record = None;
         let mut stored_value = full_value.clone();
         if line_chars(key, &full_value) > budget {
@@ -144,13 +145,18 @@ impl Tx<'_> {
                 ),
             )?;
             let marker = format!(" … [full text: archival #{}]", record.id);
-            let room = budget
-                .checked_sub(line_chars(key, &marker))
-                .ok_or_else(|| {
-                    Error::invalid(format!(
-                        "core key '{key}' is too long for core_max_chars = {budget}"
-                    ))
-                })?;
+            let bare_line = line_chars(key, &marker);
+            if bare_line > budget {
+                return Err(Error::invalid(format!(
+                    "core key '{key}' is too long for core_max_chars = {budget}"
+                )));
+            }
+            let others: usize = view::core(self, &path)?
+                .iter()
+                .filter(|e| e.key != key)
+                .map(CoreEntry::chars)
+                .sum();
+            let room = budget.saturating_sub(others).saturating_sub(bare_line);
             stored_value = full_value.chars().take(room).collect::<String>() + &marker;
             oversize_record = Some(record.id);
         }

@@ -37,18 +37,18 @@ pub(crate) fn cap(value: Value) -> Value {
 }
 
 impl Store {
-    /// Journal rows, oldest first: all of them, or those of one branch.
-    pub fn ops(&self, branch: Option<&str>) -> Result<Vec<Op>> {
-        let bid = branch
-            .map(|name| self.branch(name))
-            .transpose()?
-            .map(|b| b.bid);
+    /// Journal rows, oldest first: all of them, or one branch's; only the newest `limit`.
+    pub fn ops(&self, branch: Option<&str>, limit: Option<usize>) -> Result<Vec<Op>> {
+        let bid = branch.map(|name| self.branch(name)).transpose()?.map(|b| b.bid);
         let mut stmt = self.conn.prepare_cached(
-            "SELECT o.seq, o.op, b.id, b.node_uid, o.phase, o.actor, o.created_at, o.args
-             FROM ops o LEFT JOIN branches b ON b.bid = o.branch
-             WHERE ?1 IS NULL OR o.branch = ?1 ORDER BY o.seq",
+            "SELECT * FROM (
+                 SELECT o.seq, o.op, b.id, b.node_uid, o.phase, o.actor, o.created_at, o.args
+                 FROM ops o LEFT JOIN branches b ON b.bid = o.branch
+                 WHERE ?1 IS NULL OR o.branch = ?1 ORDER BY o.seq DESC LIMIT ?2
+             ) ORDER BY 1",
         )?;
-        let rows = stmt.query_map([bid], |row| {
+        let limit = limit.map_or(-1, |n| n as i64);
+        let rows = stmt.query_map(rusqlite::params![bid, limit], |row| {
             Ok(Op {
                 seq: row.get(0)?,
                 op: row.get(1)?,

@@ -31,7 +31,7 @@ mod store;
 mod view;
 
 pub use archival::{Record, Search, UpdateOutcome};
-pub use branch::{validate_branch_id, Branch, BranchPath, ForkOutcome};
+pub use branch::{validate_branch_id, Branch, BranchPath, ForkOutcome, OwnCounts};
 pub use clock::{parse_duration, parse_timestamp, Clock};
 pub use config::{
     Config, FtsMode, PressureThresholds, RedactionConfig, SearchConfig, SqliteConfig,

@@ -14,11 +14,41 @@ const STOP_WORDS: &[&str] = &[
     "while", "who", "why", "will", "with", "would", "you", "your",
 ];
 
-/// Lower-cased words of `text`: maximal runs of letters and digits.
+/// Folded words of `text`: maximal runs of letters, digits and combining marks — the token
+/// characters of the FTS5 index (`unicode61`, categories `L* N* Co M*`).
 pub fn words(text: &str) -> impl Iterator<Item = String> + '_ {
-    text.split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .map(str::to_lowercase)
+    text.split(|c: char| !is_word_char(c)).filter(|w| !w.is_empty()).map(|w| w.chars().map(fold).collect())
+}
+
+fn is_word_char(c: char) -> bool {
+    c.is_alphanumeric() || is_combining_mark(c)
+}
+
+/// The combining-mark blocks whose marks are not already alphabetic (decomposed accents, as in
+/// macOS file names, Hebrew and Arabic points, variation selectors).
+fn is_combining_mark(c: char) -> bool {
+    matches!(c,
+        '\u{0300}'..='\u{036F}' | '\u{0483}'..='\u{0489}' | '\u{0591}'..='\u{05C7}'
+        | '\u{0610}'..='\u{061A}' | '\u{064B}'..='\u{065F}' | '\u{06D6}'..='\u{06ED}'
+        | '\u{1AB0}'..='\u{1AFF}' | '\u{1DC0}'..='\u{1DFF}' | '\u{20D0}'..='\u{20FF}'
+        | '\u{302A}'..='\u{302F}' | '\u{3099}'..='\u{309A}' | '\u{FE00}'..='\u{FE0F}'
+        | '\u{FE20}'..='\u{FE2F}')
+}
+
+/// Case folding as `unicode61` does it: one character to one character, so a character whose
+/// lower case is longer (`İ`) stays as it is; final sigma and the micro sign fold like letters.
+fn fold(c: char) -> char {
+    match c {
+        'ς' => 'σ',
+        'µ' => 'μ',
+        _ => {
+            let mut lower = c.to_lowercase();
+            match (lower.next(), lower.next()) {
+                (Some(single), None) => single,
+                _ => c,
+            }
+        }
+    }
 }
 
 /// A parsed search query: the distinct words to look for.
@@ -96,6 +126,12 @@ mod tests {
         assert_eq!(Query::parse("AND OR NOT").words(), ["and", "or", "not"]);
         assert!(Query::parse("  ").is_blank());
         assert!(Query::parse("...").matches_nothing());
+    }
+
+    #[test]
+    fn words_are_folded_like_the_fts_index() {
+        let folded: Vec<String> = words("Cafe\u{301} İstanbul ΣΊΣΥΦΟΣ 5µs हैलो").collect();
+        assert_eq!(folded, ["cafe\u{301}", "İstanbul", "σίσυφοσ", "5μs", "हैलो"]);
     }
 
     #[test]

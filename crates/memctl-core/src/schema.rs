@@ -116,9 +116,11 @@ INSERT INTO meta(key, value) VALUES ('next_seq', 1);
 "#,
     // External content: the index reads text and tags from `archival` by seq. Tags are indexed
     // as their JSON text, whose words are the tags' words, so a rebuild gives the same index.
+    // Marks are word characters, as in the keyword fallback (query.rs), so both find the same.
     fts_sql: r#"
 CREATE VIRTUAL TABLE archival_fts USING fts5(
-    text, tags, content='archival', content_rowid='seq', tokenize='unicode61 remove_diacritics 0'
+    text, tags, content='archival', content_rowid='seq',
+    tokenize="unicode61 remove_diacritics 0 categories 'L* N* Co M*'"
 );
 "#,
 }];
@@ -141,12 +143,24 @@ pub(crate) fn prepare(conn: &Connection) -> Result<SchemaState> {
     if version < SCHEMA_VERSION {
         migrate(conn)?;
     }
-    let fts_table = conn
+    // One catalogue read tells both that this is a memctl database (a foreign file may carry
+    // the same user_version) and whether it has the FTS5 index.
+    let (memctl_tables, fts_table): (i64, bool) = conn
         .prepare_cached(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'archival_fts'",
+            "SELECT count(*) FILTER (WHERE name IN ('meta', 'branches', 'ops')),
+                    count(*) FILTER (WHERE name = 'archival_fts') > 0
+             FROM sqlite_master WHERE type = 'table'",
         )?
-        .exists([])?;
+        .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    if memctl_tables < 3 {
+        return Err(not_memctl());
+    }
     Ok(SchemaState { fts_table })
+}
+
+fn not_memctl() -> Error {
+    Error::incompatible("the file is an SQLite database but not a memctl one")
+        .with_hint("to convert a Python-store memory.sqlite, use `memctl import legacy`")
 }
 
 fn user_version(conn: &Connection) -> Result<i64> {
@@ -165,16 +179,21 @@ fn newer_error(version: i64) -> Error {
     .with_hint("upgrade memctl; the database was left untouched")
 }
 
+/// `(user_version, tables)` read together, so a migration committed by another process in
+/// between cannot make a fresh memctl database look like a foreign one.
+fn version_and_tables(conn: &Connection) -> Result<(i64, i64)> {
+    Ok(conn.query_row(
+        "SELECT (SELECT user_version FROM pragma_user_version), (SELECT count(*) FROM sqlite_master)",
+        [],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?)
+}
+
 fn migrate(conn: &Connection) -> Result<()> {
-    let fresh = user_version(conn)? == 0;
-    if fresh {
-        let foreign: i64 =
-            conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))?;
-        if foreign > 0 {
-            return Err(Error::incompatible(
-                "the file is an SQLite database but not a memctl one (it already has tables)",
-            )
-            .with_hint("to convert a Python-store memory.sqlite, use `memctl import legacy`"));
+    let (version, tables) = version_and_tables(conn)?;
+    if version == 0 {
+        if tables > 0 {
+            return Err(not_memctl());
         }
         // WAL is a property of the file; set once, before the first write transaction.
         conn.pragma_update(None, "journal_mode", "WAL")?;
@@ -183,9 +202,12 @@ fn migrate(conn: &Connection) -> Result<()> {
     conn.execute_batch("BEGIN IMMEDIATE")?;
     let applied = (|| {
         // Another process may have migrated while this one waited for the lock.
-        let current = user_version(conn)?;
+        let (current, tables) = version_and_tables(conn)?;
         if current > SCHEMA_VERSION {
             return Err(newer_error(current));
+        }
+        if current == 0 && tables > 0 {
+            return Err(not_memctl());
         }
         for (index, migration) in MIGRATIONS.iter().enumerate().skip(current as usize) {
             conn.execute_batch(migration.sql)?;

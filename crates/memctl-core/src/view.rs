@@ -65,14 +65,20 @@ pub struct View {
 impl Store {
     /// The whole view of a branch.
     pub fn view(&self, name: &str) -> Result<View> {
+        self.view_window(name, None, None)
+    }
+
+    /// The view with at most `events` newest events and `records` newest archival records
+    /// (None: all), read from one snapshot of the database.
+    pub fn view_window(&self, name: &str, events_limit: Option<usize>, records: Option<usize>) -> Result<View> {
         self.read(|| {
             let path = self.path(name)?;
             Ok(View {
                 branch: path.branch().clone(),
                 core: core(self, &path)?,
                 summaries: summaries(self, &path)?,
-                events: events(self, &path, None)?,
-                archival: archival(self, &path, &[], None)?,
+                events: events(self, &path, events_limit)?,
+                archival: archival(self, &path, &[], records)?,
             })
         })
     }

@@ -71,5 +71,5 @@ fn copy_on_write_smoke() {
     s.recall_evict("c1", &EvictSelector::Ids(vec![e.id]))
         .unwrap();
     assert_eq!(s.recall_list("c1", None).unwrap().events.len(), 1);
-    assert!(!s.ops(None).unwrap().is_empty());
+    assert!(!s.ops(None, None).unwrap().is_empty());
 }
