@@ -1,1 +1,21 @@
-fn main() {}
+//! `memctl`: the command-line face of memctl-core. Parsing, output and exit codes live here;
+//! everything about memory lives in the engine.
+
+mod app;
+mod archival;
+mod branch;
+mod cli;
+mod config;
+mod context;
+mod core_mem;
+mod init;
+mod input;
+mod log;
+mod output;
+mod quickstart;
+mod read;
+mod recall;
+
+fn main() -> std::process::ExitCode {
+    app::main()
+}

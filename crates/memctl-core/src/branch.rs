@@ -21,6 +21,8 @@ pub struct Branch {
     pub fork_seq: i64,
     #[serde(rename = "ts")]
     pub created_at: f64,
+    /// The runner's own data about the node (a JSON object), e.g. its score.
+    pub meta: serde_json::Value,
 }
 
 /// What `fork` and `create_root` did.
@@ -99,7 +101,8 @@ pub fn validate_branch_id(id: &str, what: &str) -> Result<()> {
     Ok(())
 }
 
-const BRANCH_COLUMNS: &str = "b.bid, b.id, b.node_uid, p.id, b.depth, b.fork_seq, b.created_at";
+const BRANCH_COLUMNS: &str =
+    "b.bid, b.id, b.node_uid, p.id, b.depth, b.fork_seq, b.created_at, b.meta";
 
 fn branch_from_row(row: &Row<'_>) -> rusqlite::Result<Branch> {
     Ok(Branch {
@@ -110,6 +113,7 @@ fn branch_from_row(row: &Row<'_>) -> rusqlite::Result<Branch> {
         depth: row.get(4)?,
         fork_seq: row.get(5)?,
         created_at: row.get(6)?,
+        meta: serde_json::from_str(&row.get::<_, String>(7)?).unwrap_or_default(),
     })
 }
 
@@ -187,7 +191,7 @@ impl Store {
 
     /// Creates a root branch (idempotent; a conflict if the id exists with a parent).
     pub fn create_root(&self, id: &str) -> Result<ForkOutcome> {
-        self.write(|tx| tx.create_branch(None, id))
+        self.write(|tx| tx.create_root(id))
     }
 
     /// Forks `id` (or a generated id) under `parent` (SPEC §4.1).
@@ -207,6 +211,10 @@ pub(crate) fn unknown_branch(name: &str) -> Error {
 }
 
 impl Tx<'_> {
+    pub fn create_root(&self, id: &str) -> Result<ForkOutcome> {
+        self.create_branch(None, id)
+    }
+
     pub fn fork(&self, parent: &str, id: Option<&str>) -> Result<ForkOutcome> {
         let parent = self.branch(parent)?;
         match id {
@@ -278,6 +286,23 @@ impl Tx<'_> {
             fork_seq,
             created: true,
         })
+    }
+
+    /// Replaces the runner's metadata of a branch; it must be a JSON object.
+    pub fn set_branch_meta(&self, name: &str, meta: &serde_json::Value) -> Result<Branch> {
+        if !meta.is_object() {
+            return Err(Error::invalid(format!("branch metadata must be a JSON object, not {meta}")));
+        }
+        let branch = self.branch(name)?;
+        if &branch.meta == meta {
+            return Ok(branch);
+        }
+        self.conn
+            .prepare_cached("UPDATE branches SET meta = ?1 WHERE bid = ?2")?
+            .execute(rusqlite::params![meta.to_string(), branch.bid])?;
+        self.forget_paths();
+        self.journal(Some(branch.bid), "branch.set_meta", json!({ "meta": meta }))?;
+        Ok(Branch { meta: meta.clone(), ..branch })
     }
 
     pub fn set_node_uid(&self, name: &str, node_uid: &str) -> Result<Branch> {

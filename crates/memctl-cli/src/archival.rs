@@ -1,0 +1,142 @@
+//! `memctl archival add|get|update|delete|search`: long-term records.
+
+use crate::context::Context;
+use crate::input;
+use crate::output::{excerpt, tags_suffix, timestamp};
+use clap::Subcommand;
+use memctl_core::{Record, Search};
+use serde_json::json;
+
+#[derive(Debug, Subcommand)]
+pub enum ArchivalCommand {
+    /// Add a record (an identical record already in the branch is not stored twice)
+    #[command(after_help = "\
+Examples:
+  memctl archival add node-1 'Tiling 64x64 beat 32x32 by 18% on A100' --tag result --tag gpu
+  memctl archival add node-1 - --tag IDEA_MD < idea.md")]
+    Add {
+        branch: String,
+        /// The text, or `-` (or nothing, when piped) to read stdin
+        text: Option<String>,
+        /// A tag (repeatable)
+        #[arg(long = "tag", short = 't', value_name = "TAG")]
+        tags: Vec<String>,
+    },
+    /// Show a record as the branch sees it
+    #[command(after_help = "Example:\n  memctl archival get node-7 42")]
+    Get { branch: String, id: i64 },
+    /// Write a new version of a record in this branch (others keep theirs)
+    #[command(after_help = "\
+Examples:
+  memctl archival update node-7 42 --text 'Tiling 64x64: +21% after pinning threads'
+  memctl archival update node-7 42 --tag result --tag verified
+Tags are kept unless new ones are given (or --clear-tags).")]
+    Update {
+        branch: String,
+        id: i64,
+        /// New text, or `-` to read stdin
+        #[arg(long)]
+        text: Option<String>,
+        /// New tags, replacing the old ones (repeatable)
+        #[arg(long = "tag", short = 't', value_name = "TAG", conflicts_with = "clear_tags")]
+        tags: Vec<String>,
+        /// Remove every tag
+        #[arg(long)]
+        clear_tags: bool,
+    },
+    /// Delete a record from this branch's view (others keep it)
+    #[command(after_help = "Example:\n  memctl archival delete node-7 42")]
+    Delete { branch: String, id: i64 },
+    /// Search the branch's records by words; without words, list the newest
+    #[command(after_help = "\
+Examples:
+  memctl archival search node-7 'stencil tiling' -k 5
+  memctl archival search node-7 --tag CORE_EVICT
+  memctl archival search node-7 \"what's NOT working: -O3?\"   # any text is fine
+Words are OR-ed (records with more, or rarer, words rank first); tags are AND-ed.")]
+    Search {
+        branch: String,
+        /// Words to look for [default: list newest first]
+        query: Option<String>,
+        /// How many results [default: retrieval_k]
+        #[arg(short)]
+        k: Option<usize>,
+        /// Only records with this tag (repeatable, all required)
+        #[arg(long = "tag", short = 't', value_name = "TAG")]
+        tags: Vec<String>,
+    },
+}
+
+pub fn run(ctx: &Context, command: ArchivalCommand) -> anyhow::Result<()> {
+    let store = ctx.open()?;
+    match command {
+        ArchivalCommand::Add { branch, text, tags } => {
+            let text = input::text(text.as_deref(), "record text")?;
+            let outcome = store.archival_add(&branch, &text, &tags)?;
+            ctx.emit(json!({"id": outcome.id, "skipped": outcome.skipped}), || {
+                if outcome.skipped {
+                    format!("Skipped: {branch} already has this record (id {})", outcome.id)
+                } else {
+                    format!("Added archival record {} to {branch}", outcome.id)
+                }
+            });
+        }
+        ArchivalCommand::Get { branch, id } => {
+            let record = store.archival_get(&branch, id)?;
+            ctx.emit(json!({ "record": record }), || render_record(&record));
+        }
+        ArchivalCommand::Update { branch, id, text, tags, clear_tags } => {
+            let text = text.map(|t| input::text(Some(&t), "record text")).transpose()?;
+            let tags = (clear_tags || !tags.is_empty()).then_some(tags);
+            let outcome = store.archival_update(&branch, id, text.as_deref(), tags.as_deref())?;
+            ctx.emit(json!({"id": outcome.id, "seq": outcome.seq}), || {
+                format!("Updated record {} in {branch} (new version, seq {})", outcome.id, outcome.seq)
+            });
+        }
+        ArchivalCommand::Delete { branch, id } => {
+            store.archival_delete(&branch, id)?;
+            ctx.emit(json!({"id": id, "deleted": true}), || {
+                format!("Deleted record {id} from {branch}'s view (ancestors and siblings keep it)")
+            });
+        }
+        ArchivalCommand::Search { branch, query, k, tags } => {
+            let search = Search {
+                query: query.clone().unwrap_or_default(),
+                k: k.unwrap_or(store.config().retrieval_k),
+                tags,
+            };
+            let results = store.archival_search(&branch, &search)?;
+            ctx.emit(json!({ "results": results }), || {
+                if results.is_empty() {
+                    return format!("No record in {branch}'s view matches");
+                }
+                results.iter().map(record_line).collect::<Vec<_>>().join("\n")
+            });
+        }
+    }
+    Ok(())
+}
+
+/// One line per record: id, score when searched, first line of text, tags, writer.
+pub fn record_line(record: &Record) -> String {
+    let score = record.score.map_or(String::new(), |s| format!("  score {s:.2}"));
+    format!(
+        "  #{:<5}{score}  {}{}  ← {}",
+        record.id,
+        excerpt(&record.text, 100),
+        tags_suffix(&record.tags),
+        record.branch
+    )
+}
+
+fn render_record(record: &Record) -> String {
+    format!(
+        "Record {} (version seq {}, written by {} at {}){}\n\n{}",
+        record.id,
+        record.seq,
+        record.branch,
+        timestamp(record.ts),
+        if record.tags.is_empty() { String::new() } else { format!("\nTags: {}", record.tags.join(", ")) },
+        record.text
+    )
+}

@@ -1,0 +1,196 @@
+//! `memctl branch create|list|show|set-uid` and `memctl fork`.
+
+use crate::context::Context;
+use crate::output::{fields, timestamp};
+use clap::{Args, Subcommand};
+use memctl_core::{Branch, Error, ErrorKind, ForkOutcome, Store, Tx};
+use serde_json::{json, Value};
+
+pub const FORK_EXAMPLES: &str = "\
+Examples:
+  memctl fork root node-1        # node-1 sees root's memory as of now
+  memctl fork node-1             # a generated id, printed
+  memctl fork - root             # '-' as parent makes a root
+Forking an id that already exists under the same parent returns it (safe to retry);
+under another parent it is a conflict (exit 4).";
+
+#[derive(Debug, Subcommand)]
+pub enum BranchCommand {
+    /// Create a root branch (idempotent)
+    #[command(after_help = "Example:\n  memctl branch create root")]
+    Create {
+        /// Branch id: 1-128 characters from A-Z a-z 0-9 . _ : @ / -
+        id: String,
+        /// The runner's data about the node, a JSON object (e.g. '{"score": 0.8}')
+        #[arg(long, value_name = "JSON")]
+        meta: Option<String>,
+    },
+    /// Show every branch as a tree
+    #[command(after_help = "Example:\n  memctl branch list\n  memctl --json branch list")]
+    List,
+    /// Show one branch: its path from the root and what it wrote itself
+    #[command(after_help = "Example:\n  memctl branch show node-7")]
+    Show {
+        /// Branch id or node_uid
+        branch: String,
+    },
+    /// Give a branch a node_uid alias (usable wherever a branch is taken)
+    #[command(after_help = "Example:\n  memctl branch set-uid 3f2a9c node-7")]
+    SetUid {
+        /// Branch id or current node_uid
+        branch: String,
+        /// The alias, e.g. the tree node's real id
+        uid: String,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct ForkArgs {
+    /// Parent branch (id or node_uid), or `-` for a new root
+    pub parent: String,
+    /// Id of the new branch [default: generated]
+    pub id: Option<String>,
+    /// The runner's data about the node, a JSON object (e.g. '{"score": 0.8}')
+    #[arg(long, value_name = "JSON")]
+    pub meta: Option<String>,
+}
+
+pub fn run(ctx: &Context, command: BranchCommand) -> anyhow::Result<()> {
+    let store = ctx.open()?;
+    match command {
+        BranchCommand::Create { id, meta } => {
+            let meta = parse_meta(meta.as_deref())?;
+            let outcome = store.write(|tx| {
+                let outcome = tx.create_root(&id)?;
+                set_meta(tx, &outcome, meta.as_ref())
+            })?;
+            report_fork(ctx, &outcome);
+        }
+        BranchCommand::List => list(ctx, &store)?,
+        BranchCommand::Show { branch } => show(ctx, &store, &branch)?,
+        BranchCommand::SetUid { branch, uid } => {
+            let branch = store.set_node_uid(&branch, &uid)?;
+            ctx.emit(json!({"branch": branch.id, "node_uid": uid}), || {
+                format!("Branch {} now answers to node_uid {uid}", branch.id)
+            });
+        }
+    }
+    Ok(())
+}
+
+pub fn fork(ctx: &Context, args: ForkArgs) -> anyhow::Result<()> {
+    let meta = parse_meta(args.meta.as_deref())?;
+    if args.parent == "-" && args.id.is_none() {
+        return Err(Error::new(ErrorKind::Usage, "a new root needs an id").with_hint("memctl fork - ROOT_ID").into());
+    }
+    let store = ctx.open()?;
+    let outcome = store.write(|tx| {
+        let outcome = match (args.parent.as_str(), args.id.as_deref()) {
+            ("-", Some(id)) => tx.create_root(id)?,
+            (parent, id) => tx.fork(parent, id)?,
+        };
+        set_meta(tx, &outcome, meta.as_ref())
+    })?;
+    report_fork(ctx, &outcome);
+    Ok(())
+}
+
+fn parse_meta(text: Option<&str>) -> memctl_core::Result<Option<Value>> {
+    let Some(text) = text else { return Ok(None) };
+    let value: Value = serde_json::from_str(text)
+        .map_err(|e| Error::invalid(format!("--meta is not valid JSON: {e}")).with_hint(r#"e.g. --meta '{"score": 0.8}'"#))?;
+    Ok(Some(value))
+}
+
+fn set_meta(tx: &Tx<'_>, outcome: &ForkOutcome, meta: Option<&Value>) -> memctl_core::Result<ForkOutcome> {
+    if let Some(meta) = meta {
+        tx.set_branch_meta(&outcome.branch, meta)?;
+    }
+    Ok(outcome.clone())
+}
+
+fn report_fork(ctx: &Context, outcome: &ForkOutcome) {
+    ctx.emit(serde_json::to_value(outcome).unwrap_or_default(), || {
+        let place = match &outcome.parent {
+            Some(parent) => format!("under {parent} (depth {}, fork seq {})", outcome.depth, outcome.fork_seq),
+            None => format!("as a root (fork seq {})", outcome.fork_seq),
+        };
+        let verb = if outcome.created { "Created" } else { "Already exists:" };
+        format!("{verb} {} {place}", outcome.branch)
+    });
+}
+
+fn branch_json(branch: &Branch) -> serde_json::Value {
+    json!({"id": branch.id, "node_uid": branch.node_uid, "parent": branch.parent,
+           "depth": branch.depth, "fork_seq": branch.fork_seq, "ts": branch.created_at, "meta": branch.meta})
+}
+
+fn list(ctx: &Context, store: &Store) -> anyhow::Result<()> {
+    let branches = store.branches()?;
+    let json = json!({"branches": branches.iter().map(branch_json).collect::<Vec<_>>()});
+    ctx.emit(json, || {
+        if branches.is_empty() {
+            return "No branches yet (create one with `memctl branch create ID`)".to_string();
+        }
+        tree(&branches)
+    });
+    Ok(())
+}
+
+/// The forest drawn with box characters, children in fork order.
+pub fn tree(branches: &[Branch]) -> String {
+    let label = |b: &Branch| match &b.node_uid {
+        Some(uid) if uid != &b.id => format!("{}  ({uid})", b.id),
+        _ => b.id.clone(),
+    };
+    let children = |parent: Option<&str>| -> Vec<&Branch> {
+        branches.iter().filter(|b| b.parent.as_deref() == parent).collect()
+    };
+    fn draw<'a>(
+        out: &mut Vec<String>,
+        node: &'a Branch,
+        prefix: &str,
+        children: &dyn Fn(Option<&str>) -> Vec<&'a Branch>,
+        label: &dyn Fn(&Branch) -> String,
+    ) {
+        let kids = children(Some(&node.id));
+        for (i, kid) in kids.iter().enumerate() {
+            let last = i + 1 == kids.len();
+            out.push(format!("{prefix}{}{}", if last { "└── " } else { "├── " }, label(kid)));
+            let deeper = format!("{prefix}{}", if last { "    " } else { "│   " });
+            draw(out, kid, &deeper, children, label);
+        }
+    }
+    let mut out = Vec::new();
+    for root in children(None) {
+        out.push(label(root));
+        draw(&mut out, root, "", &children, &label);
+    }
+    out.join("\n")
+}
+
+fn show(ctx: &Context, store: &Store, name: &str) -> anyhow::Result<()> {
+    let path = store.path(name)?;
+    let branch = path.branch().clone();
+    let own = store.own_counts(&branch.id)?;
+    let root_first: Vec<&Branch> = path.branches().iter().rev().collect();
+    let json = json!({
+        "branch": branch_json(&branch),
+        "path": root_first.iter().map(|b| b.id.as_str()).collect::<Vec<_>>(),
+        "own": own,
+    });
+    ctx.emit(json, || {
+        fields(&[
+            ("branch", branch.id.clone()),
+            ("node_uid", branch.node_uid.clone().unwrap_or_else(|| "-".into())),
+            ("parent", branch.parent.clone().unwrap_or_else(|| "- (root)".into())),
+            ("depth", branch.depth.to_string()),
+            ("fork seq", branch.fork_seq.to_string()),
+            ("created", timestamp(branch.created_at)),
+            ("meta", branch.meta.to_string()),
+            ("path", root_first.iter().map(|b| b.id.as_str()).collect::<Vec<_>>().join(" → ")),
+            ("own rows", format!("core {} · events {} · archival {}", own.core, own.events, own.archival)),
+        ])
+    });
+    Ok(())
+}

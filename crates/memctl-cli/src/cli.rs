@@ -1,0 +1,140 @@
+//! The command line: global options and the command tree. Each group's arguments live with the
+//! code that runs them (one file per group); this file only assembles them.
+
+use crate::{archival, branch, core_mem, init, log, quickstart, read, recall};
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+const ABOUT: &str = "Branch-scoped MemGPT-style memory for tree-search agents, in one SQLite file";
+
+const LONG_ABOUT: &str = "\
+memctl gives LLM agents MemGPT-style memory — core facts, a recall timeline and archival
+records — scoped to the branches of a tree search. A child branch sees its ancestors' memory as
+it was when it was forked (copy-on-write); siblings never see each other.
+
+Every command is one atomic transaction, safe to run from many processes at once. Add --json for
+machine-readable output (one JSON object on stdout; errors as JSON on stderr).
+
+Exit codes: 0 ok · 1 invalid input · 2 usage · 3 not found · 4 conflict · 5 busy ·
+6 incompatible or corrupt database · 255 internal error.";
+
+const EXAMPLES: &str = "\
+Examples:
+  memctl init
+  memctl branch create root
+  memctl fork root node-1
+  memctl core set node-1 best_runtime_s 12.4 --importance 4
+  memctl recall append node-1 --kind metric 'runtime 12.4 s with -O3' --tag phase:tune
+  memctl archival search node-1 'stencil tiling' -k 5
+  memctl --json read node-1
+  memctl quickstart";
+
+#[derive(Debug, Parser)]
+#[command(name = "memctl", version, about = ABOUT, long_about = LONG_ABOUT, after_help = EXAMPLES)]
+#[command(propagate_version = true, max_term_width = 100)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct GlobalArgs {
+    /// Database file [default: config db_path, else ./memory.sqlite]
+    #[arg(long, global = true, env = "MEMCTL_DB", value_name = "PATH")]
+    pub db: Option<PathBuf>,
+
+    /// Configuration file [default: ./memctl.toml if present, else built-in defaults]
+    #[arg(long, global = true, env = "MEMCTL_CONFIG", value_name = "PATH")]
+    pub config: Option<PathBuf>,
+
+    /// Print one JSON object on stdout (errors as JSON on stderr)
+    #[arg(long, global = true)]
+    pub json: bool,
+
+    /// Phase recorded in the operation journal (e.g. draft, debug, improve)
+    #[arg(long, global = true, value_name = "NAME")]
+    pub phase: Option<String>,
+
+    /// Actor recorded in the operation journal (e.g. worker-3)
+    #[arg(long, global = true, env = "MEMCTL_ACTOR", value_name = "NAME")]
+    pub actor: Option<String>,
+
+    /// No messages on stderr (data on stdout is unchanged)
+    #[arg(long, short, global = true)]
+    pub quiet: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Create (or upgrade) the database
+    #[command(after_help = "Example:\n  memctl --db run/memory.sqlite init")]
+    Init,
+
+    /// Create, list and inspect branches
+    #[command(subcommand)]
+    Branch(branch::BranchCommand),
+
+    /// Fork a branch: the child sees the parent's memory as of now
+    #[command(after_help = branch::FORK_EXAMPLES)]
+    Fork(branch::ForkArgs),
+
+    /// Core memory: small key/value facts injected into every prompt
+    #[command(subcommand)]
+    Core(core_mem::CoreCommand),
+
+    /// Recall memory: the timeline of events
+    #[command(subcommand)]
+    Recall(recall::RecallCommand),
+
+    /// Archival memory: long-term records, searched by words
+    #[command(subcommand)]
+    Archival(archival::ArchivalCommand),
+
+    /// Read a branch's view: core, recall window and newest archival records
+    #[command(after_help = read::EXAMPLES)]
+    Read(read::ReadArgs),
+
+    /// The operation journal: every write, with its phase and actor
+    #[command(after_help = log::EXAMPLES)]
+    Log(log::LogArgs),
+
+    /// Print shell completions
+    #[command(after_help = "Example:\n  memctl completions bash > ~/.local/share/bash-completion/completions/memctl")]
+    Completions {
+        /// Shell to generate completions for
+        shell: clap_complete::Shell,
+    },
+
+    /// Build a small simulated tree search and show what memctl keeps
+    #[command(after_help = quickstart::EXAMPLES)]
+    Quickstart(quickstart::QuickstartArgs),
+}
+
+impl Command {
+    /// Commands that may create the database file; every other one needs it to exist.
+    pub fn creates_database(&self) -> bool {
+        matches!(self, Command::Init)
+    }
+}
+
+/// Dispatches a parsed command line.
+pub fn run(cli: Cli, ctx: &crate::context::Context) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Init => init::run(ctx),
+        Command::Branch(command) => branch::run(ctx, command),
+        Command::Fork(args) => branch::fork(ctx, args),
+        Command::Core(command) => core_mem::run(ctx, command),
+        Command::Recall(command) => recall::run(ctx, command),
+        Command::Archival(command) => archival::run(ctx, command),
+        Command::Read(args) => read::run(ctx, args),
+        Command::Log(args) => log::run(ctx, args),
+        Command::Completions { shell } => {
+            let mut command = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut command, "memctl", &mut std::io::stdout());
+            Ok(())
+        }
+        Command::Quickstart(args) => quickstart::run(ctx, args),
+    }
+}

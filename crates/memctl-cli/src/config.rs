@@ -1,0 +1,150 @@
+//! Configuration resolution (SPEC §9.2): `--config`/`MEMCTL_CONFIG`, else `./memctl.toml`, else
+//! the built-in defaults; then `MEMCTL_<KEY>` environment overrides (`__` for nested tables).
+
+use memctl_core::{Config, Error, ErrorKind, Result};
+use std::path::{Path, PathBuf};
+
+/// Variables that are options, not configuration keys.
+const NOT_KEYS: &[&str] = &["MEMCTL_DB", "MEMCTL_CONFIG", "MEMCTL_NOW", "MEMCTL_ACTOR"];
+
+pub fn load(explicit: Option<&Path>) -> Result<Config> {
+    let path = explicit.map(Path::to_path_buf).or_else(|| {
+        let local = PathBuf::from("memctl.toml");
+        local.is_file().then_some(local)
+    });
+    let mut table = match &path {
+        Some(path) => read_table(path)?,
+        None => toml::Table::new(),
+    };
+    let file_config = parse(table.clone(), || match &path {
+        Some(path) => format!("config file {}", path.display()),
+        None => "built-in configuration".to_string(),
+    })?;
+    let overrides = env_overrides()?;
+    if overrides.is_empty() {
+        return Ok(file_config);
+    }
+    let names: Vec<String> = overrides.iter().map(|(name, _, _)| name.clone()).collect();
+    for (_, key_path, value) in overrides {
+        insert(&mut table, &key_path, value);
+    }
+    parse(table, || format!("environment override ({})", names.join(", ")))
+}
+
+fn read_table(path: &Path) -> Result<toml::Table> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        let kind = if e.kind() == std::io::ErrorKind::NotFound { ErrorKind::NotFound } else { ErrorKind::InvalidInput };
+        Error::new(kind, format!("cannot read config file {}: {e}", path.display()))
+    })?;
+    toml::from_str(&text).map_err(|e| {
+        Error::invalid(format!("config file {} is not valid TOML: {}", path.display(), e.message()))
+    })
+}
+
+fn parse(table: toml::Table, origin: impl Fn() -> String) -> Result<Config> {
+    table.try_into::<Config>().map_err(|e| {
+        Error::invalid(format!("{}: {}", origin(), e.message().trim()))
+            .with_hint("config/memctl.toml in the memctl repository lists every key with its default")
+    })
+}
+
+/// `(variable, key path, value)` of every `MEMCTL_*` configuration override.
+fn env_overrides() -> Result<Vec<(String, Vec<String>, toml::Value)>> {
+    let mut found = Vec::new();
+    for (name, raw) in std::env::vars() {
+        let Some(key) = name.strip_prefix("MEMCTL_") else { continue };
+        if NOT_KEYS.contains(&name.as_str()) {
+            continue;
+        }
+        let key_path: Vec<String> = key.to_ascii_lowercase().split("__").map(str::to_string).collect();
+        if key_path.iter().any(String::is_empty) {
+            return Err(Error::invalid(format!("malformed configuration variable {name}")));
+        }
+        found.push((name, key_path, scalar(&raw)));
+    }
+    found.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(found)
+}
+
+/// An environment value as TOML: a number or boolean when it reads as one, else a string.
+fn scalar(raw: &str) -> toml::Value {
+    let trimmed = raw.trim();
+    if let Ok(int) = trimmed.parse::<i64>() {
+        return toml::Value::Integer(int);
+    }
+    if let Ok(float) = trimmed.parse::<f64>() {
+        return toml::Value::Float(float);
+    }
+    match trimmed {
+        "true" => toml::Value::Boolean(true),
+        "false" => toml::Value::Boolean(false),
+        _ => toml::Value::String(raw.to_string()),
+    }
+}
+
+fn insert(table: &mut toml::Table, key_path: &[String], value: toml::Value) {
+    let (last, parents) = key_path.split_last().expect("key paths are non-empty");
+    let mut current = table;
+    for key in parents {
+        let entry = current.entry(key.clone()).or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        if !entry.is_table() {
+            *entry = toml::Value::Table(toml::Table::new());
+        }
+        current = entry.as_table_mut().expect("just made a table");
+    }
+    current.insert(last.clone(), value);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_file_equals_built_in_defaults() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/memctl.toml");
+        let table = read_table(&path).unwrap();
+        let from_file = parse(table, || "config/memctl.toml".into()).unwrap();
+        assert_eq!(from_file, Config::default());
+    }
+
+    #[test]
+    fn every_default_key_is_written_out() {
+        let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/memctl.toml")).unwrap();
+        let defaults = toml::Table::try_from(Config::default()).unwrap();
+        fn keys(table: &toml::Table, prefix: &str, out: &mut Vec<String>) {
+            for (key, value) in table {
+                match value {
+                    toml::Value::Table(inner) => keys(inner, &format!("{prefix}{key}."), out),
+                    _ => out.push(format!("{prefix}{key}")),
+                }
+            }
+        }
+        let mut all = Vec::new();
+        keys(&defaults, "", &mut all);
+        // Optional keys without a default (db_path, summarizer.command) appear commented out.
+        for key in all {
+            let leaf = key.rsplit('.').next().unwrap();
+            assert!(text.contains(&format!("{leaf} =")), "config/memctl.toml does not mention {key}");
+        }
+        for unset in ["db_path", "command"] {
+            assert!(text.contains(&format!("# {unset} =")), "config/memctl.toml should show {unset} commented out");
+        }
+    }
+
+    #[test]
+    fn scalars_from_the_environment() {
+        assert_eq!(scalar("100"), toml::Value::Integer(100));
+        assert_eq!(scalar("1.5"), toml::Value::Float(1.5));
+        assert_eq!(scalar("false"), toml::Value::Boolean(false));
+        assert_eq!(scalar("off"), toml::Value::String("off".into()));
+    }
+
+    #[test]
+    fn unknown_keys_are_named() {
+        let table: toml::Table = toml::from_str("core_max_charz = 5").unwrap();
+        let err = parse(table, || "test".into()).unwrap_err();
+        assert!(err.message().contains("core_max_charz"), "{}", err.message());
+        let table: toml::Table = toml::from_str("[search]\nfts = \"sometimes\"").unwrap();
+        assert!(parse(table, || "test".into()).is_err());
+    }
+}

@@ -1,0 +1,25 @@
+//! Text arguments: `-` (or nothing, when piped) reads standard input.
+
+use memctl_core::{Error, ErrorKind, Result};
+use std::io::{IsTerminal, Read};
+
+/// The text given on the command line, or standard input for `-` or when omitted and piped.
+pub fn text(arg: Option<&str>, what: &str) -> Result<String> {
+    match arg {
+        Some("-") => read_stdin(what),
+        Some(text) => Ok(text.to_string()),
+        None if !std::io::stdin().is_terminal() => read_stdin(what),
+        None => Err(Error::new(ErrorKind::Usage, format!("missing {what}"))
+            .with_hint(format!("give the {what} as an argument, or `-` to read it from stdin"))),
+    }
+}
+
+fn read_stdin(what: &str) -> Result<String> {
+    let mut buffer = String::new();
+    std::io::stdin()
+        .read_to_string(&mut buffer)
+        .map_err(|e| Error::invalid(format!("cannot read the {what} from stdin: {e}")))?;
+    // A trailing newline from `echo` or a heredoc is not part of the text.
+    let trimmed = buffer.strip_suffix('\n').map(|t| t.strip_suffix('\r').unwrap_or(t));
+    Ok(trimmed.map(str::to_string).unwrap_or(buffer))
+}

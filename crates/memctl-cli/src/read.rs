@@ -1,0 +1,87 @@
+//! `memctl read`: what a branch sees, layer by layer.
+
+use crate::archival::record_line;
+use crate::context::Context;
+use crate::output::table;
+use crate::recall::{event_line, summary_line};
+use clap::{Args, ValueEnum};
+use memctl_core::View;
+use serde_json::{json, Map, Value};
+
+pub const EXAMPLES: &str = "\
+Examples:
+  memctl read node-7                    # core, recall window, newest archival records
+  memctl read node-7 --scope core
+  memctl --json read node-7 --all       # every visible event and record";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Scope {
+    All,
+    Core,
+    Recall,
+    Archival,
+}
+
+#[derive(Debug, Args)]
+pub struct ReadArgs {
+    /// Branch id or node_uid
+    pub branch: String,
+    /// Which layers to show
+    #[arg(long, value_enum, default_value_t = Scope::All)]
+    pub scope: Scope,
+    /// Every visible event and record, not just the recall window and the newest retrieval_k
+    #[arg(long)]
+    pub all: bool,
+}
+
+pub fn run(ctx: &Context, args: ReadArgs) -> anyhow::Result<()> {
+    let store = ctx.open()?;
+    let config = store.config();
+    let (events, records) =
+        if args.all { (None, None) } else { (Some(config.recall_max_events), Some(config.retrieval_k)) };
+    let view = store.view_window(&args.branch, events, records)?;
+    let show = |scope: Scope| args.scope == Scope::All || args.scope == scope;
+
+    let mut json = Map::new();
+    json.insert("branch".into(), json!(view.branch.id));
+    if show(Scope::Core) {
+        let core: Map<String, Value> = view.core.iter().map(|e| (e.key.clone(), json!(e.value))).collect();
+        json.insert("core".into(), Value::Object(core));
+    }
+    if show(Scope::Recall) {
+        json.insert("recall".into(), json!({"summaries": view.summaries, "events": view.events}));
+    }
+    if show(Scope::Archival) {
+        json.insert("archival".into(), json!(view.archival));
+    }
+
+    ctx.emit(Value::Object(json), || render(&view, args.scope));
+    Ok(())
+}
+
+/// The view as text, one section per layer in `scope`.
+pub fn render(view: &View, scope: Scope) -> String {
+    let show = |wanted: Scope| scope == Scope::All || scope == wanted;
+    let mut out = Vec::new();
+        if show(Scope::Core) {
+            out.push(format!("Core ({} keys):", view.core.len()));
+            if !view.core.is_empty() {
+                let rows: Vec<Vec<String>> = view
+                    .core
+                    .iter()
+                    .map(|e| vec![format!("  {}", e.key), e.value.clone(), format!("← {}", e.branch)])
+                    .collect();
+                out.push(table(&["  KEY", "VALUE", "FROM"], &rows));
+            }
+        }
+        if show(Scope::Recall) {
+            out.push(format!("Recall ({} summaries, {} events, newest first):", view.summaries.len(), view.events.len()));
+            out.extend(view.summaries.iter().map(summary_line));
+            out.extend(view.events.iter().map(event_line));
+        }
+        if show(Scope::Archival) {
+            out.push(format!("Archival ({} records, newest first):", view.archival.len()));
+            out.extend(view.archival.iter().map(record_line));
+        }
+    out.join("\n")
+}

@@ -1,0 +1,153 @@
+//! `memctl recall append|list|search|evict`: the timeline of events.
+
+use crate::context::Context;
+use crate::input;
+use crate::output::{tags_suffix, timestamp};
+use clap::{ArgGroup, Subcommand};
+use memctl_core::{Event, EvictSelector, Summary};
+use serde_json::json;
+
+#[derive(Debug, Subcommand)]
+pub enum RecallCommand {
+    /// Append an event (an identical event already in the branch is not stored twice)
+    #[command(after_help = "\
+Examples:
+  memctl recall append node-1 --kind metric 'runtime 12.4 s with -O3' --tag phase:tune
+  make 2>&1 | tail -5 | memctl recall append node-1 --kind error -")]
+    Append {
+        branch: String,
+        /// Event kind, e.g. note, plan, metric, error, node_result
+        #[arg(long, short)]
+        kind: String,
+        /// The text, or `-` (or nothing, when piped) to read stdin
+        text: Option<String>,
+        /// A tag (repeatable)
+        #[arg(long = "tag", short = 't', value_name = "TAG")]
+        tags: Vec<String>,
+    },
+    /// Summaries, then the newest events the branch sees
+    #[command(after_help = "Examples:\n  memctl recall list node-7\n  memctl recall list node-7 --limit 100")]
+    List {
+        branch: String,
+        /// How many events [default: recall_max_events]
+        #[arg(long, short = 'n')]
+        limit: Option<usize>,
+    },
+    /// Search the whole visible timeline by words (best matches first)
+    #[command(after_help = "Example:\n  memctl recall search node-7 'segfault mpi' -k 5")]
+    Search {
+        branch: String,
+        /// Words to look for (any characters are fine: they are searched as words)
+        query: String,
+        /// How many results
+        #[arg(short, default_value_t = 10)]
+        k: usize,
+    },
+    /// Move events out of the branch's view; their full text is kept in archival
+    #[command(group(ArgGroup::new("which").required(true).args(["oldest", "kind", "ids"])))]
+    #[command(after_help = "\
+Examples:
+  memctl recall evict node-7 --oldest 10
+  memctl recall evict node-7 --kind debug
+  memctl recall evict node-7 --id 41 --id 42
+Inherited events are only hidden from this branch (and its later children), never deleted.")]
+    Evict {
+        branch: String,
+        /// The N oldest visible events
+        #[arg(long, value_name = "N")]
+        oldest: Option<usize>,
+        /// Every visible event of this kind
+        #[arg(long)]
+        kind: Option<String>,
+        /// These events (repeatable)
+        #[arg(long = "id", value_name = "ID")]
+        ids: Vec<i64>,
+    },
+}
+
+pub fn run(ctx: &Context, command: RecallCommand) -> anyhow::Result<()> {
+    let store = ctx.open()?;
+    match command {
+        RecallCommand::Append { branch, kind, text, tags } => {
+            let text = input::text(text.as_deref(), "event text")?;
+            let outcome = store.recall_append(&branch, &kind, &text, &tags)?;
+            ctx.emit(json!({"id": outcome.id, "skipped": outcome.skipped}), || {
+                if outcome.skipped {
+                    format!("Skipped: {branch} already has this event (id {})", outcome.id)
+                } else {
+                    format!("Appended event {} to {branch}", outcome.id)
+                }
+            });
+        }
+        RecallCommand::List { branch, limit } => {
+            let limit = limit.unwrap_or(store.config().recall_max_events);
+            let view = store.recall_list(&branch, Some(limit))?;
+            ctx.emit(json!({"summaries": view.summaries, "events": view.events}), || {
+                let mut out = Vec::new();
+                if !view.summaries.is_empty() {
+                    out.push("Summaries:".to_string());
+                    out.extend(view.summaries.iter().map(summary_line));
+                }
+                if view.events.is_empty() {
+                    out.push(format!("{branch} sees no events"));
+                } else {
+                    out.push(format!("Events, newest first ({}):", view.events.len()));
+                    out.extend(view.events.iter().map(event_line));
+                }
+                out.join("\n")
+            });
+        }
+        RecallCommand::Search { branch, query, k } => {
+            let events = store.recall_search(&branch, &query, k)?;
+            ctx.emit(json!({ "events": events }), || {
+                if events.is_empty() {
+                    return format!("No event in {branch}'s view matches '{query}'");
+                }
+                events.iter().map(event_line).collect::<Vec<_>>().join("\n")
+            });
+        }
+        RecallCommand::Evict { branch, oldest, kind, ids } => {
+            let selector = match (oldest, kind) {
+                (Some(n), _) => EvictSelector::Oldest(n),
+                (None, Some(kind)) => EvictSelector::Kind(kind),
+                (None, None) => EvictSelector::Ids(ids),
+            };
+            let outcome = store.recall_evict(&branch, &selector)?;
+            ctx.emit(json!({"evicted": outcome.evicted, "archived": outcome.archived}), || {
+                match outcome.archived {
+                    None => format!("Nothing to evict from {branch}"),
+                    Some(record) => format!(
+                        "Evicted {} event(s) from {branch}'s view: {}\nTheir full text is archival record {record}",
+                        outcome.evicted.len(),
+                        outcome.evicted.iter().map(i64::to_string).collect::<Vec<_>>().join(", ")
+                    ),
+                }
+            });
+        }
+    }
+    Ok(())
+}
+
+/// `#12  2026-01-02 03:04:05  [kind] text (tags: a, b)  ← branch`
+pub fn event_line(event: &Event) -> String {
+    format!(
+        "  #{:<5} {}  [{}] {}{}  ← {}",
+        event.id,
+        timestamp(event.ts),
+        event.kind,
+        event.text.replace('\n', "\n         "),
+        tags_suffix(&event.tags),
+        event.branch
+    )
+}
+
+pub fn summary_line(summary: &Summary) -> String {
+    format!(
+        "  #{:<5} [summary:{}] {} (replaces {} events)  ← {}",
+        summary.id,
+        summary.kind,
+        summary.text.replace('\n', "\n         "),
+        summary.event_ids.len(),
+        summary.branch
+    )
+}
