@@ -159,11 +159,7 @@ impl Tx<'_> {
             },
         )?;
         if !outcome.skipped {
-            self.journal(
-                Some(bid),
-                "archival.add",
-                json!({"id": outcome.id}),
-            )?;
+            self.journal(Some(bid), "archival.add", json!({"id": outcome.id}))?;
         }
         Ok(outcome)
     }

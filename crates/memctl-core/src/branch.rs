@@ -291,7 +291,9 @@ impl Tx<'_> {
     /// Replaces the runner's metadata of a branch; it must be a JSON object.
     pub fn set_branch_meta(&self, name: &str, meta: &serde_json::Value) -> Result<Branch> {
         if !meta.is_object() {
-            return Err(Error::invalid(format!("branch metadata must be a JSON object, not {meta}")));
+            return Err(Error::invalid(format!(
+                "branch metadata must be a JSON object, not {meta}"
+            )));
         }
         let branch = self.branch(name)?;
         if &branch.meta == meta {
@@ -302,7 +304,10 @@ impl Tx<'_> {
             .execute(rusqlite::params![meta.to_string(), branch.bid])?;
         self.forget_paths();
         self.journal(Some(branch.bid), "branch.set_meta", json!({ "meta": meta }))?;
-        Ok(Branch { meta: meta.clone(), ..branch })
+        Ok(Branch {
+            meta: meta.clone(),
+            ..branch
+        })
     }
 
     pub fn set_node_uid(&self, name: &str, node_uid: &str) -> Result<Branch> {
@@ -348,8 +353,15 @@ impl Store {
         let bid = self.branch(name)?.bid;
         let count = |table: &str| -> Result<i64> {
             let sql = format!("SELECT count(*) FROM {table} WHERE branch = ?1");
-            Ok(self.conn.prepare_cached(&sql)?.query_row([bid], |r| r.get(0))?)
+            Ok(self
+                .conn
+                .prepare_cached(&sql)?
+                .query_row([bid], |r| r.get(0))?)
         };
-        Ok(OwnCounts { core: count("core")?, events: count("events")?, archival: count("archival")? })
+        Ok(OwnCounts {
+            core: count("core")?,
+            events: count("events")?,
+            archival: count("archival")?,
+        })
     }
 }

@@ -17,7 +17,9 @@ const STOP_WORDS: &[&str] = &[
 /// Folded words of `text`: maximal runs of letters, digits and combining marks — the token
 /// characters of the FTS5 index (`unicode61`, categories `L* N* Co M*`).
 pub fn words(text: &str) -> impl Iterator<Item = String> + '_ {
-    text.split(|c: char| !is_word_char(c)).filter(|w| !w.is_empty()).map(|w| w.chars().map(fold).collect())
+    text.split(|c: char| !is_word_char(c))
+        .filter(|w| !w.is_empty())
+        .map(|w| w.chars().map(fold).collect())
 }
 
 fn is_word_char(c: char) -> bool {

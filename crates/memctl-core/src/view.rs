@@ -70,7 +70,12 @@ impl Store {
 
     /// The view with at most `events` newest events and `records` newest archival records
     /// (None: all), read from one snapshot of the database.
-    pub fn view_window(&self, name: &str, events_limit: Option<usize>, records: Option<usize>) -> Result<View> {
+    pub fn view_window(
+        &self,
+        name: &str,
+        events_limit: Option<usize>,
+        records: Option<usize>,
+    ) -> Result<View> {
         self.read(|| {
             let path = self.path(name)?;
             Ok(View {

@@ -1521,7 +1521,10 @@ fn node_uid_resolves_everywhere_a_branch_is_taken() {
     assert!(event_ids(&s, "c1").is_empty());
     assert_eq!(s.core_delete(u, &["k"]).unwrap(), vec!["k"]);
     assert_eq!(s.path(u).unwrap().branch().id, "c1");
-    assert_eq!(s.ops(Some(u), None).unwrap(), s.ops(Some("c1"), None).unwrap());
+    assert_eq!(
+        s.ops(Some(u), None).unwrap(),
+        s.ops(Some("c1"), None).unwrap()
+    );
 
     // Forking under a uid, and the idempotent repeat through the parent's id or uid.
     let g = s.fork(u, Some("g")).unwrap();

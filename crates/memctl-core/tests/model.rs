@@ -1,0 +1,1445 @@
+//! Model-based property test of the view (SPEC §2, §4.1-§4.4).
+//!
+//! Random sequences of branch, core, recall and archival operations (and clock moves, so TTLs
+//! run out) are applied both to the engine and to a deliberately naive in-memory model written
+//! from SPEC §2: every branch keeps its parent, its fork point and its own rows; the view walks
+//! the path and takes, from the branch itself, every row, and from each ancestor the rows written
+//! no later than the fork point of the path's branch below it. The model numbers rows with its own
+//! counter ("tick"); the ids the engine hands out (event ids, record ids, version seqs, …) are only
+//! learnt from the engine's answers and used as labels, and the only thing assumed about them is
+//! that they strictly increase in the order operations run (which is checked).
+//!
+//! After every operation the engine's view of every branch is compared with the model's, and the
+//! model predicts which operations fail and with which `ErrorKind`.
+
+use memctl_core::{Clock, Config, CoreWrite, ErrorKind, Store, View};
+use proptest::prelude::*;
+use proptest::test_runner::TestCaseError;
+use std::collections::{BTreeMap, HashSet};
+use std::fmt::Debug;
+
+const T0: i64 = 1_700_000_000;
+
+// Small alphabets, so that duplicates and overrides happen often. No word here may trigger
+// redaction (SPEC §5).
+const KEYS: [&str; 3] = ["goal", "plan", "note"];
+const VALUES: [&str; 3] = ["one", "two", "three"];
+const KINDS: [&str; 2] = ["obs", "tool"];
+const TEXTS: [&str; 3] = ["alpha", "beta", "gamma"];
+const RECAPS: [&str; 2] = ["recap one", "recap two"];
+const DOCS: [&str; 3] = ["mpi tuning", "gpu kernel", "cache notes"];
+const TAGS: [&str; 3] = ["A", "B", "C"];
+
+// ---------------------------------------------------------------------------------------------
+// Operations
+// ---------------------------------------------------------------------------------------------
+
+/// An index into a list known at run time (taken modulo its length), so that shrinking an
+/// earlier operation away never makes a later one meaningless.
+#[derive(Clone, Copy, Debug)]
+struct Pick(u8);
+
+impl Pick {
+    fn of(self, len: usize) -> Option<usize> {
+        (len > 0).then(|| self.0 as usize % len)
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+enum BranchRef {
+    /// One of the branches created so far.
+    Known(Pick),
+    /// A branch that never exists.
+    Ghost,
+}
+
+/// How an operation names an event or an archival record.
+#[derive(Clone, Copy, Debug)]
+enum IdRef {
+    /// One of those in the branch's view according to the model.
+    Visible(Pick),
+    /// One of all events (or records) ever created, in any branch.
+    Known(Pick),
+    /// Any seq the engine ever reported (fork points, core seqs, versions, summaries, …).
+    AnySeq(Pick),
+}
+
+#[derive(Clone, Debug)]
+enum Change {
+    Text(&'static str),
+    Tags(Vec<&'static str>),
+    Both(&'static str, Vec<&'static str>),
+    Neither,
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    /// `None`: a new root; `Some`: `create_root` again with an existing id.
+    CreateRoot(Option<Pick>),
+    /// Forks a new id under a branch.
+    Fork(BranchRef),
+    /// Forks an existing id again: under its real parent (`None`) or under the given branch.
+    Refork {
+        child: Pick,
+        parent: Option<BranchRef>,
+    },
+    CoreSet {
+        b: BranchRef,
+        key: &'static str,
+        value: &'static str,
+        importance: u8,
+        ttl: Option<u8>,
+    },
+    CoreDelete {
+        b: BranchRef,
+        keys: Vec<&'static str>,
+    },
+    Append {
+        b: BranchRef,
+        kind: &'static str,
+        text: &'static str,
+        tags: Vec<&'static str>,
+    },
+    /// Appends again the kind, text and tags of an event (a duplicate if the branch owns it).
+    Reappend {
+        b: BranchRef,
+        event: IdRef,
+    },
+    Exclude {
+        b: BranchRef,
+        ids: Vec<IdRef>,
+    },
+    Summarize {
+        b: BranchRef,
+        kind: &'static str,
+        text: &'static str,
+        ids: Vec<IdRef>,
+    },
+    ArchivalAdd {
+        b: BranchRef,
+        text: &'static str,
+        tags: Vec<&'static str>,
+    },
+    /// Adds again the text and tags of a record.
+    Readd {
+        b: BranchRef,
+        record: IdRef,
+    },
+    ArchivalUpdate {
+        b: BranchRef,
+        record: IdRef,
+        change: Change,
+    },
+    ArchivalDelete {
+        b: BranchRef,
+        record: IdRef,
+    },
+    /// Moves the clock forward by this many seconds.
+    Advance(u8),
+}
+
+// ---------------------------------------------------------------------------------------------
+// The model
+// ---------------------------------------------------------------------------------------------
+
+trait Ticked {
+    fn tick(&self) -> u64;
+}
+
+#[derive(Clone, Debug)]
+struct CoreRow {
+    tick: u64,
+    key: String,
+    /// None: a tombstone.
+    value: Option<String>,
+    importance: u8,
+    ttl: Option<i64>,
+    written_at: i64,
+    /// The engine's seq for it (not reported for tombstones, which are never visible).
+    seq: Option<i64>,
+}
+
+#[derive(Clone, Debug)]
+struct EventRow {
+    tick: u64,
+    id: i64,
+    kind: String,
+    text: String,
+    tags: Vec<String>,
+}
+
+#[derive(Clone, Debug)]
+struct ExclusionRow {
+    tick: u64,
+    event: i64,
+}
+
+#[derive(Clone, Debug)]
+struct SummaryRow {
+    tick: u64,
+    id: i64,
+    kind: String,
+    text: String,
+    event_ids: Vec<i64>,
+}
+
+#[derive(Clone, Debug)]
+struct ArchivalRow {
+    tick: u64,
+    record: i64,
+    seq: i64,
+    /// None: a tombstone.
+    text: Option<String>,
+    tags: Vec<String>,
+}
+
+macro_rules! ticked {
+    ($($t:ty),*) => {$(impl Ticked for $t { fn tick(&self) -> u64 { self.tick } })*};
+}
+ticked!(CoreRow, EventRow, ExclusionRow, SummaryRow, ArchivalRow);
+
+#[derive(Clone, Debug)]
+struct MBranch {
+    id: String,
+    parent: Option<usize>,
+    depth: i64,
+    /// The model's tick at creation: the fork point.
+    fork_tick: u64,
+    /// What the engine reported as fork_seq (only compared, never used for visibility).
+    fork_seq: i64,
+    core: Vec<CoreRow>,
+    events: Vec<EventRow>,
+    exclusions: Vec<ExclusionRow>,
+    summaries: Vec<SummaryRow>,
+    archival: Vec<ArchivalRow>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+struct CoreLine {
+    key: String,
+    value: String,
+    writer: String,
+    seq: i64,
+    importance: u8,
+    ttl: Option<f64>,
+    ts: f64,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+struct SummaryLine {
+    id: i64,
+    writer: String,
+    kind: String,
+    text: String,
+    event_ids: Vec<i64>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+struct EventLine {
+    id: i64,
+    writer: String,
+    kind: String,
+    text: String,
+    tags: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+struct RecordLine {
+    id: i64,
+    writer: String,
+    text: String,
+    tags: Vec<String>,
+    seq: i64,
+}
+
+/// A view in comparable form: core oldest write first, summaries oldest first, events newest
+/// first, archival records newest version first.
+#[derive(Clone, Debug, PartialEq)]
+struct Seen {
+    branch: (String, Option<String>, i64, i64),
+    core: Vec<CoreLine>,
+    summaries: Vec<SummaryLine>,
+    events: Vec<EventLine>,
+    archival: Vec<RecordLine>,
+}
+
+impl Seen {
+    fn of(view: View) -> Seen {
+        Seen {
+            branch: (
+                view.branch.id,
+                view.branch.parent,
+                view.branch.depth,
+                view.branch.fork_seq,
+            ),
+            core: view
+                .core
+                .into_iter()
+                .map(|e| CoreLine {
+                    key: e.key,
+                    value: e.value,
+                    writer: e.branch,
+                    seq: e.seq,
+                    importance: e.importance,
+                    ttl: e.ttl,
+                    ts: e.ts,
+                })
+                .collect(),
+            summaries: view
+                .summaries
+                .into_iter()
+                .map(|s| SummaryLine {
+                    id: s.id,
+                    writer: s.branch,
+                    kind: s.kind,
+                    text: s.text,
+                    event_ids: s.event_ids,
+                })
+                .collect(),
+            events: view
+                .events
+                .into_iter()
+                .map(|e| EventLine {
+                    id: e.id,
+                    writer: e.branch,
+                    kind: e.kind,
+                    text: e.text,
+                    tags: e.tags,
+                })
+                .collect(),
+            archival: view
+                .archival
+                .into_iter()
+                .map(|r| RecordLine {
+                    id: r.id,
+                    writer: r.branch,
+                    text: r.text,
+                    tags: r.tags,
+                    seq: r.seq,
+                })
+                .collect(),
+        }
+    }
+}
+
+/// SPEC §2, written as plainly as possible.
+#[derive(Clone, Debug)]
+struct Model {
+    branches: Vec<MBranch>,
+    /// The last tick handed out; every row written gets the next one.
+    tick: u64,
+    now: i64,
+}
+
+impl Model {
+    fn new() -> Model {
+        Model {
+            branches: Vec::new(),
+            tick: 0,
+            now: T0,
+        }
+    }
+
+    fn next_tick(&mut self) -> u64 {
+        self.tick += 1;
+        self.tick
+    }
+
+    fn add_branch(&mut self, id: String, parent: Option<usize>, fork_seq: i64) {
+        let fork_tick = self.next_tick();
+        let depth = parent.map_or(0, |p| self.branches[p].depth + 1);
+        self.branches.push(MBranch {
+            id,
+            parent,
+            depth,
+            fork_tick,
+            fork_seq,
+            core: vec![],
+            events: vec![],
+            exclusions: vec![],
+            summaries: vec![],
+            archival: vec![],
+        });
+    }
+
+    /// The path of `b` (itself first, root last), each branch with the last tick it contributes.
+    fn path(&self, b: usize) -> Vec<(usize, u64)> {
+        let mut path = vec![(b, u64::MAX)];
+        let mut below = b;
+        while let Some(parent) = self.branches[below].parent {
+            path.push((parent, self.branches[below].fork_tick));
+            below = parent;
+        }
+        path
+    }
+
+    /// The rows of one layer visible from `b`, with the branch that wrote each.
+    fn visible<T: Ticked>(&self, b: usize, layer: fn(&MBranch) -> &[T]) -> Vec<(usize, &T)> {
+        let mut rows = vec![];
+        for (branch, cutoff) in self.path(b) {
+            for row in layer(&self.branches[branch]) {
+                if row.tick() <= cutoff {
+                    rows.push((branch, row));
+                }
+            }
+        }
+        rows
+    }
+
+    fn name(&self, b: usize) -> String {
+        self.branches[b].id.clone()
+    }
+
+    fn core_view(&self, b: usize) -> Vec<CoreLine> {
+        // TTL is decided per row; then per key the live row with the greatest tick wins.
+        let mut winners: BTreeMap<&str, (usize, &CoreRow)> = BTreeMap::new();
+        for (writer, row) in self.visible(b, |m| &m.core) {
+            let expired = row.ttl.is_some_and(|ttl| row.written_at + ttl < self.now);
+            if expired {
+                continue;
+            }
+            let newer = winners
+                .get(row.key.as_str())
+                .is_none_or(|(_, best)| best.tick < row.tick);
+            if newer {
+                winners.insert(&row.key, (writer, row));
+            }
+        }
+        let mut live: Vec<(usize, &CoreRow)> = winners
+            .into_values()
+            .filter(|(_, row)| row.value.is_some())
+            .collect();
+        live.sort_by_key(|(_, row)| row.tick);
+        live.into_iter()
+            .map(|(writer, row)| CoreLine {
+                key: row.key.clone(),
+                value: row.value.clone().unwrap(),
+                writer: self.name(writer),
+                seq: row.seq.expect("a visible value has a seq"),
+                importance: row.importance,
+                ttl: row.ttl.map(|t| t as f64),
+                ts: row.written_at as f64,
+            })
+            .collect()
+    }
+
+    /// Visible events, newest first.
+    fn events_view(&self, b: usize) -> Vec<EventLine> {
+        let excluded: HashSet<i64> = self
+            .visible(b, |m| &m.exclusions)
+            .into_iter()
+            .map(|(_, x)| x.event)
+            .collect();
+        let mut events: Vec<(usize, &EventRow)> = self
+            .visible(b, |m| &m.events)
+            .into_iter()
+            .filter(|(_, e)| !excluded.contains(&e.id))
+            .collect();
+        events.sort_by_key(|(_, e)| std::cmp::Reverse(e.tick));
+        events
+            .into_iter()
+            .map(|(writer, e)| EventLine {
+                id: e.id,
+                writer: self.name(writer),
+                kind: e.kind.clone(),
+                text: e.text.clone(),
+                tags: e.tags.clone(),
+            })
+            .collect()
+    }
+
+    /// Visible summaries, oldest first.
+    fn summaries_view(&self, b: usize) -> Vec<SummaryLine> {
+        let mut summaries = self.visible(b, |m| &m.summaries);
+        summaries.sort_by_key(|(_, s)| s.tick);
+        summaries
+            .into_iter()
+            .map(|(writer, s)| SummaryLine {
+                id: s.id,
+                writer: self.name(writer),
+                kind: s.kind.clone(),
+                text: s.text.clone(),
+                event_ids: s.event_ids.clone(),
+            })
+            .collect()
+    }
+
+    /// Current visible records, newest version first.
+    fn archival_view(&self, b: usize) -> Vec<RecordLine> {
+        let mut current: BTreeMap<i64, (usize, &ArchivalRow)> = BTreeMap::new();
+        for (writer, row) in self.visible(b, |m| &m.archival) {
+            let newer = current
+                .get(&row.record)
+                .is_none_or(|(_, best)| best.tick < row.tick);
+            if newer {
+                current.insert(row.record, (writer, row));
+            }
+        }
+        let mut live: Vec<(usize, &ArchivalRow)> = current
+            .into_values()
+            .filter(|(_, row)| row.text.is_some())
+            .collect();
+        live.sort_by_key(|(_, row)| std::cmp::Reverse(row.tick));
+        live.into_iter()
+            .map(|(writer, row)| RecordLine {
+                id: row.record,
+                writer: self.name(writer),
+                text: row.text.clone().unwrap(),
+                tags: row.tags.clone(),
+                seq: row.seq,
+            })
+            .collect()
+    }
+
+    fn view(&self, b: usize) -> Seen {
+        let branch = &self.branches[b];
+        Seen {
+            branch: (
+                branch.id.clone(),
+                branch.parent.map(|p| self.name(p)),
+                branch.depth,
+                branch.fork_seq,
+            ),
+            core: self.core_view(b),
+            summaries: self.summaries_view(b),
+            events: self.events_view(b),
+            archival: self.archival_view(b),
+        }
+    }
+
+    /// An event by id, wherever it was written.
+    fn event(&self, id: i64) -> Option<EventRow> {
+        self.branches
+            .iter()
+            .flat_map(|b| &b.events)
+            .find(|e| e.id == id)
+            .cloned()
+    }
+
+    /// The text and tags of a record's first version.
+    fn first_version(&self, record: i64) -> Option<(String, Vec<String>)> {
+        self.branches
+            .iter()
+            .flat_map(|b| &b.archival)
+            .find(|r| r.record == record && r.seq == record)
+            .map(|r| (r.text.clone().unwrap(), r.tags.clone()))
+    }
+
+    fn index_of(&self, id: &str) -> usize {
+        self.branches.iter().position(|b| b.id == id).unwrap()
+    }
+
+    /// For the hand-written tests: the core of a branch as a map.
+    fn core_map(&self, id: &str) -> BTreeMap<String, String> {
+        self.core_view(self.index_of(id))
+            .into_iter()
+            .map(|l| (l.key, l.value))
+            .collect()
+    }
+
+    fn event_texts(&self, id: &str) -> Vec<String> {
+        self.events_view(self.index_of(id))
+            .into_iter()
+            .map(|e| e.text)
+            .collect()
+    }
+
+    fn record_texts(&self, id: &str) -> Vec<String> {
+        self.archival_view(self.index_of(id))
+            .into_iter()
+            .map(|r| r.text)
+            .collect()
+    }
+}
+
+/// Tags as the engine stores them: each once, first occurrence kept.
+fn normalize(tags: &[&str]) -> Vec<String> {
+    let mut out: Vec<String> = vec![];
+    for tag in tags {
+        if !out.iter().any(|t| t == tag) {
+            out.push(tag.to_string());
+        }
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------------------------
+// Engine and model side by side
+// ---------------------------------------------------------------------------------------------
+
+fn fail(message: String) -> TestCaseError {
+    TestCaseError::fail(message)
+}
+
+fn expect_ok<T>(result: memctl_core::Result<T>, what: &str) -> Result<T, TestCaseError> {
+    result.map_err(|e| fail(format!("{what}: unexpected {:?} error: {e}", e.kind())))
+}
+
+fn expect_err<T: Debug>(
+    result: memctl_core::Result<T>,
+    kind: ErrorKind,
+    what: &str,
+) -> Result<(), TestCaseError> {
+    match result {
+        Err(e) if e.kind() == kind => Ok(()),
+        Err(e) => Err(fail(format!(
+            "{what}: expected a {kind:?} error, got {:?}: {e}",
+            e.kind()
+        ))),
+        Ok(v) => Err(fail(format!(
+            "{what}: expected a {kind:?} error, got Ok({v:?})"
+        ))),
+    }
+}
+
+struct Harness {
+    store: Store,
+    model: Model,
+    /// Every event id the engine created, in any branch.
+    events: Vec<i64>,
+    /// Every archival record id the engine created, in any branch.
+    records: Vec<i64>,
+    /// Every fresh seq the engine reported, of any kind.
+    seqs: Vec<i64>,
+    /// The engine calls made so far, shown when a case fails.
+    trace: Vec<String>,
+}
+
+const GHOST: &str = "ghost";
+
+impl Harness {
+    /// An engine and a model holding one root, `r0`.
+    fn new() -> Harness {
+        let config = Config {
+            core_max_chars: 1_000_000,
+            ..Config::default()
+        };
+        let store = Store::open_in_memory(config, Clock::Fixed(T0 as f64)).unwrap();
+        let mut h = Harness {
+            store,
+            model: Model::new(),
+            events: vec![],
+            records: vec![],
+            seqs: vec![],
+            trace: vec![],
+        };
+        h.apply(&Op::CreateRoot(None)).unwrap();
+        h
+    }
+
+    /// Records a seq the engine just allocated: it must be greater than every earlier one.
+    fn fresh(&mut self, seq: i64, what: &str) -> Result<(), TestCaseError> {
+        if let Some(&last) = self.seqs.last() {
+            prop_assert!(
+                seq > last,
+                "{what}: seq {seq} is not greater than the earlier {last}"
+            );
+        }
+        self.seqs.push(seq);
+        Ok(())
+    }
+
+    fn branch(&self, r: BranchRef) -> (Option<usize>, String) {
+        match r {
+            BranchRef::Known(pick) => {
+                let b = pick.of(self.model.branches.len()).unwrap();
+                (Some(b), self.model.name(b))
+            }
+            BranchRef::Ghost => (None, GHOST.to_string()),
+        }
+    }
+
+    fn event_id(&self, b: Option<usize>, r: IdRef) -> Option<i64> {
+        match r {
+            IdRef::Visible(pick) => {
+                let visible = self.model.events_view(b?);
+                pick.of(visible.len()).map(|i| visible[i].id)
+            }
+            IdRef::Known(pick) => pick.of(self.events.len()).map(|i| self.events[i]),
+            IdRef::AnySeq(pick) => pick.of(self.seqs.len()).map(|i| self.seqs[i]),
+        }
+    }
+
+    fn record_id(&self, b: Option<usize>, r: IdRef) -> Option<i64> {
+        match r {
+            IdRef::Visible(pick) => {
+                let visible = self.model.archival_view(b?);
+                pick.of(visible.len()).map(|i| visible[i].id)
+            }
+            IdRef::Known(pick) => pick.of(self.records.len()).map(|i| self.records[i]),
+            IdRef::AnySeq(pick) => pick.of(self.seqs.len()).map(|i| self.seqs[i]),
+        }
+    }
+
+    fn note(&mut self, call: String) {
+        self.trace.push(call);
+    }
+
+    /// Runs a sequence; a failure names the operation and lists the engine calls made.
+    fn run(&mut self, ops: &[Op]) -> Result<(), TestCaseError> {
+        for (n, op) in ops.iter().enumerate() {
+            if let Err(e) = self.apply(op) {
+                return Err(fail(format!(
+                    "op #{n} {op:?}: {e}\nengine calls so far:\n  {}",
+                    self.trace.join("\n  ")
+                )));
+            }
+        }
+        self.check_final().map_err(|e| {
+            fail(format!(
+                "after all ops: {e}\nengine calls:\n  {}",
+                self.trace.join("\n  ")
+            ))
+        })
+    }
+
+    /// Applies one operation to both sides, then compares every branch's view.
+    fn apply(&mut self, op: &Op) -> Result<(), TestCaseError> {
+        self.step(op)?;
+        self.check_views()
+    }
+
+    fn check_views(&self) -> Result<(), TestCaseError> {
+        for b in 0..self.model.branches.len() {
+            let id = self.model.name(b);
+            let actual = Seen::of(expect_ok(self.store.view(&id), "view")?);
+            let expected = self.model.view(b);
+            prop_assert_eq!(&actual.branch, &expected.branch, "branch {}", id);
+            prop_assert_eq!(&actual.core, &expected.core, "core of {}", id);
+            prop_assert_eq!(
+                &actual.summaries,
+                &expected.summaries,
+                "summaries of {}",
+                id
+            );
+            prop_assert_eq!(&actual.events, &expected.events, "events of {}", id);
+            prop_assert_eq!(&actual.archival, &expected.archival, "archival of {}", id);
+        }
+        Ok(())
+    }
+
+    /// End-of-sequence checks through other read paths than `view`.
+    fn check_final(&self) -> Result<(), TestCaseError> {
+        let listed: Vec<(String, Option<String>)> = expect_ok(self.store.branches(), "branches")?
+            .into_iter()
+            .map(|b| (b.id, b.parent))
+            .collect();
+        let expected: Vec<(String, Option<String>)> = self
+            .model
+            .branches
+            .iter()
+            .map(|b| (b.id.clone(), b.parent.map(|p| self.model.name(p))))
+            .collect();
+        prop_assert_eq!(listed, expected, "branch list");
+        expect_err(self.store.view(GHOST), ErrorKind::NotFound, "view ghost")?;
+        for b in 0..self.model.branches.len() {
+            let id = self.model.name(b);
+            let visible = self.model.archival_view(b);
+            for &record in &self.records {
+                let got = self.store.archival_get(&id, record);
+                match visible.iter().find(|r| r.id == record) {
+                    Some(r) => {
+                        let got = expect_ok(got, "archival_get")?;
+                        prop_assert_eq!(
+                            (&got.text, &got.tags, got.seq),
+                            (&r.text, &r.tags, r.seq),
+                            "archival_get({}, {})",
+                            id,
+                            record
+                        );
+                    }
+                    None => expect_err(got, ErrorKind::NotFound, "archival_get")?,
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn step(&mut self, op: &Op) -> Result<(), TestCaseError> {
+        let n = self.model.branches.len();
+        match op {
+            Op::CreateRoot(None) => {
+                let id = format!("r{n}");
+                self.note(format!("create_root({id:?})"));
+                let out = expect_ok(self.store.create_root(&id), "create_root")?;
+                prop_assert!(out.created && out.parent.is_none() && out.depth == 0);
+                prop_assert_eq!(&out.branch, &id);
+                self.fresh(out.fork_seq, "fork_seq")?;
+                self.model.add_branch(id, None, out.fork_seq);
+            }
+            Op::CreateRoot(Some(pick)) => {
+                let b = pick.of(n).unwrap();
+                self.note(format!("create_root({:?})", self.model.name(b)));
+                let branch = &self.model.branches[b];
+                let result = self.store.create_root(&branch.id);
+                if branch.parent.is_none() {
+                    let out = expect_ok(result, "create_root again")?;
+                    prop_assert!(!out.created, "a repeated create_root creates nothing");
+                    prop_assert_eq!(out.fork_seq, branch.fork_seq);
+                } else {
+                    expect_err(result, ErrorKind::Conflict, "create_root of a child")?;
+                }
+            }
+            Op::Fork(parent) => {
+                let (p, parent_id) = self.branch(*parent);
+                let id = format!("b{n}");
+                self.note(format!("fork({parent_id:?}, {id:?})"));
+                let result = self.store.fork(&parent_id, Some(&id));
+                let Some(p) = p else {
+                    return expect_err(result, ErrorKind::NotFound, "fork under a ghost");
+                };
+                let out = expect_ok(result, "fork")?;
+                prop_assert!(out.created);
+                prop_assert_eq!(&out.branch, &id);
+                prop_assert_eq!(out.parent.as_deref(), Some(parent_id.as_str()));
+                prop_assert_eq!(out.depth, self.model.branches[p].depth + 1);
+                self.fresh(out.fork_seq, "fork_seq")?;
+                self.model.add_branch(id, Some(p), out.fork_seq);
+            }
+            Op::Refork { child, parent } => {
+                let c = child.of(n).unwrap();
+                let branch = self.model.branches[c].clone();
+                let real_parent = branch.parent.map(|p| self.model.name(p));
+                let asked = match parent {
+                    None => real_parent.clone(),
+                    Some(r) => Some(self.branch(*r).1),
+                };
+                match &asked {
+                    Some(p) => self.note(format!("fork({p:?}, {:?})", branch.id)),
+                    None => self.note(format!("create_root({:?})", branch.id)),
+                }
+                let (result, same_parent) = match parent {
+                    None => match branch.parent {
+                        Some(p) => (self.store.fork(&self.model.name(p), Some(&branch.id)), true),
+                        None => (self.store.create_root(&branch.id), true),
+                    },
+                    Some(r) => {
+                        let (p, parent_id) = self.branch(*r);
+                        let result = self.store.fork(&parent_id, Some(&branch.id));
+                        if p.is_none() {
+                            return expect_err(result, ErrorKind::NotFound, "refork under ghost");
+                        }
+                        (result, p == branch.parent)
+                    }
+                };
+                if same_parent {
+                    let out = expect_ok(result, "refork under the same parent")?;
+                    prop_assert!(!out.created, "an idempotent fork creates nothing");
+                    prop_assert_eq!(out.fork_seq, branch.fork_seq);
+                    prop_assert_eq!(out.depth, branch.depth);
+                    prop_assert_eq!(out.parent, branch.parent.map(|p| self.model.name(p)));
+                } else {
+                    expect_err(result, ErrorKind::Conflict, "refork under another parent")?;
+                }
+            }
+            Op::CoreSet {
+                b,
+                key,
+                value,
+                importance,
+                ttl,
+            } => {
+                let (b, id) = self.branch(*b);
+                let options = CoreWrite {
+                    importance: *importance,
+                    ttl: ttl.map(f64::from),
+                };
+                self.note(format!("core_set({id:?}, {key:?}, {value:?}, {options:?})"));
+                let result = self.store.core_set(&id, key, value, options);
+                let Some(b) = b else {
+                    return expect_err(result, ErrorKind::NotFound, "core_set on a ghost");
+                };
+                let out = expect_ok(result, "core_set")?;
+                prop_assert!(out.evicted.is_empty() && out.oversize_record.is_none());
+                self.fresh(out.seq, "core_set")?;
+                let tick = self.model.next_tick();
+                let now = self.model.now;
+                self.model.branches[b].core.push(CoreRow {
+                    tick,
+                    key: key.to_string(),
+                    value: Some(value.to_string()),
+                    importance: *importance,
+                    ttl: ttl.map(i64::from),
+                    written_at: now,
+                    seq: Some(out.seq),
+                });
+            }
+            Op::CoreDelete { b, keys } => {
+                let (b, id) = self.branch(*b);
+                self.note(format!("core_delete({id:?}, {keys:?})"));
+                let result = self.store.core_delete(&id, keys);
+                let Some(b) = b else {
+                    return expect_err(result, ErrorKind::NotFound, "core_delete on a ghost");
+                };
+                let visible = self.model.core_view(b);
+                let mut expected: Vec<String> = vec![];
+                for key in keys {
+                    if visible.iter().any(|l| l.key == *key) && !expected.iter().any(|k| k == key) {
+                        expected.push(key.to_string());
+                    }
+                }
+                let deleted = expect_ok(result, "core_delete")?;
+                prop_assert_eq!(&deleted, &expected, "keys deleted");
+                for key in expected {
+                    let tick = self.model.next_tick();
+                    let now = self.model.now;
+                    self.model.branches[b].core.push(CoreRow {
+                        tick,
+                        key,
+                        value: None,
+                        importance: 3,
+                        ttl: None,
+                        written_at: now,
+                        seq: None,
+                    });
+                }
+            }
+            Op::Append {
+                b,
+                kind,
+                text,
+                tags,
+            } => return self.append(*b, kind, text, normalize(tags)),
+            Op::Reappend { b, event } => {
+                let (b_index, _) = self.branch(*b);
+                let Some(event) = self.event_id(b_index, *event) else {
+                    return Ok(());
+                };
+                let Some(e) = self.model.event(event) else {
+                    return Ok(());
+                };
+                return self.append(*b, &e.kind, &e.text, e.tags);
+            }
+            Op::Exclude { b, ids } => {
+                let (b, id) = self.branch(*b);
+                let ids: Vec<i64> = ids.iter().filter_map(|r| self.event_id(b, *r)).collect();
+                self.note(format!("recall_exclude({id:?}, {ids:?})"));
+                let result = self.store.recall_exclude(&id, &ids);
+                let Some(b) = b else {
+                    return expect_err(result, ErrorKind::NotFound, "exclude on a ghost");
+                };
+                let Some(selected) = self.select_events(b, &ids) else {
+                    return expect_err(result, ErrorKind::NotFound, "exclude outside the view");
+                };
+                expect_ok(result, "recall_exclude")?;
+                self.exclude(b, &selected);
+            }
+            Op::Summarize { b, kind, text, ids } => {
+                let (b, id) = self.branch(*b);
+                let ids: Vec<i64> = ids.iter().filter_map(|r| self.event_id(b, *r)).collect();
+                self.note(format!(
+                    "recall_summarize({id:?}, {kind:?}, {text:?}, {ids:?})"
+                ));
+                let result = self.store.recall_summarize(&id, kind, text, &ids);
+                let Some(b) = b else {
+                    return expect_err(result, ErrorKind::NotFound, "summarize on a ghost");
+                };
+                let Some(selected) = self.select_events(b, &ids) else {
+                    return expect_err(result, ErrorKind::NotFound, "summarize outside the view");
+                };
+                let summary = expect_ok(result, "recall_summarize")?;
+                self.fresh(summary, "summary id")?;
+                let tick = self.model.next_tick();
+                self.model.branches[b].summaries.push(SummaryRow {
+                    tick,
+                    id: summary,
+                    kind: kind.to_string(),
+                    text: text.to_string(),
+                    event_ids: selected.clone(),
+                });
+                self.exclude(b, &selected);
+            }
+            Op::ArchivalAdd { b, text, tags } => {
+                return self.archival_add(*b, text, normalize(tags))
+            }
+            Op::Readd { b, record } => {
+                let (b_index, _) = self.branch(*b);
+                let Some(record) = self.record_id(b_index, *record) else {
+                    return Ok(());
+                };
+                // Its current text and tags in the branch's view, else those of its first version.
+                let visible = b_index.map_or(vec![], |b| self.model.archival_view(b));
+                let content = match visible.into_iter().find(|r| r.id == record) {
+                    Some(r) => Some((r.text, r.tags)),
+                    None => self.model.first_version(record),
+                };
+                let Some((text, tags)) = content else {
+                    return Ok(());
+                };
+                return self.archival_add(*b, &text, tags);
+            }
+            Op::ArchivalUpdate { b, record, change } => {
+                let (b, id) = self.branch(*b);
+                let Some(record) = self.record_id(b, *record) else {
+                    return Ok(());
+                };
+                let (text, tags) = match change {
+                    Change::Text(t) => (Some(*t), None),
+                    Change::Tags(tags) => (None, Some(normalize(tags))),
+                    Change::Both(t, tags) => (Some(*t), Some(normalize(tags))),
+                    Change::Neither => (None, None),
+                };
+                self.note(format!(
+                    "archival_update({id:?}, {record}, {text:?}, {tags:?})"
+                ));
+                let result = self
+                    .store
+                    .archival_update(&id, record, text, tags.as_deref());
+                if text.is_none() && tags.is_none() {
+                    return expect_err(result, ErrorKind::InvalidInput, "update without change");
+                }
+                let Some(b) = b else {
+                    return expect_err(result, ErrorKind::NotFound, "archival_update on a ghost");
+                };
+                let Some(current) = self
+                    .model
+                    .archival_view(b)
+                    .into_iter()
+                    .find(|r| r.id == record)
+                else {
+                    return expect_err(result, ErrorKind::NotFound, "update outside the view");
+                };
+                let out = expect_ok(result, "archival_update")?;
+                prop_assert_eq!(out.id, record);
+                self.fresh(out.seq, "version seq")?;
+                let tick = self.model.next_tick();
+                self.model.branches[b].archival.push(ArchivalRow {
+                    tick,
+                    record,
+                    seq: out.seq,
+                    text: Some(text.map_or(current.text, str::to_string)),
+                    tags: tags.unwrap_or(current.tags),
+                });
+            }
+            Op::ArchivalDelete { b, record } => {
+                let (b, id) = self.branch(*b);
+                let Some(record) = self.record_id(b, *record) else {
+                    return Ok(());
+                };
+                self.note(format!("archival_delete({id:?}, {record})"));
+                let result = self.store.archival_delete(&id, record);
+                let Some(b) = b else {
+                    return expect_err(result, ErrorKind::NotFound, "archival_delete on a ghost");
+                };
+                if !self.model.archival_view(b).iter().any(|r| r.id == record) {
+                    return expect_err(result, ErrorKind::NotFound, "delete outside the view");
+                }
+                let seq = expect_ok(result, "archival_delete")?;
+                self.fresh(seq, "tombstone seq")?;
+                let tick = self.model.next_tick();
+                self.model.branches[b].archival.push(ArchivalRow {
+                    tick,
+                    record,
+                    seq,
+                    text: None,
+                    tags: vec![],
+                });
+            }
+            Op::Advance(secs) => {
+                self.model.now += i64::from(*secs);
+                self.note(format!("set_clock(Fixed(T0 + {}))", self.model.now - T0));
+                self.store.set_clock(Clock::Fixed(self.model.now as f64));
+            }
+        }
+        Ok(())
+    }
+
+    fn append(
+        &mut self,
+        b: BranchRef,
+        kind: &str,
+        text: &str,
+        tags: Vec<String>,
+    ) -> Result<(), TestCaseError> {
+        let (b, id) = self.branch(b);
+        self.note(format!(
+            "recall_append({id:?}, {kind:?}, {text:?}, {tags:?})"
+        ));
+        let result = self.store.recall_append(&id, kind, text, &tags);
+        let Some(b) = b else {
+            return expect_err(result, ErrorKind::NotFound, "append on a ghost");
+        };
+        let out = expect_ok(result, "recall_append")?;
+        // Duplicates are looked for among the branch's own events only.
+        let duplicate = self.model.branches[b]
+            .events
+            .iter()
+            .find(|e| e.kind == *kind && e.text == *text && e.tags == tags)
+            .map(|e| e.id);
+        match duplicate {
+            Some(existing) => {
+                prop_assert!(out.skipped, "duplicate append not skipped: {:?}", out);
+                prop_assert_eq!(out.id, existing);
+            }
+            None => {
+                prop_assert!(!out.skipped, "fresh append skipped: {:?}", out);
+                self.fresh(out.id, "event id")?;
+                self.events.push(out.id);
+                let tick = self.model.next_tick();
+                self.model.branches[b].events.push(EventRow {
+                    tick,
+                    id: out.id,
+                    kind: kind.to_string(),
+                    text: text.to_string(),
+                    tags,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn archival_add(
+        &mut self,
+        b: BranchRef,
+        text: &str,
+        tags: Vec<String>,
+    ) -> Result<(), TestCaseError> {
+        let (b, id) = self.branch(b);
+        self.note(format!("archival_add({id:?}, {text:?}, {tags:?})"));
+        let result = self.store.archival_add(&id, text, &tags);
+        let Some(b) = b else {
+            return expect_err(result, ErrorKind::NotFound, "archival_add on a ghost");
+        };
+        let out = expect_ok(result, "archival_add")?;
+        // Duplicates: records whose current version in this branch's view was written by
+        // this branch, with the same text and tags.
+        let name = self.model.name(b);
+        let duplicates: Vec<i64> = self
+            .model
+            .archival_view(b)
+            .into_iter()
+            .filter(|r| r.writer == name && r.text == *text && r.tags == tags)
+            .map(|r| r.id)
+            .collect();
+        if duplicates.is_empty() {
+            prop_assert!(!out.skipped, "fresh archival_add skipped: {:?}", out);
+            self.fresh(out.id, "record id")?;
+            self.records.push(out.id);
+            let tick = self.model.next_tick();
+            self.model.branches[b].archival.push(ArchivalRow {
+                tick,
+                record: out.id,
+                seq: out.id,
+                text: Some(text.to_string()),
+                tags,
+            });
+        } else {
+            prop_assert!(out.skipped, "duplicate archival_add not skipped: {:?}", out);
+            prop_assert!(
+                duplicates.contains(&out.id),
+                "skipped archival_add returned {}, not one of {:?}",
+                out.id,
+                duplicates
+            );
+        }
+        Ok(())
+    }
+
+    /// The visible events of `b` among `ids`, oldest first, each once; None if one of `ids` is
+    /// not in the view.
+    fn select_events(&self, b: usize, ids: &[i64]) -> Option<Vec<i64>> {
+        let mut visible = self.model.events_view(b);
+        visible.reverse();
+        if !ids.iter().all(|id| visible.iter().any(|e| e.id == *id)) {
+            return None;
+        }
+        Some(
+            visible
+                .into_iter()
+                .filter(|e| ids.contains(&e.id))
+                .map(|e| e.id)
+                .collect(),
+        )
+    }
+
+    fn exclude(&mut self, b: usize, events: &[i64]) {
+        for &event in events {
+            let tick = self.model.next_tick();
+            self.model.branches[b]
+                .exclusions
+                .push(ExclusionRow { tick, event });
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Strategies
+// ---------------------------------------------------------------------------------------------
+
+fn pick() -> impl Strategy<Value = Pick> {
+    any::<u8>().prop_map(Pick)
+}
+
+fn branch_ref() -> impl Strategy<Value = BranchRef> {
+    prop_oneof![
+        20 => pick().prop_map(BranchRef::Known),
+        1 => Just(BranchRef::Ghost),
+    ]
+}
+
+fn id_ref() -> impl Strategy<Value = IdRef> {
+    prop_oneof![
+        6 => pick().prop_map(IdRef::Visible),
+        3 => pick().prop_map(IdRef::Known),
+        1 => pick().prop_map(IdRef::AnySeq),
+    ]
+}
+
+fn one_of(values: &'static [&'static str]) -> impl Strategy<Value = &'static str> {
+    prop::sample::select(values)
+}
+
+/// Mostly no tags (so that identical appends and adds happen often), sometimes one or two, the
+/// same one possibly twice.
+fn tags() -> impl Strategy<Value = Vec<&'static str>> {
+    prop_oneof![
+        3 => Just(vec![]),
+        2 => prop::collection::vec(one_of(&TAGS), 1..=2),
+    ]
+}
+
+fn change() -> impl Strategy<Value = Change> {
+    prop_oneof![
+        4 => one_of(&DOCS).prop_map(Change::Text),
+        3 => tags().prop_map(Change::Tags),
+        3 => (one_of(&DOCS), tags()).prop_map(|(t, tags)| Change::Both(t, tags)),
+        1 => Just(Change::Neither),
+    ]
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        1 => proptest::option::weighted(0.3, pick()).prop_map(Op::CreateRoot),
+        6 => branch_ref().prop_map(Op::Fork),
+        2 => (pick(), proptest::option::weighted(0.6, branch_ref()))
+            .prop_map(|(child, parent)| Op::Refork { child, parent }),
+        7 => (
+            branch_ref(),
+            one_of(&KEYS),
+            one_of(&VALUES),
+            1..=5u8,
+            proptest::option::weighted(0.4, 1..=6u8),
+        )
+            .prop_map(|(b, key, value, importance, ttl)| Op::CoreSet {
+                b,
+                key,
+                value,
+                importance,
+                ttl,
+            }),
+        2 => (branch_ref(), prop::collection::vec(one_of(&KEYS), 1..=2))
+            .prop_map(|(b, keys)| Op::CoreDelete { b, keys }),
+        6 => (branch_ref(), one_of(&KINDS), one_of(&TEXTS), tags())
+            .prop_map(|(b, kind, text, tags)| Op::Append { b, kind, text, tags }),
+        2 => (branch_ref(), prop::collection::vec(id_ref(), 0..=3))
+            .prop_map(|(b, ids)| Op::Exclude { b, ids }),
+        2 => (
+            branch_ref(),
+            one_of(&KINDS),
+            one_of(&RECAPS),
+            prop::collection::vec(id_ref(), 0..=3),
+        )
+            .prop_map(|(b, kind, text, ids)| Op::Summarize { b, kind, text, ids }),
+        5 => (branch_ref(), one_of(&DOCS), tags())
+            .prop_map(|(b, text, tags)| Op::ArchivalAdd { b, text, tags }),
+        2 => (branch_ref(), id_ref()).prop_map(|(b, event)| Op::Reappend { b, event }),
+        2 => (branch_ref(), id_ref()).prop_map(|(b, record)| Op::Readd { b, record }),
+        3 => (branch_ref(), id_ref(), change())
+            .prop_map(|(b, record, change)| Op::ArchivalUpdate { b, record, change }),
+        2 => (branch_ref(), id_ref()).prop_map(|(b, record)| Op::ArchivalDelete { b, record }),
+        2 => (1..=8u8).prop_map(Op::Advance),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: 256,
+        // A failure is reported with its shrunk op sequence; nothing is written to disk.
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn engine_matches_the_model(ops in prop::collection::vec(op(), 1..=60)) {
+        Harness::new().run(&ops)?;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Hand-written scenarios: the model itself against the consequences listed in SPEC §2 (the
+// harness compares the engine with the model after every step as well).
+// ---------------------------------------------------------------------------------------------
+
+fn known(b: u8) -> BranchRef {
+    BranchRef::Known(Pick(b))
+}
+
+fn set(b: u8, key: &'static str, value: &'static str) -> Op {
+    Op::CoreSet {
+        b: known(b),
+        key,
+        value,
+        importance: 3,
+        ttl: None,
+    }
+}
+
+fn set_ttl(b: u8, key: &'static str, value: &'static str, ttl: u8) -> Op {
+    Op::CoreSet {
+        b: known(b),
+        key,
+        value,
+        importance: 3,
+        ttl: Some(ttl),
+    }
+}
+
+fn append(b: u8, text: &'static str) -> Op {
+    Op::Append {
+        b: known(b),
+        kind: "obs",
+        text,
+        tags: vec![],
+    }
+}
+
+fn add(b: u8, text: &'static str) -> Op {
+    Op::ArchivalAdd {
+        b: known(b),
+        text,
+        tags: vec!["A"],
+    }
+}
+
+fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+fn strings(items: &[&str]) -> Vec<String> {
+    items.iter().map(|s| s.to_string()).collect()
+}
+
+#[test]
+fn model_copy_on_write_scenario() {
+    let mut h = Harness::new(); // r0 = branch 0
+    let steps = [
+        set(0, "goal", "one"),
+        append(0, "alpha"),
+        add(0, "mpi tuning"),
+        Op::Fork(known(0)), // b1
+        Op::Fork(known(0)), // b2
+        // Late parent writes.
+        set(0, "goal", "two"),
+        set(0, "plan", "two"),
+        append(0, "beta"),
+        add(0, "gpu kernel"),
+        // A child's override, then a later parent write of the same key.
+        set(1, "goal", "three"),
+        set(0, "goal", "one"),
+        // Sibling writes.
+        set(2, "note", "one"),
+        append(2, "gamma"),
+        Op::ArchivalUpdate {
+            b: known(2),
+            record: IdRef::Known(Pick(0)),
+            change: Change::Text("cache notes"),
+        },
+        Op::Fork(known(1)), // b3, a child of b1 before its delete
+        Op::CoreDelete {
+            b: known(1),
+            keys: vec!["goal", "goal", "plan"],
+        },
+        Op::Fork(known(1)), // b4, a child of b1 after its delete
+    ];
+    for op in &steps {
+        h.apply(op).unwrap();
+    }
+    let m = &h.model;
+    // Late parent writes never reach the children.
+    assert_eq!(m.core_map("r0"), map(&[("goal", "one"), ("plan", "two")]));
+    assert_eq!(m.event_texts("r0"), strings(&["beta", "alpha"]));
+    assert_eq!(m.record_texts("r0"), strings(&["gpu kernel", "mpi tuning"]));
+    // Siblings never see each other; the child's override is not shadowed by the later parent
+    // write; the tombstone hides the key in b1 (and its later child b4) only.
+    assert_eq!(m.core_map("b1"), map(&[]));
+    assert_eq!(m.core_map("b2"), map(&[("goal", "one"), ("note", "one")]));
+    assert_eq!(m.core_map("b3"), map(&[("goal", "three")]));
+    assert_eq!(m.core_map("b4"), map(&[]));
+    assert_eq!(m.event_texts("b1"), strings(&["alpha"]));
+    assert_eq!(m.event_texts("b2"), strings(&["gamma", "alpha"]));
+    // The sibling's archival update is its own.
+    assert_eq!(m.record_texts("b1"), strings(&["mpi tuning"]));
+    assert_eq!(m.record_texts("b2"), strings(&["cache notes"]));
+    h.check_final().unwrap();
+}
+
+#[test]
+fn model_ttl_duplicates_and_errors_scenario() {
+    let mut h = Harness::new(); // r0
+    h.apply(&set(0, "goal", "one")).unwrap();
+    h.apply(&Op::Fork(known(0))).unwrap(); // b1
+    h.apply(&set_ttl(1, "goal", "two", 5)).unwrap();
+    h.apply(&Op::Advance(5)).unwrap();
+    // written_at + ttl == now: still visible.
+    assert_eq!(h.model.core_map("b1"), map(&[("goal", "two")]));
+    h.apply(&Op::Advance(1)).unwrap();
+    // The expired override makes the inherited value visible again.
+    assert_eq!(h.model.core_map("b1"), map(&[("goal", "one")]));
+    assert_eq!(h.model.core_map("r0"), map(&[("goal", "one")]));
+
+    // Duplicates: own rows only.
+    h.apply(&append(0, "alpha")).unwrap();
+    let before = h.events.len();
+    h.apply(&append(0, "alpha")).unwrap(); // skipped
+    assert_eq!(h.events.len(), before);
+    h.apply(&Op::Fork(known(0))).unwrap(); // b2 inherits "alpha"
+    h.apply(&append(2, "alpha")).unwrap(); // not a duplicate in b2
+    assert_eq!(h.events.len(), before + 1);
+    assert_eq!(h.model.event_texts("b2"), strings(&["alpha", "alpha"]));
+
+    // Summarizing in b2 excludes there only.
+    h.apply(&Op::Summarize {
+        b: known(2),
+        kind: "obs",
+        text: "recap one",
+        ids: vec![IdRef::Known(Pick(0))],
+    })
+    .unwrap();
+    assert_eq!(h.model.event_texts("b2"), strings(&["alpha"]));
+    assert_eq!(h.model.event_texts("r0"), strings(&["alpha"]));
+    assert_eq!(h.model.summaries_view(2).len(), 1);
+    assert!(h.model.summaries_view(0).is_empty());
+    // b1 was forked before "alpha" existed: excluding it there is NotFound (checked by apply).
+    h.apply(&Op::Exclude {
+        b: known(1),
+        ids: vec![IdRef::Known(Pick(0))],
+    })
+    .unwrap();
+    assert!(h.model.branches[1].exclusions.is_empty());
+
+    // Forks: idempotent under the same parent, a conflict under another.
+    h.apply(&Op::Refork {
+        child: Pick(2),
+        parent: None,
+    })
+    .unwrap();
+    h.apply(&Op::Refork {
+        child: Pick(2),
+        parent: Some(known(1)),
+    })
+    .unwrap();
+    h.apply(&Op::CreateRoot(Some(Pick(2)))).unwrap(); // conflict
+    h.apply(&Op::CreateRoot(Some(Pick(0)))).unwrap(); // idempotent
+    assert_eq!(h.model.branches.len(), 3);
+
+    // Archival duplicates: the same text again in the same branch is skipped; in a child not.
+    h.apply(&add(0, "mpi tuning")).unwrap();
+    h.apply(&add(0, "mpi tuning")).unwrap();
+    assert_eq!(h.records.len(), 1);
+    h.apply(&add(1, "mpi tuning")).unwrap();
+    assert_eq!(h.records.len(), 2);
+    h.check_final().unwrap();
+}
