@@ -16,8 +16,8 @@ pub fn main() -> ExitCode {
         Err(err) => return usage_error(err, json),
     };
     let json = cli.global.json;
-    let outcome = Context::new(&cli.global, cli.command.creates_database())
-        .and_then(|ctx| crate::cli::run(cli, &ctx));
+    let outcome =
+        Context::new(&cli.global, cli.command.creates_database()).and_then(|ctx| crate::cli::run(cli, &ctx));
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
@@ -54,7 +54,8 @@ fn classify(err: &anyhow::Error) -> Error {
     match err.chain().find_map(|e| e.downcast_ref::<Error>()) {
         Some(found) => {
             let outer = err.to_string();
-            let message = if outer == found.message() { outer } else { format!("{outer}: {}", found.message()) };
+            let message =
+                if outer == found.message() { outer } else { format!("{outer}: {}", found.message()) };
             let error = Error::new(found.kind(), message);
             match found.hint() {
                 Some(hint) => error.with_hint(hint),

@@ -81,7 +81,9 @@ pub fn run(ctx: &Context, command: BranchCommand) -> anyhow::Result<()> {
 pub fn fork(ctx: &Context, args: ForkArgs) -> anyhow::Result<()> {
     let meta = parse_meta(args.meta.as_deref())?;
     if args.parent == "-" && args.id.is_none() {
-        return Err(Error::new(ErrorKind::Usage, "a new root needs an id").with_hint("memctl fork - ROOT_ID").into());
+        return Err(Error::new(ErrorKind::Usage, "a new root needs an id")
+            .with_hint("memctl fork - ROOT_ID")
+            .into());
     }
     let store = ctx.open()?;
     let outcome = store.write(|tx| {
@@ -97,8 +99,9 @@ pub fn fork(ctx: &Context, args: ForkArgs) -> anyhow::Result<()> {
 
 fn parse_meta(text: Option<&str>) -> memctl_core::Result<Option<Value>> {
     let Some(text) = text else { return Ok(None) };
-    let value: Value = serde_json::from_str(text)
-        .map_err(|e| Error::invalid(format!("--meta is not valid JSON: {e}")).with_hint(r#"e.g. --meta '{"score": 0.8}'"#))?;
+    let value: Value = serde_json::from_str(text).map_err(|e| {
+        Error::invalid(format!("--meta is not valid JSON: {e}")).with_hint(r#"e.g. --meta '{"score": 0.8}'"#)
+    })?;
     Ok(Some(value))
 }
 
@@ -112,7 +115,9 @@ fn set_meta(tx: &Tx<'_>, outcome: &ForkOutcome, meta: Option<&Value>) -> memctl_
 fn report_fork(ctx: &Context, outcome: &ForkOutcome) {
     ctx.emit(serde_json::to_value(outcome).unwrap_or_default(), || {
         let place = match &outcome.parent {
-            Some(parent) => format!("under {parent} (depth {}, fork seq {})", outcome.depth, outcome.fork_seq),
+            Some(parent) => {
+                format!("under {parent} (depth {}, fork seq {})", outcome.depth, outcome.fork_seq)
+            }
             None => format!("as a root (fork seq {})", outcome.fork_seq),
         };
         let verb = if outcome.created { "Created" } else { "Already exists:" };

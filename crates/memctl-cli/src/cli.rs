@@ -101,7 +101,9 @@ pub enum Command {
     Log(log::LogArgs),
 
     /// Print shell completions
-    #[command(after_help = "Example:\n  memctl completions bash > ~/.local/share/bash-completion/completions/memctl")]
+    #[command(
+        after_help = "Example:\n  memctl completions bash > ~/.local/share/bash-completion/completions/memctl"
+    )]
     Completions {
         /// Shell to generate completions for
         shell: clap_complete::Shell,

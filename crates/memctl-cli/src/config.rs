@@ -33,7 +33,11 @@ pub fn load(explicit: Option<&Path>) -> Result<Config> {
 
 fn read_table(path: &Path) -> Result<toml::Table> {
     let text = std::fs::read_to_string(path).map_err(|e| {
-        let kind = if e.kind() == std::io::ErrorKind::NotFound { ErrorKind::NotFound } else { ErrorKind::InvalidInput };
+        let kind = if e.kind() == std::io::ErrorKind::NotFound {
+            ErrorKind::NotFound
+        } else {
+            ErrorKind::InvalidInput
+        };
         Error::new(kind, format!("cannot read config file {}: {e}", path.display()))
     })?;
     toml::from_str(&text).map_err(|e| {
@@ -52,7 +56,9 @@ fn parse(table: toml::Table, origin: impl Fn() -> String) -> Result<Config> {
 fn env_overrides() -> Result<Vec<(String, Vec<String>, toml::Value)>> {
     let mut found = Vec::new();
     for (name, raw) in std::env::vars() {
-        let Some(key) = name.strip_prefix("MEMCTL_") else { continue };
+        let Some(key) = name.strip_prefix("MEMCTL_") else {
+            continue;
+        };
         if NOT_KEYS.contains(&name.as_str()) {
             continue;
         }
@@ -109,7 +115,9 @@ mod tests {
 
     #[test]
     fn every_default_key_is_written_out() {
-        let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/memctl.toml")).unwrap();
+        let text =
+            std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/memctl.toml"))
+                .unwrap();
         let defaults = toml::Table::try_from(Config::default()).unwrap();
         fn keys(table: &toml::Table, prefix: &str, out: &mut Vec<String>) {
             for (key, value) in table {
@@ -127,7 +135,10 @@ mod tests {
             assert!(text.contains(&format!("{leaf} =")), "config/memctl.toml does not mention {key}");
         }
         for unset in ["db_path", "command"] {
-            assert!(text.contains(&format!("# {unset} =")), "config/memctl.toml should show {unset} commented out");
+            assert!(
+                text.contains(&format!("# {unset} =")),
+                "config/memctl.toml should show {unset} commented out"
+            );
         }
     }
 

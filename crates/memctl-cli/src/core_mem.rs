@@ -68,7 +68,10 @@ pub fn run(ctx: &Context, command: CoreCommand) -> anyhow::Result<()> {
             ctx.emit(serde_json::to_value(&outcome)?, || {
                 let mut text = format!("Set {} on {} (seq {})", outcome.key, outcome.branch, outcome.seq);
                 if !outcome.evicted.is_empty() {
-                    text += &format!("\nEvicted to archival to stay within budget: {}", outcome.evicted.join(", "));
+                    text += &format!(
+                        "\nEvicted to archival to stay within budget: {}",
+                        outcome.evicted.join(", ")
+                    );
                 }
                 text
             });
@@ -95,7 +98,8 @@ pub fn run(ctx: &Context, command: CoreCommand) -> anyhow::Result<()> {
         CoreCommand::Del { branch, keys } => {
             let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
             let deleted = store.core_delete(&branch, &keys)?;
-            let missing: Vec<&str> = keys.iter().copied().filter(|k| !deleted.iter().any(|d| d == k)).collect();
+            let missing: Vec<&str> =
+                keys.iter().copied().filter(|k| !deleted.iter().any(|d| d == k)).collect();
             ctx.emit(json!({ "deleted": deleted }), || {
                 let mut lines = Vec::new();
                 if !deleted.is_empty() {
@@ -128,7 +132,15 @@ fn render_get(branch: &str, wanted: &[(String, Option<&CoreEntry>)], explain: bo
                     e.ttl.map_or("-".into(), |t| format!("{t}s")),
                     timestamp(e.ts),
                 ],
-                None => vec![key.clone(), "(not found)".into(), "-".into(), "-".into(), "-".into(), "-".into(), "-".into()],
+                None => vec![
+                    key.clone(),
+                    "(not found)".into(),
+                    "-".into(),
+                    "-".into(),
+                    "-".into(),
+                    "-".into(),
+                    "-".into(),
+                ],
             })
             .collect();
         table(&["KEY", "VALUE", "FROM", "SEQ", "IMP", "TTL", "WRITTEN"], &rows)

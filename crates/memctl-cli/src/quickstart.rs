@@ -46,18 +46,90 @@ Tiling for the L2 cache and pinning threads beats naive threading by more than 2
 Baseline, OpenMP variants, tile sizes 32/64 with vectorisation, CUDA offload.";
 
 const NODES: &[Node] = &[
-    Node { id: "omp", parent: "root", plan: "Parallelise the sweep with OpenMP parallel for", runtime: Some(14.8), outcome: "3.3x over baseline, scaling flattens at 64 threads" },
-    Node { id: "tile", parent: "root", plan: "Block the grid into cache tiles", runtime: Some(11.2), outcome: "L2 misses down 61%" },
-    Node { id: "gpu", parent: "root", plan: "Offload the stencil to the A100 with CUDA", runtime: None, outcome: "CUDA error: out of memory allocating a 1024^3 grid twice" },
-    Node { id: "omp-pin", parent: "omp", plan: "Pin threads with OMP_PROC_BIND=close", runtime: Some(12.9), outcome: "less variance between runs" },
-    Node { id: "omp-numa", parent: "omp", plan: "First-touch initialisation per NUMA domain", runtime: Some(10.4), outcome: "remote memory traffic halved" },
-    Node { id: "omp-dynamic", parent: "omp", plan: "schedule(dynamic, 4) for load balance", runtime: Some(16.1), outcome: "scheduling overhead dominates" },
-    Node { id: "tile-32", parent: "tile", plan: "32x32x32 tiles", runtime: Some(12.0), outcome: "tiles too small, loop overhead" },
-    Node { id: "tile-64", parent: "tile", plan: "64x64x8 tiles", runtime: Some(9.1), outcome: "best CPU result so far" },
-    Node { id: "tile-64-simd", parent: "tile", plan: "64x64x8 tiles with #pragma omp simd", runtime: Some(7.6), outcome: "vectorised inner loop, 6.3x over baseline" },
-    Node { id: "gpu-half", parent: "gpu", plan: "Reuse one buffer (in-place ping-pong)", runtime: None, outcome: "race between neighbouring blocks: wrong results" },
-    Node { id: "gpu-smem", parent: "gpu", plan: "Shared-memory tiles, separate output buffer on 512^3", runtime: Some(2.9), outcome: "fast but only a 512^3 grid fits" },
-    Node { id: "gpu-unified", parent: "gpu", plan: "Unified memory for the full grid", runtime: Some(31.5), outcome: "page faults dominate" },
+    Node {
+        id: "omp",
+        parent: "root",
+        plan: "Parallelise the sweep with OpenMP parallel for",
+        runtime: Some(14.8),
+        outcome: "3.3x over baseline, scaling flattens at 64 threads",
+    },
+    Node {
+        id: "tile",
+        parent: "root",
+        plan: "Block the grid into cache tiles",
+        runtime: Some(11.2),
+        outcome: "L2 misses down 61%",
+    },
+    Node {
+        id: "gpu",
+        parent: "root",
+        plan: "Offload the stencil to the A100 with CUDA",
+        runtime: None,
+        outcome: "CUDA error: out of memory allocating a 1024^3 grid twice",
+    },
+    Node {
+        id: "omp-pin",
+        parent: "omp",
+        plan: "Pin threads with OMP_PROC_BIND=close",
+        runtime: Some(12.9),
+        outcome: "less variance between runs",
+    },
+    Node {
+        id: "omp-numa",
+        parent: "omp",
+        plan: "First-touch initialisation per NUMA domain",
+        runtime: Some(10.4),
+        outcome: "remote memory traffic halved",
+    },
+    Node {
+        id: "omp-dynamic",
+        parent: "omp",
+        plan: "schedule(dynamic, 4) for load balance",
+        runtime: Some(16.1),
+        outcome: "scheduling overhead dominates",
+    },
+    Node {
+        id: "tile-32",
+        parent: "tile",
+        plan: "32x32x32 tiles",
+        runtime: Some(12.0),
+        outcome: "tiles too small, loop overhead",
+    },
+    Node {
+        id: "tile-64",
+        parent: "tile",
+        plan: "64x64x8 tiles",
+        runtime: Some(9.1),
+        outcome: "best CPU result so far",
+    },
+    Node {
+        id: "tile-64-simd",
+        parent: "tile",
+        plan: "64x64x8 tiles with #pragma omp simd",
+        runtime: Some(7.6),
+        outcome: "vectorised inner loop, 6.3x over baseline",
+    },
+    Node {
+        id: "gpu-half",
+        parent: "gpu",
+        plan: "Reuse one buffer (in-place ping-pong)",
+        runtime: None,
+        outcome: "race between neighbouring blocks: wrong results",
+    },
+    Node {
+        id: "gpu-smem",
+        parent: "gpu",
+        plan: "Shared-memory tiles, separate output buffer on 512^3",
+        runtime: Some(2.9),
+        outcome: "fast but only a 512^3 grid fits",
+    },
+    Node {
+        id: "gpu-unified",
+        parent: "gpu",
+        plan: "Unified memory for the full grid",
+        runtime: Some(31.5),
+        outcome: "page faults dominate",
+    },
 ];
 
 const BEST: &str = "tile-64-simd";
@@ -76,7 +148,8 @@ pub fn run(ctx: &Context, args: QuickstartArgs) -> anyhow::Result<()> {
     simulate(&store)?;
 
     let branches = store.branches()?;
-    let view = store.view_window(BEST, Some(store.config().recall_max_events), Some(store.config().retrieval_k))?;
+    let view =
+        store.view_window(BEST, Some(store.config().recall_max_events), Some(store.config().retrieval_k))?;
     let shown_db = std::fs::canonicalize(&db).unwrap_or(db);
     ctx.emit(json!({"db": shown_db, "branches": branches.len(), "best": BEST}), || {
         let db = shown_db.display();
@@ -98,13 +171,28 @@ fn simulate(store: &Store) -> memctl_core::Result<()> {
     let important = CoreWrite { importance: 4, ttl: None };
     store.create_root("root")?;
     store.set_node_uid("root", "node-0")?;
-    store.core_set("root", "task", "Tune a 3D 7-point Jacobi stencil (1024^3, 100 sweeps)", CoreWrite { importance: 5, ttl: None })?;
+    store.core_set(
+        "root",
+        "task",
+        "Tune a 3D 7-point Jacobi stencil (1024^3, 100 sweeps)",
+        CoreWrite { importance: 5, ttl: None },
+    )?;
     store.core_set("root", "hardware_cpu", "2x AMD EPYC 7763, 128 cores, 512 GB", important)?;
     store.core_set("root", "hardware_gpu", "1x NVIDIA A100 40GB", important)?;
     store.core_set("root", "baseline_runtime_s", "48.2", important)?;
     store.archival_add("root", ROOT_IDEA, &["IDEA_MD".into(), "ROOT_IDEA".into()])?;
-    store.recall_append("root", "plan", "Measure the serial baseline, then branch into threading, tiling and GPU offload", &["phase:draft".into()])?;
-    store.recall_append("root", "metric", "baseline: 48.2 s, 1.9 GFLOP/s, 11.8 GB/s", &["phase:draft".into()])?;
+    store.recall_append(
+        "root",
+        "plan",
+        "Measure the serial baseline, then branch into threading, tiling and GPU offload",
+        &["phase:draft".into()],
+    )?;
+    store.recall_append(
+        "root",
+        "metric",
+        "baseline: 48.2 s, 1.9 GFLOP/s, 11.8 GB/s",
+        &["phase:draft".into()],
+    )?;
 
     for (index, node) in NODES.iter().enumerate() {
         store.fork(node.parent, Some(node.id))?;
@@ -113,16 +201,39 @@ fn simulate(store: &Store) -> memctl_core::Result<()> {
         store.recall_append(node.id, "plan", node.plan, &[phase.into()])?;
         match node.runtime {
             Some(runtime) => {
-                store.recall_append(node.id, "metric", &format!("runtime {runtime:.1} s"), &[phase.into()])?;
-                store.recall_append(node.id, "node_result", &format!("ok: {}", node.outcome), &[phase.into()])?;
+                store.recall_append(
+                    node.id,
+                    "metric",
+                    &format!("runtime {runtime:.1} s"),
+                    &[phase.into()],
+                )?;
+                store.recall_append(
+                    node.id,
+                    "node_result",
+                    &format!("ok: {}", node.outcome),
+                    &[phase.into()],
+                )?;
                 store.core_set(node.id, "last_runtime_s", &format!("{runtime:.1}"), important)?;
-                store.archival_add(node.id, &format!("{}: {} -> {runtime:.1} s ({})", node.id, node.plan, node.outcome), &["node_result".into(), "RESOURCE_cpu_hours".into()])?;
+                store.archival_add(
+                    node.id,
+                    &format!("{}: {} -> {runtime:.1} s ({})", node.id, node.plan, node.outcome),
+                    &["node_result".into(), "RESOURCE_cpu_hours".into()],
+                )?;
             }
             None => {
                 store.recall_append(node.id, "error", node.outcome, &[phase.into(), "failed".into()])?;
-                store.recall_append(node.id, "node_result", &format!("failed: {}", node.outcome), &[phase.into()])?;
+                store.recall_append(
+                    node.id,
+                    "node_result",
+                    &format!("failed: {}", node.outcome),
+                    &[phase.into()],
+                )?;
                 store.core_set(node.id, "status", "failed", important)?;
-                store.archival_add(node.id, &format!("Negative result — {}: {}", node.plan, node.outcome), &["negative_result".into()])?;
+                store.archival_add(
+                    node.id,
+                    &format!("Negative result — {}: {}", node.plan, node.outcome),
+                    &["negative_result".into()],
+                )?;
             }
         }
     }

@@ -63,25 +63,29 @@ pub fn run(ctx: &Context, args: ReadArgs) -> anyhow::Result<()> {
 pub fn render(view: &View, scope: Scope) -> String {
     let show = |wanted: Scope| scope == Scope::All || scope == wanted;
     let mut out = Vec::new();
-        if show(Scope::Core) {
-            out.push(format!("Core ({} keys):", view.core.len()));
-            if !view.core.is_empty() {
-                let rows: Vec<Vec<String>> = view
-                    .core
-                    .iter()
-                    .map(|e| vec![format!("  {}", e.key), e.value.clone(), format!("← {}", e.branch)])
-                    .collect();
-                out.push(table(&["  KEY", "VALUE", "FROM"], &rows));
-            }
+    if show(Scope::Core) {
+        out.push(format!("Core ({} keys):", view.core.len()));
+        if !view.core.is_empty() {
+            let rows: Vec<Vec<String>> = view
+                .core
+                .iter()
+                .map(|e| vec![format!("  {}", e.key), e.value.clone(), format!("← {}", e.branch)])
+                .collect();
+            out.push(table(&["  KEY", "VALUE", "FROM"], &rows));
         }
-        if show(Scope::Recall) {
-            out.push(format!("Recall ({} summaries, {} events, newest first):", view.summaries.len(), view.events.len()));
-            out.extend(view.summaries.iter().map(summary_line));
-            out.extend(view.events.iter().map(event_line));
-        }
-        if show(Scope::Archival) {
-            out.push(format!("Archival ({} records, newest first):", view.archival.len()));
-            out.extend(view.archival.iter().map(record_line));
-        }
+    }
+    if show(Scope::Recall) {
+        out.push(format!(
+            "Recall ({} summaries, {} events, newest first):",
+            view.summaries.len(),
+            view.events.len()
+        ));
+        out.extend(view.summaries.iter().map(summary_line));
+        out.extend(view.events.iter().map(event_line));
+    }
+    if show(Scope::Archival) {
+        out.push(format!("Archival ({} records, newest first):", view.archival.len()));
+        out.extend(view.archival.iter().map(record_line));
+    }
     out.join("\n")
 }

@@ -26,7 +26,9 @@ Examples:
         tags: Vec<String>,
     },
     /// Summaries, then the newest events the branch sees
-    #[command(after_help = "Examples:\n  memctl recall list node-7\n  memctl recall list node-7 --limit 100")]
+    #[command(
+        after_help = "Examples:\n  memctl recall list node-7\n  memctl recall list node-7 --limit 100"
+    )]
     List {
         branch: String,
         /// How many events [default: recall_max_events]

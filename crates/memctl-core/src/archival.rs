@@ -45,10 +45,7 @@ pub(crate) struct ArchivalWrite {
 
 impl ArchivalWrite {
     pub fn new<const N: usize>(text: String, tags: [String; N]) -> ArchivalWrite {
-        ArchivalWrite {
-            text,
-            tags: tags.to_vec(),
-        }
+        ArchivalWrite { text, tags: tags.to_vec() }
     }
 }
 
@@ -100,14 +97,8 @@ impl Store {
         if query.is_blank() {
             return view::archival(self, &path, &search.tags, Some(search.k));
         }
-        if self.uses_fts() {
-            return view::archival_fts(
-                self,
-                &path,
-                &query.fts_expression(),
-                &search.tags,
-                search.k,
-            );
+        if self.uses_fts()? {
+            return view::archival_fts(self, &path, &query.fts_expression(), &search.tags, search.k);
         }
         let mut scored: Vec<Record> = view::archival(self, &path, &search.tags, None)?
             .into_iter()
@@ -120,20 +111,14 @@ impl Store {
             })
             .collect();
         // Stable sort over newest-first input keeps ties newest first.
-        scored.sort_by(|a, b| {
-            b.score
-                .partial_cmp(&a.score)
-                .unwrap_or(std::cmp::Ordering::Equal)
-        });
+        scored.sort_by(|a, b| b.score.partial_cmp(&a.score).unwrap_or(std::cmp::Ordering::Equal));
         scored.truncate(search.k);
         Ok(scored)
     }
 }
 
 fn unknown_record(id: i64, branch: &str) -> Error {
-    Error::not_found(format!(
-        "archival record {id} is not in the view of branch '{branch}'"
-    ))
+    Error::not_found(format!("archival record {id} is not in the view of branch '{branch}'"))
 }
 
 impl Tx<'_> {
@@ -151,13 +136,8 @@ impl Tx<'_> {
         }
         let path = self.path(branch)?;
         let bid = path.branch().bid;
-        let outcome = self.archival_insert(
-            bid,
-            ArchivalWrite {
-                text: text.to_string(),
-                tags: tags.to_vec(),
-            },
-        )?;
+        let outcome =
+            self.archival_insert(bid, ArchivalWrite { text: text.to_string(), tags: tags.to_vec() })?;
         if !outcome.skipped {
             self.journal(Some(bid), "archival.add", json!({"id": outcome.id}))?;
         }
@@ -187,10 +167,7 @@ impl Tx<'_> {
         }
         let seq = self.next_seq()?;
         self.insert_version(seq, seq, bid, Some(&text), &tags_json, Some(&hash))?;
-        Ok(AppendOutcome {
-            id: seq,
-            skipped: false,
-        })
+        Ok(AppendOutcome { id: seq, skipped: false })
     }
 
     /// Inserts one version row and indexes it in the same transaction.
@@ -208,10 +185,8 @@ impl Tx<'_> {
                 "INSERT INTO archival(seq, record_id, branch, text, tags, text_hash, created_at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
             )?
-            .execute(rusqlite::params![
-                seq, record_id, bid, text, tags_json, hash, self.now
-            ])?;
-        if let (Some(text), true) = (text, self.fts_table) {
+            .execute(rusqlite::params![seq, record_id, bid, text, tags_json, hash, self.now])?;
+        if let (Some(text), true) = (text, self.fts_table()?) {
             self.conn
                 .prepare_cached("INSERT INTO archival_fts(rowid, text, tags) VALUES (?1, ?2, ?3)")?
                 .execute(rusqlite::params![seq, text, tags_json])?;
@@ -228,17 +203,15 @@ impl Tx<'_> {
         tags: Option<&[String]>,
     ) -> Result<UpdateOutcome> {
         if text.is_none() && tags.is_none() {
-            return Err(Error::invalid(
-                "archival update needs a new text, new tags, or both",
-            ));
+            return Err(Error::invalid("archival update needs a new text, new tags, or both"));
         }
         if text.is_some_and(|t| t.trim().is_empty()) {
             return Err(Error::invalid("archival text must not be empty"));
         }
         let path = self.path(branch)?;
         let bid = path.branch().bid;
-        let current = view::archival_record(self, &path, id)?
-            .ok_or_else(|| unknown_record(id, &path.branch().id))?;
+        let current =
+            view::archival_record(self, &path, id)?.ok_or_else(|| unknown_record(id, &path.branch().id))?;
         let text = text.map_or(current.text, |t| self.redacted(t));
         let tags = match tags {
             Some(tags) => normalize_tags(self, tags)?,
@@ -260,8 +233,7 @@ impl Tx<'_> {
     pub fn archival_delete(&self, branch: &str, id: i64) -> Result<i64> {
         let path = self.path(branch)?;
         let bid = path.branch().bid;
-        view::archival_record(self, &path, id)?
-            .ok_or_else(|| unknown_record(id, &path.branch().id))?;
+        view::archival_record(self, &path, id)?.ok_or_else(|| unknown_record(id, &path.branch().id))?;
         let seq = self.next_seq()?;
         self.insert_version(seq, id, bid, None, "[]", None)?;
         self.journal(Some(bid), "archival.delete", json!({"id": id, "seq": seq}))?;

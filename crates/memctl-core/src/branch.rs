@@ -57,16 +57,8 @@ impl BranchPath {
             cutoffs.push([branch.bid, cutoff]);
             cutoff = branch.fork_seq;
         }
-        let positions = branches
-            .iter()
-            .enumerate()
-            .map(|(i, b)| (b.bid, i))
-            .collect();
-        BranchPath {
-            branches,
-            positions,
-            cutoffs_json: json!(cutoffs).to_string(),
-        }
+        let positions = branches.iter().enumerate().map(|(i, b)| (b.bid, i)).collect();
+        BranchPath { branches, positions, cutoffs_json: json!(cutoffs).to_string() }
     }
 
     pub fn branch(&self) -> &Branch {
@@ -84,9 +76,7 @@ impl BranchPath {
 
     /// The id of a branch on this path, by bid.
     pub(crate) fn id_of(&self, bid: i64) -> &str {
-        self.positions
-            .get(&bid)
-            .map_or("?", |&i| self.branches[i].id.as_str())
+        self.positions.get(&bid).map_or("?", |&i| self.branches[i].id.as_str())
     }
 }
 
@@ -101,8 +91,7 @@ pub fn validate_branch_id(id: &str, what: &str) -> Result<()> {
     Ok(())
 }
 
-const BRANCH_COLUMNS: &str =
-    "b.bid, b.id, b.node_uid, p.id, b.depth, b.fork_seq, b.created_at, b.meta";
+const BRANCH_COLUMNS: &str = "b.bid, b.id, b.node_uid, p.id, b.depth, b.fork_seq, b.created_at, b.meta";
 
 fn branch_from_row(row: &Row<'_>) -> rusqlite::Result<Branch> {
     Ok(Branch {
@@ -132,11 +121,7 @@ impl Store {
              WHERE b.node_uid = ?1 AND b.id <> ?1
              LIMIT 1"
         );
-        Ok(self
-            .conn
-            .prepare_cached(&sql)?
-            .query_row([name], branch_from_row)
-            .optional()?)
+        Ok(self.conn.prepare_cached(&sql)?.query_row([name], branch_from_row).optional()?)
     }
 
     /// All branches, parents before children (by fork_seq).
@@ -181,9 +166,8 @@ impl Store {
              ORDER BY up.step"
         );
         let mut stmt = self.conn.prepare_cached(&sql)?;
-        let branches: Vec<Branch> = stmt
-            .query_map([branch.bid], branch_from_row)?
-            .collect::<rusqlite::Result<_>>()?;
+        let branches: Vec<Branch> =
+            stmt.query_map([branch.bid], branch_from_row)?.collect::<rusqlite::Result<_>>()?;
         let path = Rc::new(BranchPath::new(branches));
         self.cache_path(path.clone());
         Ok(path)
@@ -239,16 +223,11 @@ impl Tx<'_> {
             }
             let same_parent = existing.parent.as_deref() == parent.map(|p| p.id.as_str());
             if !same_parent {
-                let was = existing
-                    .parent
-                    .as_deref()
-                    .map_or("a root".to_string(), |p| format!("a child of '{p}'"));
-                let asked =
-                    parent.map_or("a root".to_string(), |p| format!("a child of '{}'", p.id));
-                return Err(Error::conflict(format!(
-                    "branch '{id}' exists as {was}, not as {asked}"
-                ))
-                .with_hint("pick another id, or fork from the branch's real parent"));
+                let was =
+                    existing.parent.as_deref().map_or("a root".to_string(), |p| format!("a child of '{p}'"));
+                let asked = parent.map_or("a root".to_string(), |p| format!("a child of '{}'", p.id));
+                return Err(Error::conflict(format!("branch '{id}' exists as {was}, not as {asked}"))
+                    .with_hint("pick another id, or fork from the branch's real parent"));
             }
             return Ok(ForkOutcome {
                 branch: existing.id,
@@ -269,16 +248,8 @@ impl Tx<'_> {
             .query_row(rusqlite::params![id, parent.map(|p| p.bid), fork_seq, depth, self.now], |r| {
                 r.get::<_, i64>(0)
             })?;
-        let op = if parent.is_some() {
-            "fork"
-        } else {
-            "branch.create"
-        };
-        self.journal(
-            Some(bid),
-            op,
-            json!({"parent": parent.map(|p| &p.id), "fork_seq": fork_seq}),
-        )?;
+        let op = if parent.is_some() { "fork" } else { "branch.create" };
+        self.journal(Some(bid), op, json!({"parent": parent.map(|p| &p.id), "fork_seq": fork_seq}))?;
         Ok(ForkOutcome {
             branch: id.to_string(),
             parent: parent.map(|p| p.id.clone()),
@@ -291,9 +262,7 @@ impl Tx<'_> {
     /// Replaces the runner's metadata of a branch; it must be a JSON object.
     pub fn set_branch_meta(&self, name: &str, meta: &serde_json::Value) -> Result<Branch> {
         if !meta.is_object() {
-            return Err(Error::invalid(format!(
-                "branch metadata must be a JSON object, not {meta}"
-            )));
+            return Err(Error::invalid(format!("branch metadata must be a JSON object, not {meta}")));
         }
         let branch = self.branch(name)?;
         if &branch.meta == meta {
@@ -304,10 +273,7 @@ impl Tx<'_> {
             .execute(rusqlite::params![meta.to_string(), branch.bid])?;
         self.forget_paths();
         self.journal(Some(branch.bid), "branch.set_meta", json!({ "meta": meta }))?;
-        Ok(Branch {
-            meta: meta.clone(),
-            ..branch
-        })
+        Ok(Branch { meta: meta.clone(), ..branch })
     }
 
     pub fn set_node_uid(&self, name: &str, node_uid: &str) -> Result<Branch> {
@@ -315,25 +281,15 @@ impl Tx<'_> {
         let branch = self.branch(name)?;
         if let Some(holder) = self.find_branch(node_uid)? {
             if holder.bid != branch.bid {
-                return Err(Error::conflict(format!(
-                    "'{node_uid}' already names branch '{}'",
-                    holder.id
-                )));
+                return Err(Error::conflict(format!("'{node_uid}' already names branch '{}'", holder.id)));
             }
         }
         self.conn
             .prepare_cached("UPDATE branches SET node_uid = ?1 WHERE bid = ?2")?
             .execute(rusqlite::params![node_uid, branch.bid])?;
         self.forget_paths();
-        self.journal(
-            Some(branch.bid),
-            "branch.set_uid",
-            json!({"node_uid": node_uid}),
-        )?;
-        Ok(Branch {
-            node_uid: Some(node_uid.to_string()),
-            ..branch
-        })
+        self.journal(Some(branch.bid), "branch.set_uid", json!({"node_uid": node_uid}))?;
+        Ok(Branch { node_uid: Some(node_uid.to_string()), ..branch })
     }
 }
 
@@ -353,15 +309,8 @@ impl Store {
         let bid = self.branch(name)?.bid;
         let count = |table: &str| -> Result<i64> {
             let sql = format!("SELECT count(*) FROM {table} WHERE branch = ?1");
-            Ok(self
-                .conn
-                .prepare_cached(&sql)?
-                .query_row([bid], |r| r.get(0))?)
+            Ok(self.conn.prepare_cached(&sql)?.query_row([bid], |r| r.get(0))?)
         };
-        Ok(OwnCounts {
-            core: count("core")?,
-            events: count("events")?,
-            archival: count("archival")?,
-        })
+        Ok(OwnCounts { core: count("core")?, events: count("events")?, archival: count("archival")? })
     }
 }

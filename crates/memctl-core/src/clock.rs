@@ -27,10 +27,9 @@ impl Clock {
     pub fn now(&self) -> f64 {
         match self {
             Clock::Fixed(t) => *t,
-            Clock::System => SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .unwrap_or(Duration::ZERO)
-                .as_secs_f64(),
+            Clock::System => {
+                SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO).as_secs_f64()
+            }
         }
     }
 }
@@ -61,18 +60,11 @@ fn parse_rfc3339(s: &str) -> Option<f64> {
     }
     let num = |range: std::ops::Range<usize>| -> Option<i64> {
         let part = s.get(range)?;
-        part.bytes()
-            .all(|c| c.is_ascii_digit())
-            .then(|| part.parse().ok())?
+        part.bytes().all(|c| c.is_ascii_digit()).then(|| part.parse().ok())?
     };
     let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
     let (hour, minute, second) = (num(11..13)?, num(14..16)?, num(17..19)?);
-    if !(1..=12).contains(&month)
-        || !(1..=31).contains(&day)
-        || hour > 23
-        || minute > 59
-        || second > 60
-    {
+    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 23 || minute > 59 || second > 60 {
         return None;
     }
     let mut rest = &s[19..];
@@ -123,17 +115,11 @@ pub fn parse_duration(text: &str) -> Result<f64> {
     let secs = match text.parse::<f64>() {
         Ok(secs) => secs,
         Err(_) => humantime::parse_duration(text)
-            .map_err(|e| {
-                Error::invalid(format!(
-                    "invalid duration '{text}': {e} (try 90, 30m or 2h)"
-                ))
-            })?
+            .map_err(|e| Error::invalid(format!("invalid duration '{text}': {e} (try 90, 30m or 2h)")))?
             .as_secs_f64(),
     };
     if !secs.is_finite() || secs <= 0.0 {
-        return Err(Error::invalid(format!(
-            "duration '{text}' must be positive"
-        )));
+        return Err(Error::invalid(format!("duration '{text}' must be positive")));
     }
     Ok(secs)
 }
@@ -146,14 +132,8 @@ mod tests {
     fn parses_epoch_and_rfc3339() {
         assert_eq!(parse_timestamp("1700000000").unwrap(), 1_700_000_000.0);
         assert_eq!(parse_timestamp("1970-01-01T00:00:00Z").unwrap(), 0.0);
-        assert_eq!(
-            parse_timestamp("2023-11-14T22:13:20Z").unwrap(),
-            1_700_000_000.0
-        );
-        assert_eq!(
-            parse_timestamp("2023-11-15T00:13:20.5+02:00").unwrap(),
-            1_700_000_000.5
-        );
+        assert_eq!(parse_timestamp("2023-11-14T22:13:20Z").unwrap(), 1_700_000_000.0);
+        assert_eq!(parse_timestamp("2023-11-15T00:13:20.5+02:00").unwrap(), 1_700_000_000.5);
         assert!(parse_timestamp("yesterday").is_err());
         assert!(parse_timestamp("2023-13-01T00:00:00Z").is_err());
     }

@@ -58,11 +58,7 @@ pub struct PressureThresholds {
 
 impl Default for PressureThresholds {
     fn default() -> Self {
-        PressureThresholds {
-            medium: 0.70,
-            high: 0.85,
-            critical: 0.95,
-        }
+        PressureThresholds { medium: 0.70, high: 0.85, critical: 0.95 }
     }
 }
 
@@ -115,10 +111,7 @@ pub struct SqliteConfig {
 
 impl Default for SqliteConfig {
     fn default() -> Self {
-        SqliteConfig {
-            busy_timeout_ms: 30_000,
-            synchronous: Synchronous::Normal,
-        }
+        SqliteConfig { busy_timeout_ms: 30_000, synchronous: Synchronous::Normal }
     }
 }
 
@@ -132,9 +125,6 @@ pub struct SummarizerConfig {
 
 impl Default for SummarizerConfig {
     fn default() -> Self {
-        SummarizerConfig {
-            command: None,
-            timeout_s: 60,
-        }
+        SummarizerConfig { command: None, timeout_s: 60 }
     }
 }

@@ -45,10 +45,7 @@ pub struct CoreWrite {
 
 impl Default for CoreWrite {
     fn default() -> Self {
-        CoreWrite {
-            importance: DEFAULT_IMPORTANCE,
-            ttl: None,
-        }
+        CoreWrite { importance: DEFAULT_IMPORTANCE, ttl: None }
     }
 }
 
@@ -117,10 +114,7 @@ impl Tx<'_> {
     ) -> Result<CoreSetOutcome> {
         validate_key(key)?;
         if !(1..=PINNED).contains(&options.importance) {
-            return Err(Error::invalid(format!(
-                "importance {} is outside 1..5",
-                options.importance
-            )));
+            return Err(Error::invalid(format!("importance {} is outside 1..5", options.importance)));
         }
         if let Some(ttl) = options.ttl {
             if !ttl.is_finite() || ttl <= 0.0 {
@@ -151,11 +145,8 @@ impl Tx<'_> {
                     "core key '{key}' is too long for core_max_chars = {budget}"
                 )));
             }
-            let others: usize = view::core(self, &path)?
-                .iter()
-                .filter(|e| e.key != key)
-                .map(CoreEntry::chars)
-                .sum();
+            let others: usize =
+                view::core(self, &path)?.iter().filter(|e| e.key != key).map(CoreEntry::chars).sum();
             let room = budget.saturating_sub(others).saturating_sub(bare_line);
             stored_value = full_value.chars().take(room).collect::<String>() + &marker;
             oversize_record = Some(record.id);
@@ -195,18 +186,12 @@ impl Tx<'_> {
 
     /// Evicts visible keys other than `written` — lowest importance first, then oldest, never
     /// pinned ones — until the core fits its budget. Each goes to archival, then a tombstone.
-    fn enforce_core_budget(
-        &self,
-        path: &crate::branch::BranchPath,
-        written: &str,
-    ) -> Result<Vec<String>> {
+    fn enforce_core_budget(&self, path: &crate::branch::BranchPath, written: &str) -> Result<Vec<String>> {
         let entries = view::core(self, path)?;
         let mut used: usize = entries.iter().map(CoreEntry::chars).sum();
         let budget = self.config.core_max_chars;
-        let mut candidates: Vec<&CoreEntry> = entries
-            .iter()
-            .filter(|e| e.key != written && e.importance < PINNED)
-            .collect();
+        let mut candidates: Vec<&CoreEntry> =
+            entries.iter().filter(|e| e.key != written && e.importance < PINNED).collect();
         candidates.sort_by_key(|e| (e.importance, e.seq));
         let mut evicted = Vec::new();
         for entry in candidates {
@@ -235,13 +220,7 @@ impl Tx<'_> {
                 "INSERT INTO core(seq, branch, key, value, importance, ttl_s, created_at)
                  VALUES (?1, ?2, ?3, NULL, ?4, NULL, ?5)",
             )?
-            .execute(rusqlite::params![
-                seq,
-                bid,
-                key,
-                DEFAULT_IMPORTANCE,
-                self.now
-            ])?;
+            .execute(rusqlite::params![seq, bid, key, DEFAULT_IMPORTANCE, self.now])?;
         Ok(())
     }
 
@@ -260,11 +239,7 @@ impl Tx<'_> {
             }
         }
         if !deleted.is_empty() {
-            self.journal(
-                Some(path.branch().bid),
-                "core.del",
-                json!({"keys": deleted}),
-            )?;
+            self.journal(Some(path.branch().bid), "core.del", json!({"keys": deleted}))?;
         }
         Ok(deleted)
     }

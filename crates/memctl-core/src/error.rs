@@ -79,11 +79,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
-        Error {
-            kind,
-            message: message.into(),
-            hint: None,
-        }
+        Error { kind, message: message.into(), hint: None }
     }
 
     pub fn invalid(message: impl Into<String>) -> Self {
@@ -169,15 +165,7 @@ mod tests {
         let names: Vec<&str> = ErrorKind::ALL.iter().map(|k| k.as_str()).collect();
         assert_eq!(
             names,
-            vec![
-                "invalid_input",
-                "usage",
-                "not_found",
-                "conflict",
-                "busy",
-                "incompatible_db",
-                "internal"
-            ]
+            vec!["invalid_input", "usage", "not_found", "conflict", "busy", "incompatible_db", "internal"]
         );
     }
 }

@@ -39,10 +39,7 @@ pub(crate) fn cap(value: Value) -> Value {
 impl Store {
     /// Journal rows, oldest first: all of them, or one branch's; only the newest `limit`.
     pub fn ops(&self, branch: Option<&str>, limit: Option<usize>) -> Result<Vec<Op>> {
-        let bid = branch
-            .map(|name| self.branch(name))
-            .transpose()?
-            .map(|b| b.bid);
+        let bid = branch.map(|name| self.branch(name)).transpose()?.map(|b| b.bid);
         let mut stmt = self.conn.prepare_cached(
             "SELECT * FROM (
                  SELECT o.seq, o.op, b.id, b.node_uid, o.phase, o.actor, o.created_at, o.args

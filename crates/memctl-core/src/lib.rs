@@ -34,8 +34,8 @@ pub use archival::{Record, Search, UpdateOutcome};
 pub use branch::{validate_branch_id, Branch, BranchPath, ForkOutcome, OwnCounts};
 pub use clock::{parse_duration, parse_timestamp, Clock};
 pub use config::{
-    Config, FtsMode, PressureThresholds, RedactionConfig, SearchConfig, SqliteConfig,
-    SummarizerConfig, Synchronous,
+    Config, FtsMode, PressureThresholds, RedactionConfig, SearchConfig, SqliteConfig, SummarizerConfig,
+    Synchronous,
 };
 pub use core_kv::{CoreEntry, CoreSetOutcome, CoreWrite, DEFAULT_IMPORTANCE, PINNED};
 pub use error::{Error, ErrorKind, Result};

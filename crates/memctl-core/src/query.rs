@@ -6,20 +6,18 @@ use std::collections::HashSet;
 
 /// English stop words dropped from queries (unless a query has nothing else).
 const STOP_WORDS: &[&str] = &[
-    "a", "about", "after", "all", "also", "an", "and", "any", "are", "as", "at", "be", "been",
-    "but", "by", "can", "could", "did", "do", "does", "for", "from", "had", "has", "have", "he",
-    "her", "his", "how", "i", "if", "in", "into", "is", "it", "its", "me", "my", "no", "not", "of",
-    "on", "or", "our", "she", "so", "than", "that", "the", "their", "them", "then", "there",
-    "these", "they", "this", "to", "up", "was", "we", "were", "what", "when", "where", "which",
-    "while", "who", "why", "will", "with", "would", "you", "your",
+    "a", "about", "after", "all", "also", "an", "and", "any", "are", "as", "at", "be", "been", "but", "by",
+    "can", "could", "did", "do", "does", "for", "from", "had", "has", "have", "he", "her", "his", "how", "i",
+    "if", "in", "into", "is", "it", "its", "me", "my", "no", "not", "of", "on", "or", "our", "she", "so",
+    "than", "that", "the", "their", "them", "then", "there", "these", "they", "this", "to", "up", "was",
+    "we", "were", "what", "when", "where", "which", "while", "who", "why", "will", "with", "would", "you",
+    "your",
 ];
 
 /// Folded words of `text`: maximal runs of letters, digits and combining marks — the token
 /// characters of the FTS5 index (`unicode61`, categories `L* N* Co M*`).
 pub fn words(text: &str) -> impl Iterator<Item = String> + '_ {
-    text.split(|c: char| !is_word_char(c))
-        .filter(|w| !w.is_empty())
-        .map(|w| w.chars().map(fold).collect())
+    text.split(|c: char| !is_word_char(c)).filter(|w| !w.is_empty()).map(|w| w.chars().map(fold).collect())
 }
 
 fn is_word_char(c: char) -> bool {
@@ -64,17 +62,11 @@ impl Query {
     pub fn parse(text: &str) -> Query {
         let mut seen = HashSet::new();
         let all: Vec<String> = words(text).filter(|w| seen.insert(w.clone())).collect();
-        let content: Vec<String> = all
-            .iter()
-            .filter(|w| !STOP_WORDS.contains(&w.as_str()))
-            .cloned()
-            .collect();
+        let content: Vec<String> =
+            all.iter().filter(|w| !STOP_WORDS.contains(&w.as_str())).cloned().collect();
         // A query made only of stop words ("and or not") still means those words.
         let words = if content.is_empty() { all } else { content };
-        Query {
-            blank: text.trim().is_empty(),
-            words,
-        }
+        Query { blank: text.trim().is_empty(), words }
     }
 
     /// An empty query lists instead of searching.
@@ -94,11 +86,7 @@ impl Query {
 
     /// The FTS5 MATCH expression: every word a quoted string, OR-ed, so nothing is syntax.
     pub fn fts_expression(&self) -> String {
-        self.words
-            .iter()
-            .map(|w| format!("\"{}\"", w.replace('"', "\"\"")))
-            .collect::<Vec<_>>()
-            .join(" OR ")
+        self.words.iter().map(|w| format!("\"{}\"", w.replace('"', "\"\""))).collect::<Vec<_>>().join(" OR ")
     }
 
     /// The fallback's score of a text: how many of the query's words it contains.
@@ -116,10 +104,7 @@ mod tests {
     fn syntax_is_words() {
         let q = Query::parse("\"mpi\" -tune: a/b.c 'x' NEAR");
         assert_eq!(q.words(), ["mpi", "tune", "b", "c", "x", "near"]);
-        assert_eq!(
-            q.fts_expression(),
-            "\"mpi\" OR \"tune\" OR \"b\" OR \"c\" OR \"x\" OR \"near\""
-        );
+        assert_eq!(q.fts_expression(), "\"mpi\" OR \"tune\" OR \"b\" OR \"c\" OR \"x\" OR \"near\"");
     }
 
     #[test]

@@ -77,10 +77,7 @@ impl Store {
     /// Summaries, then the newest `limit` events (all when None).
     pub fn recall_list(&self, branch: &str, limit: Option<usize>) -> Result<RecallView> {
         let path = self.path(branch)?;
-        Ok(RecallView {
-            summaries: view::summaries(self, &path)?,
-            events: view::events(self, &path, limit)?,
-        })
+        Ok(RecallView { summaries: view::summaries(self, &path)?, events: view::events(self, &path, limit)? })
     }
 
     /// Searches the whole visible timeline: events with the most query words first, ties newest.
@@ -113,13 +110,7 @@ impl Store {
         self.write(|tx| tx.recall_exclude(branch, ids))
     }
 
-    pub fn recall_summarize(
-        &self,
-        branch: &str,
-        kind: &str,
-        text: &str,
-        ids: &[i64],
-    ) -> Result<i64> {
+    pub fn recall_summarize(&self, branch: &str, kind: &str, text: &str, ids: &[i64]) -> Result<i64> {
         self.write(|tx| tx.recall_summarize(branch, kind, text, ids))
     }
 }
@@ -130,9 +121,7 @@ pub(crate) fn normalize_tags(tx: &Tx<'_>, tags: &[String]) -> Result<Vec<String>
     for tag in tags {
         let tag = tag.trim();
         if tag.is_empty() || tag.chars().any(char::is_control) {
-            return Err(Error::invalid(format!(
-                "invalid tag {tag:?}: tags are non-empty single-line text"
-            )));
+            return Err(Error::invalid(format!("invalid tag {tag:?}: tags are non-empty single-line text")));
         }
         let tag = tx.redacted(tag);
         if !out.contains(&tag) {
@@ -161,9 +150,7 @@ impl Tx<'_> {
     ) -> Result<AppendOutcome> {
         let kind = kind.trim();
         if kind.is_empty() || kind.chars().any(char::is_control) {
-            return Err(Error::invalid(
-                "event kind must be non-empty single-line text",
-            ));
+            return Err(Error::invalid("event kind must be non-empty single-line text"));
         }
         if text.trim().is_empty() {
             return Err(Error::invalid("event text must not be empty"));
@@ -188,18 +175,13 @@ impl Tx<'_> {
                 "INSERT INTO events(seq, branch, kind, text, tags, text_hash, created_at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
             )?
-            .execute(rusqlite::params![
-                seq, bid, kind, text, tags_json, hash, self.now
-            ])?;
+            .execute(rusqlite::params![seq, bid, kind, text, tags_json, hash, self.now])?;
         self.journal(
             Some(bid),
             "recall.append",
             json!({"id": seq, "kind": kind, "text": text, "tags": tags}),
         )?;
-        Ok(AppendOutcome {
-            id: seq,
-            skipped: false,
-        })
+        Ok(AppendOutcome { id: seq, skipped: false })
     }
 
     /// The visible events with these ids, oldest first; an id outside the view is an error.
@@ -234,32 +216,18 @@ impl Tx<'_> {
         let events = self.visible_events(&path, ids)?;
         let ids: Vec<i64> = events.iter().map(|e| e.id).collect();
         self.insert_exclusions(path.branch().bid, &ids)?;
-        self.journal(
-            Some(path.branch().bid),
-            "recall.exclude",
-            json!({"ids": ids}),
-        )?;
+        self.journal(Some(path.branch().bid), "recall.exclude", json!({"ids": ids}))?;
         Ok(())
     }
 
     /// Replaces visible events by a summary: a summary row plus their exclusions (SPEC §2.1).
-    pub fn recall_summarize(
-        &self,
-        branch: &str,
-        kind: &str,
-        text: &str,
-        ids: &[i64],
-    ) -> Result<i64> {
+    pub fn recall_summarize(&self, branch: &str, kind: &str, text: &str, ids: &[i64]) -> Result<i64> {
         if text.trim().is_empty() {
             return Err(Error::invalid("summary text must not be empty"));
         }
         let path = self.path(branch)?;
         let bid = path.branch().bid;
-        let ids: Vec<i64> = self
-            .visible_events(&path, ids)?
-            .iter()
-            .map(|e| e.id)
-            .collect();
+        let ids: Vec<i64> = self.visible_events(&path, ids)?.iter().map(|e| e.id).collect();
         let text = self.redacted(text);
         let seq = self.next_seq()?;
         self.conn
@@ -269,11 +237,7 @@ impl Tx<'_> {
             )?
             .execute(rusqlite::params![seq, bid, kind, text, serde_json::to_string(&ids)?, self.now])?;
         self.insert_exclusions(bid, &ids)?;
-        self.journal(
-            Some(bid),
-            "recall.summarize",
-            json!({"id": seq, "kind": kind, "event_ids": ids}),
-        )?;
+        self.journal(Some(bid), "recall.summarize", json!({"id": seq, "kind": kind, "event_ids": ids}))?;
         Ok(seq)
     }
 
@@ -297,35 +261,19 @@ impl Tx<'_> {
             }
         };
         if selected.is_empty() {
-            return Ok(EvictOutcome {
-                evicted: vec![],
-                archived: None,
-            });
+            return Ok(EvictOutcome { evicted: vec![], archived: None });
         }
-        let body: Vec<String> = selected
-            .iter()
-            .map(|e| format!("[{}] {}", e.kind, e.text))
-            .collect();
+        let body: Vec<String> = selected.iter().map(|e| format!("[{}] {}", e.kind, e.text)).collect();
         let record = self.archival_insert(
             bid,
             ArchivalWrite::new(
                 format!("Evicted recall events:\n{}", body.join("\n")),
-                [
-                    "EVICTED_RECALL".into(),
-                    format!("event_count:{}", selected.len()),
-                ],
+                ["EVICTED_RECALL".into(), format!("event_count:{}", selected.len())],
             ),
         )?;
         let ids: Vec<i64> = selected.iter().map(|e| e.id).collect();
         self.insert_exclusions(bid, &ids)?;
-        self.journal(
-            Some(bid),
-            "recall.evict",
-            json!({"ids": ids, "archived": record.id}),
-        )?;
-        Ok(EvictOutcome {
-            evicted: ids,
-            archived: Some(record.id),
-        })
+        self.journal(Some(bid), "recall.evict", json!({"ids": ids, "archived": record.id}))?;
+        Ok(EvictOutcome { evicted: ids, archived: Some(record.id) })
     }
 }

@@ -6,12 +6,10 @@ use regex::Regex;
 use std::borrow::Cow;
 use std::sync::LazyLock;
 
-static ASSIGNMENT: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?i)(api_key|secret|token|password)(\s*[:=]\s*)\S+").expect("valid regex")
-});
-static PROVIDER_KEY: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"sk-[A-Za-z0-9_\-]{16,}|hf_[A-Za-z0-9]{10,}").expect("valid regex")
-});
+static ASSIGNMENT: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"(?i)(api_key|secret|token|password)(\s*[:=]\s*)\S+").expect("valid regex"));
+static PROVIDER_KEY: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"sk-[A-Za-z0-9_\-]{16,}|hf_[A-Za-z0-9]{10,}").expect("valid regex"));
 
 /// The marker that replaces a secret.
 pub const MASK: &str = "***";
@@ -21,9 +19,8 @@ pub fn redact(text: &str) -> Cow<'_, str> {
     if !might_hold_secret(text) {
         return Cow::Borrowed(text);
     }
-    let masked = ASSIGNMENT.replace_all(text, |caps: &regex::Captures| {
-        format!("{}{}{MASK}", &caps[1], &caps[2])
-    });
+    let masked =
+        ASSIGNMENT.replace_all(text, |caps: &regex::Captures| format!("{}{}{MASK}", &caps[1], &caps[2]));
     match PROVIDER_KEY.replace_all(&masked, MASK) {
         Cow::Borrowed(_) => Cow::Owned(masked.into_owned()),
         Cow::Owned(s) => Cow::Owned(s),

@@ -113,6 +113,7 @@ CREATE TABLE llm_cache (
 ) WITHOUT ROWID;
 
 INSERT INTO meta(key, value) VALUES ('next_seq', 1);
+PRAGMA application_id = 1296387395;
 "#,
     // External content: the index reads text and tags from `archival` by seq. Tags are indexed
     // as their JSON text, whose words are the tags' words, so a rebuild gives the same index.
@@ -128,34 +129,41 @@ CREATE VIRTUAL TABLE archival_fts USING fts5(
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
-/// What `prepare` found about the file.
-pub(crate) struct SchemaState {
-    pub fts_table: bool,
-}
+/// `PRAGMA application_id` of memctl databases ("MEMC"): with `user_version`, it is read from
+/// the file header alone, so an up-to-date database is recognised without touching the catalogue.
+pub const APPLICATION_ID: i64 = 0x4D45_4D43;
 
 /// Brings the database to [`SCHEMA_VERSION`], refusing files it must not touch. On an up-to-date
-/// database this costs one pragma read and one catalogue lookup.
-pub(crate) fn prepare(conn: &Connection) -> Result<SchemaState> {
-    let version = user_version(conn)?;
+/// database this costs one read of two header pragmas.
+pub(crate) fn prepare(conn: &Connection) -> Result<()> {
+    let (application_id, version) = header(conn)?;
     if version > SCHEMA_VERSION {
         return Err(newer_error(version));
+    }
+    if version > 0 && application_id != APPLICATION_ID {
+        return Err(not_memctl());
     }
     if version < SCHEMA_VERSION {
         migrate(conn)?;
     }
-    // One catalogue read tells both that this is a memctl database (a foreign file may carry
-    // the same user_version) and whether it has the FTS5 index.
-    let (memctl_tables, fts_table): (i64, bool) = conn
-        .prepare_cached(
-            "SELECT count(*) FILTER (WHERE name IN ('meta', 'branches', 'ops')),
-                    count(*) FILTER (WHERE name = 'archival_fts') > 0
-             FROM sqlite_master WHERE type = 'table'",
-        )?
-        .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))?;
-    if memctl_tables < 3 {
-        return Err(not_memctl());
-    }
-    Ok(SchemaState { fts_table })
+    Ok(())
+}
+
+fn header(conn: &Connection) -> Result<(i64, i64)> {
+    conn.query_row(
+        "SELECT (SELECT application_id FROM pragma_application_id),
+                (SELECT user_version FROM pragma_user_version)",
+        [],
+        |row| Ok((row.get(0)?, row.get(1)?)),
+    )
+    .map_err(unreadable)
+}
+
+/// Whether the database has the FTS5 index (absent when SQLite was built without FTS5).
+pub(crate) fn has_fts_table(conn: &Connection) -> Result<bool> {
+    Ok(conn
+        .prepare_cached("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'archival_fts'")?
+        .exists([])?)
 }
 
 fn not_memctl() -> Error {
@@ -163,13 +171,10 @@ fn not_memctl() -> Error {
         .with_hint("to convert a Python-store memory.sqlite, use `memctl import legacy`")
 }
 
-fn user_version(conn: &Connection) -> Result<i64> {
-    conn.pragma_query_value(None, "user_version", |row| row.get(0))
-        .map_err(|e| {
-            let error = Error::from(e);
-            Error::incompatible(format!("cannot read the database: {}", error.message()))
-                .with_hint("is this a memctl database? `memctl init` creates one")
-        })
+fn unreadable(e: rusqlite::Error) -> Error {
+    let error = Error::from(e);
+    Error::incompatible(format!("cannot read the database: {}", error.message()))
+        .with_hint("is this a memctl database? `memctl init` creates one")
 }
 
 fn newer_error(version: i64) -> Error {
@@ -233,9 +238,5 @@ fn migrate(conn: &Connection) -> Result<()> {
 
 /// Whether this SQLite build has FTS5 compiled in.
 pub(crate) fn fts5_available(conn: &Connection) -> Result<bool> {
-    Ok(
-        conn.query_row("SELECT sqlite_compileoption_used('ENABLE_FTS5')", [], |r| {
-            r.get(0)
-        })?,
-    )
+    Ok(conn.query_row("SELECT sqlite_compileoption_used('ENABLE_FTS5')", [], |r| r.get(0))?)
 }

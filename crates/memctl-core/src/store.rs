@@ -7,7 +7,7 @@ use crate::config::{Config, FtsMode, Synchronous};
 use crate::error::{Error, Result};
 use crate::schema;
 use rusqlite::{Connection, OpenFlags};
-use std::cell::{Cell, RefCell};
+use std::cell::{Cell, OnceCell, RefCell};
 use std::collections::HashMap;
 use std::path::Path;
 use std::rc::Rc;
@@ -26,8 +26,9 @@ pub struct Store {
     pub(crate) config: Config,
     pub(crate) clock: Clock,
     pub(crate) context: OpContext,
-    /// Whether `archival_fts` exists (and so is kept up to date by every archival write).
-    pub(crate) fts_table: bool,
+    /// Whether `archival_fts` exists (and so is kept up to date by every archival write);
+    /// looked up on first use, so commands that never touch archival never pay for it.
+    fts_table: OnceCell<bool>,
     /// Paths by branch id. Parents never change, so a path stays valid for the handle's life;
     /// the cache is dropped when a write transaction rolls back (it may hold a new branch).
     paths: RefCell<HashMap<String, Rc<BranchPath>>>,
@@ -52,9 +53,8 @@ impl Store {
             | OpenFlags::SQLITE_OPEN_CREATE
             | OpenFlags::SQLITE_OPEN_NO_MUTEX
             | OpenFlags::SQLITE_OPEN_URI;
-        let conn = Connection::open_with_flags(path, flags).map_err(|e| {
-            Error::incompatible(format!("cannot open database {}: {e}", path.display()))
-        })?;
+        let conn = Connection::open_with_flags(path, flags)
+            .map_err(|e| Error::incompatible(format!("cannot open database {}: {e}", path.display())))?;
         Store::with_connection(conn, config, clock)
     }
 
@@ -68,37 +68,23 @@ impl Store {
         conn.set_prepared_statement_cache_capacity(64);
         // With STAT4 compiled in, SQLite re-plans a cached statement whenever a bound value might
         // change its plan — on every lookup here. Our plans never depend on values: keep them.
-        conn.set_db_config(
-            rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG,
-            true,
-        )?;
-        // The last connection to close would checkpoint the WAL and delete it, fsyncing the
-        // database: ~20 ms added to every short-lived CLI call. Auto-checkpoints still run.
-        conn.set_db_config(
-            rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
-            std::env::var("XCKPT").is_err(),
-        )?;
-        let state = schema::prepare(&conn)?;
+        conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)?;
+        // The last connection to close would checkpoint the WAL and delete it, fsyncing twice on
+        // every short-lived CLI call. Instead the WAL is kept, and shrunk when it grows (Drop).
+        conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)?;
+        schema::prepare(&conn)?;
         let synchronous = match config.sqlite.synchronous {
             Synchronous::Normal => "NORMAL",
             Synchronous::Full => "FULL",
         };
-        conn.execute_batch(&format!(
-            "PRAGMA synchronous = {synchronous}; PRAGMA foreign_keys = ON;"
-        ))?;
+        conn.execute_batch(&format!("PRAGMA synchronous = {synchronous}; PRAGMA foreign_keys = ON;"))?;
         conn.execute_batch(VIEW_PATH_TABLE)?;
-        if config.search.fts == FtsMode::On && !state.fts_table {
-            return Err(Error::incompatible(
-                "search.fts = \"on\" but this database has no FTS5 index (SQLite built without FTS5)",
-            )
-            .with_hint("set [search] fts = \"auto\" to use the keyword fallback"));
-        }
         Ok(Store {
             conn,
             config,
             clock,
             context: OpContext::default(),
-            fts_table: state.fts_table,
+            fts_table: OnceCell::new(),
             paths: RefCell::new(HashMap::new()),
             loaded_path: Cell::new(None),
         })
@@ -122,20 +108,35 @@ impl Store {
         self.clock
     }
 
-    /// Whether archival search runs on FTS5 (else the keyword fallback).
-    pub fn uses_fts(&self) -> bool {
-        self.fts_table && self.config.search.fts != FtsMode::Off
+    /// Whether the database has the FTS5 index, which every archival write keeps up to date.
+    pub(crate) fn fts_table(&self) -> Result<bool> {
+        if let Some(&known) = self.fts_table.get() {
+            return Ok(known);
+        }
+        let found = schema::has_fts_table(&self.conn)?;
+        Ok(*self.fts_table.get_or_init(|| found))
+    }
+
+    /// Whether archival search runs on FTS5 (else the keyword fallback). With `search.fts = "on"`
+    /// a database without the index is an error rather than a silent fallback.
+    pub fn uses_fts(&self) -> Result<bool> {
+        let available = self.fts_table()?;
+        match self.config.search.fts {
+            FtsMode::Off => Ok(false),
+            FtsMode::Auto => Ok(available),
+            FtsMode::On if available => Ok(true),
+            FtsMode::On => Err(Error::incompatible(
+                "search.fts = \"on\" but this database has no FTS5 index (SQLite built without FTS5)",
+            )
+            .with_hint("set [search] fts = \"auto\" to use the keyword fallback")),
+        }
     }
 
     /// Runs `f` in one `BEGIN IMMEDIATE` transaction: committed if it returns `Ok`, rolled back
     /// (leaving the database exactly as before) otherwise. Reads inside see the writes before them.
     pub fn write<T>(&self, f: impl FnOnce(&Tx<'_>) -> Result<T>) -> Result<T> {
         self.conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
-        let tx = Tx {
-            store: self,
-            next_seq: Cell::new(None),
-            now: self.clock.now(),
-        };
+        let tx = Tx { store: self, next_seq: Cell::new(None), now: self.clock.now() };
         let outcome = f(&tx).and_then(|value| {
             tx.flush_seq()?;
             self.conn.prepare_cached("COMMIT")?.execute([])?;
@@ -179,9 +180,7 @@ impl Store {
             return Ok(());
         }
         self.loaded_path.set(None);
-        self.conn
-            .prepare_cached("DELETE FROM temp.view_path")?
-            .execute([])?;
+        self.conn.prepare_cached("DELETE FROM temp.view_path")?.execute([])?;
         self.conn
             .prepare_cached(
                 "INSERT INTO temp.view_path(pos, bid, cutoff)
@@ -197,9 +196,7 @@ impl Store {
     }
 
     pub(crate) fn cache_path(&self, path: Rc<BranchPath>) {
-        self.paths
-            .borrow_mut()
-            .insert(path.branch().id.clone(), path);
+        self.paths.borrow_mut().insert(path.branch().id.clone(), path);
     }
 
     /// Drops cached paths, whose branch records (node_uid) may now be stale.
@@ -276,12 +273,7 @@ impl Tx<'_> {
     }
 
     /// Writes the journal row of one mutation (SPEC §8).
-    pub(crate) fn journal(
-        &self,
-        bid: Option<i64>,
-        op: &str,
-        args: serde_json::Value,
-    ) -> Result<()> {
+    pub(crate) fn journal(&self, bid: Option<i64>, op: &str, args: serde_json::Value) -> Result<()> {
         let seq = self.next_seq()?;
         let args = crate::journal::cap(args).to_string();
         let ctx = &self.store.context;
@@ -291,9 +283,7 @@ impl Tx<'_> {
                 "INSERT INTO ops(seq, branch, op, args, phase, actor, created_at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
             )?
-            .execute(rusqlite::params![
-                seq, bid, op, args, ctx.phase, ctx.actor, self.now
-            ])?;
+            .execute(rusqlite::params![seq, bid, op, args, ctx.phase, ctx.actor, self.now])?;
         Ok(())
     }
 }

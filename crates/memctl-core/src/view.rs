@@ -202,9 +202,8 @@ pub(crate) fn archival(
     );
     let mut stmt = store.conn.prepare_cached(&sql)?;
     let tags = serde_json::to_string(tags)?;
-    let rows = stmt.query_map(rusqlite::params![tags, limit_param(limit)], |row| {
-        record_from_row(path, row)
-    })?;
+    let rows =
+        stmt.query_map(rusqlite::params![tags, limit_param(limit)], |row| record_from_row(path, row))?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
@@ -219,9 +218,7 @@ pub(crate) fn archival_record(store: &Store, path: &BranchPath, id: i64) -> Resu
     let mut rows = stmt.query([id])?;
     match rows.next()? {
         // The newest visible version is a tombstone when its text is NULL: deleted in this view.
-        Some(row) if row.get::<_, Option<String>>(2)?.is_some() => {
-            Ok(Some(record_from_row(path, row)?))
-        }
+        Some(row) if row.get::<_, Option<String>>(2)?.is_some() => Ok(Some(record_from_row(path, row)?)),
         _ => Ok(None),
     }
 }

@@ -266,12 +266,7 @@ struct Seen {
 impl Seen {
     fn of(view: View) -> Seen {
         Seen {
-            branch: (
-                view.branch.id,
-                view.branch.parent,
-                view.branch.depth,
-                view.branch.fork_seq,
-            ),
+            branch: (view.branch.id, view.branch.parent, view.branch.depth, view.branch.fork_seq),
             core: view
                 .core
                 .into_iter()
@@ -299,24 +294,12 @@ impl Seen {
             events: view
                 .events
                 .into_iter()
-                .map(|e| EventLine {
-                    id: e.id,
-                    writer: e.branch,
-                    kind: e.kind,
-                    text: e.text,
-                    tags: e.tags,
-                })
+                .map(|e| EventLine { id: e.id, writer: e.branch, kind: e.kind, text: e.text, tags: e.tags })
                 .collect(),
             archival: view
                 .archival
                 .into_iter()
-                .map(|r| RecordLine {
-                    id: r.id,
-                    writer: r.branch,
-                    text: r.text,
-                    tags: r.tags,
-                    seq: r.seq,
-                })
+                .map(|r| RecordLine { id: r.id, writer: r.branch, text: r.text, tags: r.tags, seq: r.seq })
                 .collect(),
         }
     }
@@ -333,11 +316,7 @@ struct Model {
 
 impl Model {
     fn new() -> Model {
-        Model {
-            branches: Vec::new(),
-            tick: 0,
-            now: T0,
-        }
+        Model { branches: Vec::new(), tick: 0, now: T0 }
     }
 
     fn next_tick(&mut self) -> u64 {
@@ -398,17 +377,13 @@ impl Model {
             if expired {
                 continue;
             }
-            let newer = winners
-                .get(row.key.as_str())
-                .is_none_or(|(_, best)| best.tick < row.tick);
+            let newer = winners.get(row.key.as_str()).is_none_or(|(_, best)| best.tick < row.tick);
             if newer {
                 winners.insert(&row.key, (writer, row));
             }
         }
-        let mut live: Vec<(usize, &CoreRow)> = winners
-            .into_values()
-            .filter(|(_, row)| row.value.is_some())
-            .collect();
+        let mut live: Vec<(usize, &CoreRow)> =
+            winners.into_values().filter(|(_, row)| row.value.is_some()).collect();
         live.sort_by_key(|(_, row)| row.tick);
         live.into_iter()
             .map(|(writer, row)| CoreLine {
@@ -425,16 +400,10 @@ impl Model {
 
     /// Visible events, newest first.
     fn events_view(&self, b: usize) -> Vec<EventLine> {
-        let excluded: HashSet<i64> = self
-            .visible(b, |m| &m.exclusions)
-            .into_iter()
-            .map(|(_, x)| x.event)
-            .collect();
-        let mut events: Vec<(usize, &EventRow)> = self
-            .visible(b, |m| &m.events)
-            .into_iter()
-            .filter(|(_, e)| !excluded.contains(&e.id))
-            .collect();
+        let excluded: HashSet<i64> =
+            self.visible(b, |m| &m.exclusions).into_iter().map(|(_, x)| x.event).collect();
+        let mut events: Vec<(usize, &EventRow)> =
+            self.visible(b, |m| &m.events).into_iter().filter(|(_, e)| !excluded.contains(&e.id)).collect();
         events.sort_by_key(|(_, e)| std::cmp::Reverse(e.tick));
         events
             .into_iter()
@@ -468,17 +437,13 @@ impl Model {
     fn archival_view(&self, b: usize) -> Vec<RecordLine> {
         let mut current: BTreeMap<i64, (usize, &ArchivalRow)> = BTreeMap::new();
         for (writer, row) in self.visible(b, |m| &m.archival) {
-            let newer = current
-                .get(&row.record)
-                .is_none_or(|(_, best)| best.tick < row.tick);
+            let newer = current.get(&row.record).is_none_or(|(_, best)| best.tick < row.tick);
             if newer {
                 current.insert(row.record, (writer, row));
             }
         }
-        let mut live: Vec<(usize, &ArchivalRow)> = current
-            .into_values()
-            .filter(|(_, row)| row.text.is_some())
-            .collect();
+        let mut live: Vec<(usize, &ArchivalRow)> =
+            current.into_values().filter(|(_, row)| row.text.is_some()).collect();
         live.sort_by_key(|(_, row)| std::cmp::Reverse(row.tick));
         live.into_iter()
             .map(|(writer, row)| RecordLine {
@@ -494,12 +459,7 @@ impl Model {
     fn view(&self, b: usize) -> Seen {
         let branch = &self.branches[b];
         Seen {
-            branch: (
-                branch.id.clone(),
-                branch.parent.map(|p| self.name(p)),
-                branch.depth,
-                branch.fork_seq,
-            ),
+            branch: (branch.id.clone(), branch.parent.map(|p| self.name(p)), branch.depth, branch.fork_seq),
             core: self.core_view(b),
             summaries: self.summaries_view(b),
             events: self.events_view(b),
@@ -509,11 +469,7 @@ impl Model {
 
     /// An event by id, wherever it was written.
     fn event(&self, id: i64) -> Option<EventRow> {
-        self.branches
-            .iter()
-            .flat_map(|b| &b.events)
-            .find(|e| e.id == id)
-            .cloned()
+        self.branches.iter().flat_map(|b| &b.events).find(|e| e.id == id).cloned()
     }
 
     /// The text and tags of a record's first version.
@@ -531,24 +487,15 @@ impl Model {
 
     /// For the hand-written tests: the core of a branch as a map.
     fn core_map(&self, id: &str) -> BTreeMap<String, String> {
-        self.core_view(self.index_of(id))
-            .into_iter()
-            .map(|l| (l.key, l.value))
-            .collect()
+        self.core_view(self.index_of(id)).into_iter().map(|l| (l.key, l.value)).collect()
     }
 
     fn event_texts(&self, id: &str) -> Vec<String> {
-        self.events_view(self.index_of(id))
-            .into_iter()
-            .map(|e| e.text)
-            .collect()
+        self.events_view(self.index_of(id)).into_iter().map(|e| e.text).collect()
     }
 
     fn record_texts(&self, id: &str) -> Vec<String> {
-        self.archival_view(self.index_of(id))
-            .into_iter()
-            .map(|r| r.text)
-            .collect()
+        self.archival_view(self.index_of(id)).into_iter().map(|r| r.text).collect()
     }
 }
 
@@ -582,13 +529,8 @@ fn expect_err<T: Debug>(
 ) -> Result<(), TestCaseError> {
     match result {
         Err(e) if e.kind() == kind => Ok(()),
-        Err(e) => Err(fail(format!(
-            "{what}: expected a {kind:?} error, got {:?}: {e}",
-            e.kind()
-        ))),
-        Ok(v) => Err(fail(format!(
-            "{what}: expected a {kind:?} error, got Ok({v:?})"
-        ))),
+        Err(e) => Err(fail(format!("{what}: expected a {kind:?} error, got {:?}: {e}", e.kind()))),
+        Ok(v) => Err(fail(format!("{what}: expected a {kind:?} error, got Ok({v:?})"))),
     }
 }
 
@@ -610,10 +552,7 @@ const GHOST: &str = "ghost";
 impl Harness {
     /// An engine and a model holding one root, `r0`.
     fn new() -> Harness {
-        let config = Config {
-            core_max_chars: 1_000_000,
-            ..Config::default()
-        };
+        let config = Config { core_max_chars: 1_000_000, ..Config::default() };
         let store = Store::open_in_memory(config, Clock::Fixed(T0 as f64)).unwrap();
         let mut h = Harness {
             store,
@@ -630,10 +569,7 @@ impl Harness {
     /// Records a seq the engine just allocated: it must be greater than every earlier one.
     fn fresh(&mut self, seq: i64, what: &str) -> Result<(), TestCaseError> {
         if let Some(&last) = self.seqs.last() {
-            prop_assert!(
-                seq > last,
-                "{what}: seq {seq} is not greater than the earlier {last}"
-            );
+            prop_assert!(seq > last, "{what}: seq {seq} is not greater than the earlier {last}");
         }
         self.seqs.push(seq);
         Ok(())
@@ -685,12 +621,8 @@ impl Harness {
                 )));
             }
         }
-        self.check_final().map_err(|e| {
-            fail(format!(
-                "after all ops: {e}\nengine calls:\n  {}",
-                self.trace.join("\n  ")
-            ))
-        })
+        self.check_final()
+            .map_err(|e| fail(format!("after all ops: {e}\nengine calls:\n  {}", self.trace.join("\n  "))))
     }
 
     /// Applies one operation to both sides, then compares every branch's view.
@@ -706,12 +638,7 @@ impl Harness {
             let expected = self.model.view(b);
             prop_assert_eq!(&actual.branch, &expected.branch, "branch {}", id);
             prop_assert_eq!(&actual.core, &expected.core, "core of {}", id);
-            prop_assert_eq!(
-                &actual.summaries,
-                &expected.summaries,
-                "summaries of {}",
-                id
-            );
+            prop_assert_eq!(&actual.summaries, &expected.summaries, "summaries of {}", id);
             prop_assert_eq!(&actual.events, &expected.events, "events of {}", id);
             prop_assert_eq!(&actual.archival, &expected.archival, "archival of {}", id);
         }
@@ -720,10 +647,8 @@ impl Harness {
 
     /// End-of-sequence checks through other read paths than `view`.
     fn check_final(&self) -> Result<(), TestCaseError> {
-        let listed: Vec<(String, Option<String>)> = expect_ok(self.store.branches(), "branches")?
-            .into_iter()
-            .map(|b| (b.id, b.parent))
-            .collect();
+        let listed: Vec<(String, Option<String>)> =
+            expect_ok(self.store.branches(), "branches")?.into_iter().map(|b| (b.id, b.parent)).collect();
         let expected: Vec<(String, Option<String>)> = self
             .model
             .branches
@@ -832,18 +757,9 @@ impl Harness {
                     expect_err(result, ErrorKind::Conflict, "refork under another parent")?;
                 }
             }
-            Op::CoreSet {
-                b,
-                key,
-                value,
-                importance,
-                ttl,
-            } => {
+            Op::CoreSet { b, key, value, importance, ttl } => {
                 let (b, id) = self.branch(*b);
-                let options = CoreWrite {
-                    importance: *importance,
-                    ttl: ttl.map(f64::from),
-                };
+                let options = CoreWrite { importance: *importance, ttl: ttl.map(f64::from) };
                 self.note(format!("core_set({id:?}, {key:?}, {value:?}, {options:?})"));
                 let result = self.store.core_set(&id, key, value, options);
                 let Some(b) = b else {
@@ -894,12 +810,7 @@ impl Harness {
                     });
                 }
             }
-            Op::Append {
-                b,
-                kind,
-                text,
-                tags,
-            } => return self.append(*b, kind, text, normalize(tags)),
+            Op::Append { b, kind, text, tags } => return self.append(*b, kind, text, normalize(tags)),
             Op::Reappend { b, event } => {
                 let (b_index, _) = self.branch(*b);
                 let Some(event) = self.event_id(b_index, *event) else {
@@ -927,9 +838,7 @@ impl Harness {
             Op::Summarize { b, kind, text, ids } => {
                 let (b, id) = self.branch(*b);
                 let ids: Vec<i64> = ids.iter().filter_map(|r| self.event_id(b, *r)).collect();
-                self.note(format!(
-                    "recall_summarize({id:?}, {kind:?}, {text:?}, {ids:?})"
-                ));
+                self.note(format!("recall_summarize({id:?}, {kind:?}, {text:?}, {ids:?})"));
                 let result = self.store.recall_summarize(&id, kind, text, &ids);
                 let Some(b) = b else {
                     return expect_err(result, ErrorKind::NotFound, "summarize on a ghost");
@@ -949,9 +858,7 @@ impl Harness {
                 });
                 self.exclude(b, &selected);
             }
-            Op::ArchivalAdd { b, text, tags } => {
-                return self.archival_add(*b, text, normalize(tags))
-            }
+            Op::ArchivalAdd { b, text, tags } => return self.archival_add(*b, text, normalize(tags)),
             Op::Readd { b, record } => {
                 let (b_index, _) = self.branch(*b);
                 let Some(record) = self.record_id(b_index, *record) else {
@@ -979,24 +886,15 @@ impl Harness {
                     Change::Both(t, tags) => (Some(*t), Some(normalize(tags))),
                     Change::Neither => (None, None),
                 };
-                self.note(format!(
-                    "archival_update({id:?}, {record}, {text:?}, {tags:?})"
-                ));
-                let result = self
-                    .store
-                    .archival_update(&id, record, text, tags.as_deref());
+                self.note(format!("archival_update({id:?}, {record}, {text:?}, {tags:?})"));
+                let result = self.store.archival_update(&id, record, text, tags.as_deref());
                 if text.is_none() && tags.is_none() {
                     return expect_err(result, ErrorKind::InvalidInput, "update without change");
                 }
                 let Some(b) = b else {
                     return expect_err(result, ErrorKind::NotFound, "archival_update on a ghost");
                 };
-                let Some(current) = self
-                    .model
-                    .archival_view(b)
-                    .into_iter()
-                    .find(|r| r.id == record)
-                else {
+                let Some(current) = self.model.archival_view(b).into_iter().find(|r| r.id == record) else {
                     return expect_err(result, ErrorKind::NotFound, "update outside the view");
                 };
                 let out = expect_ok(result, "archival_update")?;
@@ -1052,9 +950,7 @@ impl Harness {
         tags: Vec<String>,
     ) -> Result<(), TestCaseError> {
         let (b, id) = self.branch(b);
-        self.note(format!(
-            "recall_append({id:?}, {kind:?}, {text:?}, {tags:?})"
-        ));
+        self.note(format!("recall_append({id:?}, {kind:?}, {text:?}, {tags:?})"));
         let result = self.store.recall_append(&id, kind, text, &tags);
         let Some(b) = b else {
             return expect_err(result, ErrorKind::NotFound, "append on a ghost");
@@ -1088,12 +984,7 @@ impl Harness {
         Ok(())
     }
 
-    fn archival_add(
-        &mut self,
-        b: BranchRef,
-        text: &str,
-        tags: Vec<String>,
-    ) -> Result<(), TestCaseError> {
+    fn archival_add(&mut self, b: BranchRef, text: &str, tags: Vec<String>) -> Result<(), TestCaseError> {
         let (b, id) = self.branch(b);
         self.note(format!("archival_add({id:?}, {text:?}, {tags:?})"));
         let result = self.store.archival_add(&id, text, &tags);
@@ -1143,21 +1034,13 @@ impl Harness {
         if !ids.iter().all(|id| visible.iter().any(|e| e.id == *id)) {
             return None;
         }
-        Some(
-            visible
-                .into_iter()
-                .filter(|e| ids.contains(&e.id))
-                .map(|e| e.id)
-                .collect(),
-        )
+        Some(visible.into_iter().filter(|e| ids.contains(&e.id)).map(|e| e.id).collect())
     }
 
     fn exclude(&mut self, b: usize, events: &[i64]) {
         for &event in events {
             let tick = self.model.next_tick();
-            self.model.branches[b]
-                .exclusions
-                .push(ExclusionRow { tick, event });
+            self.model.branches[b].exclusions.push(ExclusionRow { tick, event });
         }
     }
 }
@@ -1275,47 +1158,23 @@ fn known(b: u8) -> BranchRef {
 }
 
 fn set(b: u8, key: &'static str, value: &'static str) -> Op {
-    Op::CoreSet {
-        b: known(b),
-        key,
-        value,
-        importance: 3,
-        ttl: None,
-    }
+    Op::CoreSet { b: known(b), key, value, importance: 3, ttl: None }
 }
 
 fn set_ttl(b: u8, key: &'static str, value: &'static str, ttl: u8) -> Op {
-    Op::CoreSet {
-        b: known(b),
-        key,
-        value,
-        importance: 3,
-        ttl: Some(ttl),
-    }
+    Op::CoreSet { b: known(b), key, value, importance: 3, ttl: Some(ttl) }
 }
 
 fn append(b: u8, text: &'static str) -> Op {
-    Op::Append {
-        b: known(b),
-        kind: "obs",
-        text,
-        tags: vec![],
-    }
+    Op::Append { b: known(b), kind: "obs", text, tags: vec![] }
 }
 
 fn add(b: u8, text: &'static str) -> Op {
-    Op::ArchivalAdd {
-        b: known(b),
-        text,
-        tags: vec!["A"],
-    }
+    Op::ArchivalAdd { b: known(b), text, tags: vec!["A"] }
 }
 
 fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
+    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
 }
 
 fn strings(items: &[&str]) -> Vec<String> {
@@ -1348,10 +1207,7 @@ fn model_copy_on_write_scenario() {
             change: Change::Text("cache notes"),
         },
         Op::Fork(known(1)), // b3, a child of b1 before its delete
-        Op::CoreDelete {
-            b: known(1),
-            keys: vec!["goal", "goal", "plan"],
-        },
+        Op::CoreDelete { b: known(1), keys: vec!["goal", "goal", "plan"] },
         Op::Fork(known(1)), // b4, a child of b1 after its delete
     ];
     for op in &steps {
@@ -1401,36 +1257,19 @@ fn model_ttl_duplicates_and_errors_scenario() {
     assert_eq!(h.model.event_texts("b2"), strings(&["alpha", "alpha"]));
 
     // Summarizing in b2 excludes there only.
-    h.apply(&Op::Summarize {
-        b: known(2),
-        kind: "obs",
-        text: "recap one",
-        ids: vec![IdRef::Known(Pick(0))],
-    })
-    .unwrap();
+    h.apply(&Op::Summarize { b: known(2), kind: "obs", text: "recap one", ids: vec![IdRef::Known(Pick(0))] })
+        .unwrap();
     assert_eq!(h.model.event_texts("b2"), strings(&["alpha"]));
     assert_eq!(h.model.event_texts("r0"), strings(&["alpha"]));
     assert_eq!(h.model.summaries_view(2).len(), 1);
     assert!(h.model.summaries_view(0).is_empty());
     // b1 was forked before "alpha" existed: excluding it there is NotFound (checked by apply).
-    h.apply(&Op::Exclude {
-        b: known(1),
-        ids: vec![IdRef::Known(Pick(0))],
-    })
-    .unwrap();
+    h.apply(&Op::Exclude { b: known(1), ids: vec![IdRef::Known(Pick(0))] }).unwrap();
     assert!(h.model.branches[1].exclusions.is_empty());
 
     // Forks: idempotent under the same parent, a conflict under another.
-    h.apply(&Op::Refork {
-        child: Pick(2),
-        parent: None,
-    })
-    .unwrap();
-    h.apply(&Op::Refork {
-        child: Pick(2),
-        parent: Some(known(1)),
-    })
-    .unwrap();
+    h.apply(&Op::Refork { child: Pick(2), parent: None }).unwrap();
+    h.apply(&Op::Refork { child: Pick(2), parent: Some(known(1)) }).unwrap();
     h.apply(&Op::CreateRoot(Some(Pick(2)))).unwrap(); // conflict
     h.apply(&Op::CreateRoot(Some(Pick(0)))).unwrap(); // idempotent
     assert_eq!(h.model.branches.len(), 3);

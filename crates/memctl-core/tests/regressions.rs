@@ -29,62 +29,33 @@ fn tags(list: &[&str]) -> Vec<String> {
 }
 
 fn imp(importance: u8) -> CoreWrite {
-    CoreWrite {
-        importance,
-        ttl: None,
-    }
+    CoreWrite { importance, ttl: None }
 }
 
 fn core_map(s: &Store, branch: &str) -> BTreeMap<String, String> {
-    s.core(branch)
-        .unwrap()
-        .into_iter()
-        .map(|e| (e.key, e.value))
-        .collect()
+    s.core(branch).unwrap().into_iter().map(|e| (e.key, e.value)).collect()
 }
 
 fn pairs(list: &[(&str, &str)]) -> BTreeMap<String, String> {
-    list.iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
+    list.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
 }
 
 /// Visible event ids, newest first.
 fn event_ids(s: &Store, branch: &str) -> Vec<i64> {
-    s.recall_list(branch, None)
-        .unwrap()
-        .events
-        .iter()
-        .map(|e| e.id)
-        .collect()
+    s.recall_list(branch, None).unwrap().events.iter().map(|e| e.id).collect()
 }
 
 /// Visible archival texts, newest first.
 fn archival_texts(s: &Store, branch: &str) -> Vec<String> {
-    s.archival_list(branch, None)
-        .unwrap()
-        .into_iter()
-        .map(|r| r.text)
-        .collect()
+    s.archival_list(branch, None).unwrap().into_iter().map(|r| r.text).collect()
 }
 
 fn search(s: &Store, branch: &str, query: &str, k: usize, with_tags: &[&str]) -> Vec<Record> {
-    s.archival_search(
-        branch,
-        &Search {
-            query: query.to_string(),
-            k,
-            tags: tags(with_tags),
-        },
-    )
-    .unwrap()
+    s.archival_search(branch, &Search { query: query.to_string(), k, tags: tags(with_tags) }).unwrap()
 }
 
 fn search_ids(s: &Store, branch: &str, query: &str, k: usize, with_tags: &[&str]) -> Vec<i64> {
-    search(s, branch, query, k, with_tags)
-        .iter()
-        .map(|r| r.id)
-        .collect()
+    search(s, branch, query, k, with_tags).iter().map(|r| r.id).collect()
 }
 
 fn kind_of<T: std::fmt::Debug>(result: Result<T>) -> ErrorKind {
@@ -133,19 +104,15 @@ fn dump(conn: &rusqlite::Connection) -> BTreeMap<String, Vec<String>> {
         .unwrap()
         .collect::<rusqlite::Result<_>>()
         .unwrap();
-    assert!(
-        names.iter().any(|n| n == "core"),
-        "not a memctl db: {names:?}"
-    );
+    assert!(names.iter().any(|n| n == "core"), "not a memctl db: {names:?}");
     let mut out = BTreeMap::new();
     for name in names {
         let mut stmt = conn.prepare(&format!("SELECT * FROM \"{name}\"")).unwrap();
         let columns = stmt.column_count();
         let mut rows: Vec<String> = stmt
             .query_map([], |row| {
-                let values: Vec<rusqlite::types::Value> = (0..columns)
-                    .map(|i| row.get(i))
-                    .collect::<rusqlite::Result<_>>()?;
+                let values: Vec<rusqlite::types::Value> =
+                    (0..columns).map(|i| row.get(i)).collect::<rusqlite::Result<_>>()?;
                 Ok(format!("{values:?}"))
             })
             .unwrap()
@@ -158,8 +125,7 @@ fn dump(conn: &rusqlite::Connection) -> BTreeMap<String, Vec<String>> {
 }
 
 fn data_version(conn: &rusqlite::Connection) -> i64 {
-    conn.query_row("PRAGMA data_version", [], |r| r.get(0))
-        .unwrap()
+    conn.query_row("PRAGMA data_version", [], |r| r.get(0)).unwrap()
 }
 
 fn file_bytes(path: &Path) -> Vec<u8> {
@@ -174,34 +140,20 @@ fn file_bytes(path: &Path) -> Vec<u8> {
 fn defect_02_inheritance_is_by_fork_point_not_live() {
     let s = mem();
     s.create_root("root").unwrap();
-    s.core_set("root", "a", "before", CoreWrite::default())
-        .unwrap();
-    let e_before = s
-        .recall_append("root", "note", "root event before", &[])
-        .unwrap()
-        .id;
-    let r_before = s
-        .archival_add("root", "root record before", &[])
-        .unwrap()
-        .id;
+    s.core_set("root", "a", "before", CoreWrite::default()).unwrap();
+    let e_before = s.recall_append("root", "note", "root event before", &[]).unwrap().id;
+    let r_before = s.archival_add("root", "root record before", &[]).unwrap().id;
 
     let c1 = s.fork("root", Some("c1")).unwrap();
     assert!(c1.created);
 
     // The parent keeps writing, in every layer, after the fork.
-    s.core_set("root", "a", "after", CoreWrite::default())
-        .unwrap();
-    s.core_set("root", "late", "yes", CoreWrite::default())
-        .unwrap();
-    let e_after = s
-        .recall_append("root", "note", "root event after", &[])
-        .unwrap()
-        .id;
+    s.core_set("root", "a", "after", CoreWrite::default()).unwrap();
+    s.core_set("root", "late", "yes", CoreWrite::default()).unwrap();
+    let e_after = s.recall_append("root", "note", "root event after", &[]).unwrap().id;
     s.archival_add("root", "root record after", &[]).unwrap();
-    s.archival_update("root", r_before, Some("root record edited"), None)
-        .unwrap();
-    s.recall_summarize("root", "note", "root summary after", &[e_before])
-        .unwrap();
+    s.archival_update("root", r_before, Some("root record edited"), None).unwrap();
+    s.recall_summarize("root", "note", "root summary after", &[e_before]).unwrap();
 
     // A grandchild forked from c1 after all of that still sees root only up to c1's fork point.
     s.fork("c1", Some("g1")).unwrap();
@@ -213,49 +165,28 @@ fn defect_02_inheritance_is_by_fork_point_not_live() {
         assert_eq!(event_ids(&s, branch), vec![e_before], "{branch}");
         assert!(s.recall_list(branch, None).unwrap().summaries.is_empty());
         assert_eq!(archival_texts(&s, branch), vec!["root record before"]);
-        assert_eq!(
-            s.archival_get(branch, r_before).unwrap().text,
-            "root record before"
-        );
+        assert_eq!(s.archival_get(branch, r_before).unwrap().text, "root record before");
         assert!(search(&s, branch, "after edited late", 10, &[]).is_empty());
     }
     // A child forked later sees the parent as it was then.
-    assert_eq!(
-        core_map(&s, "c2"),
-        pairs(&[("a", "after"), ("late", "yes")])
-    );
+    assert_eq!(core_map(&s, "c2"), pairs(&[("a", "after"), ("late", "yes")]));
     assert_eq!(event_ids(&s, "c2"), vec![e_after]);
     assert_eq!(s.recall_list("c2", None).unwrap().summaries.len(), 1);
-    assert_eq!(
-        archival_texts(&s, "c2"),
-        vec!["root record edited", "root record after"]
-    );
+    assert_eq!(archival_texts(&s, "c2"), vec!["root record edited", "root record after"]);
 
     // Siblings never see each other, and children never leak upwards.
-    s.core_set("c1", "only_c1", "x", CoreWrite::default())
-        .unwrap();
+    s.core_set("c1", "only_c1", "x", CoreWrite::default()).unwrap();
     s.recall_append("c1", "note", "c1 event", &[]).unwrap();
     s.archival_add("c1", "c1 record", &[]).unwrap();
     for branch in ["root", "c2"] {
         assert!(!core_map(&s, branch).contains_key("only_c1"));
-        assert!(!s
-            .recall_list(branch, None)
-            .unwrap()
-            .events
-            .iter()
-            .any(|e| e.text == "c1 event"));
+        assert!(!s.recall_list(branch, None).unwrap().events.iter().any(|e| e.text == "c1 event"));
         assert!(!archival_texts(&s, branch).contains(&"c1 record".to_string()));
     }
     // g1 was forked from c1 before c1 wrote those rows.
     assert!(!core_map(&s, "g1").contains_key("only_c1"));
 
-    let path: Vec<String> = s
-        .path("g1")
-        .unwrap()
-        .branches()
-        .iter()
-        .map(|b| b.id.clone())
-        .collect();
+    let path: Vec<String> = s.path("g1").unwrap().branches().iter().map(|b| b.id.clone()).collect();
     assert_eq!(path, vec!["g1", "c1", "root"]);
 }
 
@@ -267,24 +198,14 @@ fn defect_02_inheritance_is_by_fork_point_not_live() {
 fn defect_03_core_precedence_is_nearest_branch_for_every_reader() {
     let s = mem();
     s.create_root("root").unwrap();
-    s.core_set("root", "goal", "tune the stencil", CoreWrite::default())
-        .unwrap();
-    s.core_set("root", "model", "gpt", CoreWrite::default())
-        .unwrap();
-    s.core_set("root", "budget", "10 GPU hours", CoreWrite::default())
-        .unwrap();
+    s.core_set("root", "goal", "tune the stencil", CoreWrite::default()).unwrap();
+    s.core_set("root", "model", "gpt", CoreWrite::default()).unwrap();
+    s.core_set("root", "budget", "10 GPU hours", CoreWrite::default()).unwrap();
     s.fork("root", Some("sib")).unwrap();
     s.fork("root", Some("child")).unwrap();
-    s.core_set("child", "goal", "tune the GPU kernel", CoreWrite::default())
-        .unwrap();
+    s.core_set("child", "goal", "tune the GPU kernel", CoreWrite::default()).unwrap();
     // A later parent write never shadows the child's override …
-    s.core_set(
-        "root",
-        "goal",
-        "root changed its mind",
-        CoreWrite::default(),
-    )
-    .unwrap();
+    s.core_set("root", "goal", "root changed its mind", CoreWrite::default()).unwrap();
     assert_eq!(core_map(&s, "child")["goal"], "tune the GPU kernel");
     // … not even for a grandchild forked after it.
     s.fork("child", Some("grand")).unwrap();
@@ -301,19 +222,12 @@ fn defect_03_core_precedence_is_nearest_branch_for_every_reader() {
     assert_eq!(s.view("child").unwrap().core, core);
     assert_eq!(
         core_map(&s, "child"),
-        pairs(&[
-            ("goal", "tune the GPU kernel"),
-            ("model", "gpt"),
-            ("budget", "10 GPU hours")
-        ])
+        pairs(&[("goal", "tune the GPU kernel"), ("model", "gpt"), ("budget", "10 GPU hours")])
     );
 
     // A delete in the child hides an inherited key in the child (and later descendants) only.
     s.fork("child", Some("early")).unwrap();
-    assert_eq!(
-        s.core_delete("child", &["model", "not-there"]).unwrap(),
-        vec!["model"]
-    );
+    assert_eq!(s.core_delete("child", &["model", "not-there"]).unwrap(), vec!["model"]);
     s.fork("child", Some("late")).unwrap();
     assert!(!core_map(&s, "child").contains_key("model"));
     assert!(!core_map(&s, "late").contains_key("model"));
@@ -323,8 +237,7 @@ fn defect_03_core_precedence_is_nearest_branch_for_every_reader() {
     // Deleting what is no longer visible deletes nothing.
     assert!(s.core_delete("child", &["model"]).unwrap().is_empty());
     // Setting it again brings it back in the child only.
-    s.core_set("child", "model", "claude", CoreWrite::default())
-        .unwrap();
+    s.core_set("child", "model", "claude", CoreWrite::default()).unwrap();
     assert_eq!(core_map(&s, "child")["model"], "claude");
     assert_eq!(core_map(&s, "root")["model"], "gpt");
     assert!(!core_map(&s, "late").contains_key("model"));
@@ -338,18 +251,11 @@ fn defect_03_core_precedence_is_nearest_branch_for_every_reader() {
 fn defect_04_exclusions_and_summaries_are_inherited_by_later_descendants() {
     let s = mem();
     s.create_root("root").unwrap();
-    let e: Vec<i64> = (1..=4)
-        .map(|i| {
-            s.recall_append("root", "note", &format!("event {i}"), &[])
-                .unwrap()
-                .id
-        })
-        .collect();
+    let e: Vec<i64> =
+        (1..=4).map(|i| s.recall_append("root", "note", &format!("event {i}"), &[]).unwrap().id).collect();
     s.fork("root", Some("p")).unwrap();
     s.fork("p", Some("early")).unwrap();
-    let summary = s
-        .recall_summarize("p", "note", "events 1 and 2 in short", &[e[0], e[1]])
-        .unwrap();
+    let summary = s.recall_summarize("p", "note", "events 1 and 2 in short", &[e[0], e[1]]).unwrap();
     s.recall_exclude("p", &[e[2]]).unwrap();
     s.fork("p", Some("late")).unwrap();
     s.fork("late", Some("later")).unwrap();
@@ -373,17 +279,13 @@ fn defect_04_exclusions_and_summaries_are_inherited_by_later_descendants() {
         assert_eq!(event_ids(&s, branch), vec![e[3], e[2], e[1], e[0]]);
     }
     // Summaries do not pile up: a further level adds its own only to itself.
-    s.recall_summarize("later", "note", "event 4 in short", &[e[3]])
-        .unwrap();
+    s.recall_summarize("later", "note", "event 4 in short", &[e[3]]).unwrap();
     assert_eq!(s.recall_list("later", None).unwrap().summaries.len(), 2);
     assert!(event_ids(&s, "later").is_empty());
     assert_eq!(s.recall_list("late", None).unwrap().summaries.len(), 1);
     assert_eq!(event_ids(&s, "late"), vec![e[3]]);
     // Summarising events already summarised away is refused.
-    assert_eq!(
-        kind_of(s.recall_summarize("late", "note", "again", &[e[0]])),
-        ErrorKind::NotFound
-    );
+    assert_eq!(kind_of(s.recall_summarize("late", "note", "again", &[e[0]])), ErrorKind::NotFound);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -396,23 +298,13 @@ fn defect_05_evicting_an_inherited_event_only_hides_it_in_the_evicting_branch() 
     let db = FileDb::new();
     let s = db.open();
     s.create_root("root").unwrap();
-    let long_text: String = (0..120)
-        .map(|i| format!("line {i}: loss plateaued at step {}\n", i * 100))
-        .collect();
-    let e1 = s
-        .recall_append("root", "result", &long_text, &tags(&["run-1"]))
-        .unwrap()
-        .id;
-    let e2 = s
-        .recall_append("root", "note", "second event", &[])
-        .unwrap()
-        .id;
+    let long_text: String =
+        (0..120).map(|i| format!("line {i}: loss plateaued at step {}\n", i * 100)).collect();
+    let e1 = s.recall_append("root", "result", &long_text, &tags(&["run-1"])).unwrap().id;
+    let e2 = s.recall_append("root", "note", "second event", &[]).unwrap().id;
     s.fork("root", Some("a")).unwrap();
     s.fork("root", Some("b")).unwrap();
-    let eb = s
-        .recall_append("b", "note", "b's own event", &[])
-        .unwrap()
-        .id;
+    let eb = s.recall_append("b", "note", "b's own event", &[]).unwrap().id;
 
     let out = s.recall_evict("a", &EvictSelector::Ids(vec![e1])).unwrap();
     assert_eq!(out.evicted, vec![e1]);
@@ -438,10 +330,7 @@ fn defect_05_evicting_an_inherited_event_only_hides_it_in_the_evicting_branch() 
     );
     assert_eq!(record.branch, "a");
     for branch in ["root", "b"] {
-        assert_eq!(
-            kind_of(s.archival_get(branch, archived)),
-            ErrorKind::NotFound
-        );
+        assert_eq!(kind_of(s.archival_get(branch, archived)), ErrorKind::NotFound);
     }
     let hits = search_ids(&s, "a", "plateaued", 5, &["EVICTED_RECALL"]);
     assert_eq!(hits, vec![archived]);
@@ -464,9 +353,7 @@ fn defect_05_evicting_an_inherited_event_only_hides_it_in_the_evicting_branch() 
     // The other selectors also act on the evicting branch's view only.
     let out = s.recall_evict("b", &EvictSelector::Oldest(1)).unwrap();
     assert_eq!(out.evicted, vec![e1]);
-    let out = s
-        .recall_evict("b", &EvictSelector::Kind("note".into()))
-        .unwrap();
+    let out = s.recall_evict("b", &EvictSelector::Kind("note".into())).unwrap();
     assert_eq!(out.evicted, vec![e2, eb]);
     let text = s.archival_get("b", out.archived.unwrap()).unwrap().text;
     assert!(text.contains("second event") && text.contains("b's own event"));
@@ -483,22 +370,14 @@ fn defect_05_evicting_an_inherited_event_only_hides_it_in_the_evicting_branch() 
 fn defect_07_archival_text_update_keeps_tags_and_reindexes() {
     for fts in [FtsMode::Auto, FtsMode::Off] {
         let s = mem_with(|c| c.search.fts = fts);
-        assert_eq!(s.uses_fts(), fts == FtsMode::Auto);
+        assert_eq!(s.uses_fts().unwrap(), fts == FtsMode::Auto);
         s.create_root("root").unwrap();
-        let other = s
-            .archival_add("root", "unrelated notes about plotting", &[])
-            .unwrap()
-            .id;
+        let other = s.archival_add("root", "unrelated notes about plotting", &[]).unwrap().id;
         let r = s
-            .archival_add(
-                "root",
-                "baseline uses openmpi collectives",
-                &tags(&["experiment-gpu", "BENCH"]),
-            )
+            .archival_add("root", "baseline uses openmpi collectives", &tags(&["experiment-gpu", "BENCH"]))
             .unwrap()
             .id;
-        s.archival_update("root", r, Some("switched to nccl allreduce"), None)
-            .unwrap();
+        s.archival_update("root", r, Some("switched to nccl allreduce"), None).unwrap();
         let record = s.archival_get("root", r).unwrap();
         assert_eq!(record.text, "switched to nccl allreduce");
         assert_eq!(record.tags, tags(&["experiment-gpu", "BENCH"]), "{fts:?}");
@@ -514,8 +393,7 @@ fn defect_07_archival_text_update_keeps_tags_and_reindexes() {
         assert_eq!(hit.tags, tags(&["experiment-gpu", "BENCH"]));
 
         // Updating only the tags keeps the text; the old tags stop matching.
-        s.archival_update("root", r, None, Some(&tags(&["RESULT"])))
-            .unwrap();
+        s.archival_update("root", r, None, Some(&tags(&["RESULT"]))).unwrap();
         let record = s.archival_get("root", r).unwrap();
         assert_eq!(record.text, "switched to nccl allreduce");
         assert_eq!(record.tags, tags(&["RESULT"]));
@@ -551,8 +429,7 @@ fn defect_08_tag_filter_applies_before_the_limit() {
         }
         // Many untagged records that match better (the word repeated, short texts, more words).
         for i in 0..30 {
-            s.archival_add("root", &format!("cache cache miss {i}"), &[])
-                .unwrap();
+            s.archival_add("root", &format!("cache cache miss {i}"), &[]).unwrap();
         }
         let hits = search(&s, "root", "cache miss", 3, &["GPU"]);
         assert_eq!(hits.len(), 3, "{fts:?}: tagged search came back short");
@@ -635,14 +512,7 @@ fn defect_08_query_syntax_characters_and_operators_are_words() {
             "x\"y",
             "{}[]",
         ] {
-            let result = s.archival_search(
-                "root",
-                &Search {
-                    query: query.into(),
-                    k: 5,
-                    tags: vec![],
-                },
-            );
+            let result = s.archival_search("root", &Search { query: query.into(), k: 5, tags: vec![] });
             assert!(result.is_ok(), "{fts:?}: query {query:?}: {result:?}");
         }
         assert!(search(&s, "root", ".", 5, &[]).is_empty());
@@ -654,7 +524,7 @@ fn defect_08_query_syntax_characters_and_operators_are_words() {
 #[test]
 fn defect_08_keyword_fallback_never_returns_non_matching_records() {
     let s = mem_with(|c| c.search.fts = FtsMode::Off);
-    assert!(!s.uses_fts());
+    assert!(!s.uses_fts().unwrap());
     s.create_root("root").unwrap();
     let words = ["gpu", "cache", "stencil", "mpi", "loss", "plot"];
     for i in 0..40 {
@@ -670,10 +540,8 @@ fn defect_08_keyword_fallback_never_returns_non_matching_records() {
         assert!(!hits.is_empty(), "{query}");
         for hit in &hits {
             let haystack = format!("{} {}", hit.text, hit.tags.join(" ")).to_lowercase();
-            let found: Vec<&str> = haystack
-                .split(|c: char| !c.is_alphanumeric())
-                .filter(|w| !w.is_empty())
-                .collect();
+            let found: Vec<&str> =
+                haystack.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).collect();
             assert!(
                 qwords.iter().any(|w| found.contains(&w.as_str())),
                 "{query:?} returned a non-matching record {hit:?}"
@@ -697,16 +565,10 @@ fn defect_09_oversize_core_value_does_not_evict_the_whole_core() {
     for key in ["goal", "dataset", "metric"] {
         s.core_set("root", key, "short", imp(4)).unwrap();
     }
-    let out = s
-        .core_set("root", "log", &"x".repeat(5000), CoreWrite::default())
-        .unwrap();
+    let out = s.core_set("root", "log", &"x".repeat(5000), CoreWrite::default()).unwrap();
     assert!(out.oversize_record.is_some());
     // 45 chars of unrelated importance-4 keys fit easily next to a truncated head.
-    assert_eq!(
-        out.evicted,
-        Vec::<String>::new(),
-        "an oversize value evicted the rest of the core"
-    );
+    assert_eq!(out.evicted, Vec::<String>::new(), "an oversize value evicted the rest of the core");
     let core = core_map(&s, "root");
     assert_eq!(core.len(), 4, "{core:?}");
     assert!(s.core_chars("root").unwrap() <= s.config().core_max_chars);
@@ -717,9 +579,7 @@ fn defect_09_oversize_core_value_alone_is_archived_and_truncated_within_budget()
     let s = mem();
     s.create_root("root").unwrap();
     let big = "x".repeat(5000);
-    let out = s
-        .core_set("root", "blob", &big, CoreWrite::default())
-        .unwrap();
+    let out = s.core_set("root", "blob", &big, CoreWrite::default()).unwrap();
     let id = out.oversize_record.unwrap();
     let record = s.archival_get("root", id).unwrap();
     assert!(record.text.contains(&big));
@@ -735,47 +595,21 @@ fn defect_09_oversize_core_value_alone_is_archived_and_truncated_within_budget()
 fn defect_09_core_ttl_is_enforced() {
     let mut s = mem();
     s.create_root("root").unwrap();
-    s.core_set(
-        "root",
-        "tmp",
-        "expires soon",
-        CoreWrite {
-            importance: 3,
-            ttl: Some(60.0),
-        },
-    )
-    .unwrap();
-    s.core_set("root", "perm", "stays", CoreWrite::default())
-        .unwrap();
+    s.core_set("root", "tmp", "expires soon", CoreWrite { importance: 3, ttl: Some(60.0) }).unwrap();
+    s.core_set("root", "perm", "stays", CoreWrite::default()).unwrap();
     s.fork("root", Some("child")).unwrap();
     s.set_clock(Clock::Fixed(T0 + 59.0));
     for branch in ["root", "child"] {
-        assert_eq!(
-            core_map(&s, branch),
-            pairs(&[("tmp", "expires soon"), ("perm", "stays")])
-        );
+        assert_eq!(core_map(&s, branch), pairs(&[("tmp", "expires soon"), ("perm", "stays")]));
     }
     s.set_clock(Clock::Fixed(T0 + 61.0));
     for branch in ["root", "child"] {
-        assert_eq!(
-            core_map(&s, branch),
-            pairs(&[("perm", "stays")]),
-            "{branch}"
-        );
+        assert_eq!(core_map(&s, branch), pairs(&[("perm", "stays")]), "{branch}");
         assert_eq!(s.view(branch).unwrap().core.len(), 1);
         assert_eq!(s.core_chars(branch).unwrap(), "perm: stays".len());
     }
     // A value written now with a TTL lives for its TTL from now.
-    s.core_set(
-        "child",
-        "tmp",
-        "again",
-        CoreWrite {
-            importance: 3,
-            ttl: Some(10.0),
-        },
-    )
-    .unwrap();
+    s.core_set("child", "tmp", "again", CoreWrite { importance: 3, ttl: Some(10.0) }).unwrap();
     assert_eq!(core_map(&s, "child")["tmp"], "again");
     s.set_clock(Clock::Fixed(T0 + 72.0));
     assert!(!core_map(&s, "child").contains_key("tmp"));
@@ -808,56 +642,29 @@ fn defect_09_core_budget_evicts_lowest_importance_then_oldest_never_pinned() {
     // Same importance: the oldest goes first.
     let out = s.core_set("child", "g", &"g".repeat(40), imp(4)).unwrap(); // 43 -> 128
     assert_eq!(out.evicted, vec!["f", "a"]);
-    assert_eq!(
-        core_map(&s, "child").keys().collect::<Vec<_>>(),
-        vec!["c", "d", "g", "p"]
-    );
+    assert_eq!(core_map(&s, "child").keys().collect::<Vec<_>>(), vec!["c", "d", "g", "p"]);
     assert_eq!(s.core_chars("child").unwrap(), 92);
 
     // Pinned keys are never evicted, even when the budget cannot be met.
     let out = s.core_set("child", "q", &"q".repeat(80), imp(5)).unwrap(); // 83 -> 175
     assert_eq!(out.evicted, vec!["c", "d", "g"]);
-    assert_eq!(
-        core_map(&s, "child").keys().collect::<Vec<_>>(),
-        vec!["p", "q"]
-    );
+    assert_eq!(core_map(&s, "child").keys().collect::<Vec<_>>(), vec!["p", "q"]);
     assert_eq!(s.core_chars("child").unwrap(), 106);
 
     // Every evicted value is in archival as `Core evicted: KEY\nVALUE`.
-    let evicted: BTreeMap<String, (String, Vec<String>)> =
-        search(&s, "child", "", 100, &["CORE_EVICT"])
-            .into_iter()
-            .map(|r| {
-                let key = r
-                    .tags
-                    .iter()
-                    .find_map(|t| t.strip_prefix("core_key:"))
-                    .unwrap()
-                    .to_string();
-                (key, (r.text, r.tags))
-            })
-            .collect();
-    assert_eq!(
-        evicted.keys().collect::<Vec<_>>(),
-        vec!["a", "b", "c", "d", "e", "f", "g"]
-    );
-    assert_eq!(
-        evicted["a"],
-        (
-            format!("Core evicted: a\n{ten}"),
-            tags(&["CORE_EVICT", "core_key:a"])
-        )
-    );
-    assert_eq!(
-        evicted["g"].0,
-        format!("Core evicted: g\n{}", "g".repeat(40))
-    );
+    let evicted: BTreeMap<String, (String, Vec<String>)> = search(&s, "child", "", 100, &["CORE_EVICT"])
+        .into_iter()
+        .map(|r| {
+            let key = r.tags.iter().find_map(|t| t.strip_prefix("core_key:")).unwrap().to_string();
+            (key, (r.text, r.tags))
+        })
+        .collect();
+    assert_eq!(evicted.keys().collect::<Vec<_>>(), vec!["a", "b", "c", "d", "e", "f", "g"]);
+    assert_eq!(evicted["a"], (format!("Core evicted: a\n{ten}"), tags(&["CORE_EVICT", "core_key:a"])));
+    assert_eq!(evicted["g"].0, format!("Core evicted: g\n{}", "g".repeat(40)));
     // The parent's view keeps its own keys and only its own eviction record.
     assert_eq!(search(&s, "root", "", 100, &["CORE_EVICT"]).len(), 1);
-    assert_eq!(
-        core_map(&s, "root").keys().collect::<Vec<_>>(),
-        vec!["a", "c", "d", "e", "p"]
-    );
+    assert_eq!(core_map(&s, "root").keys().collect::<Vec<_>>(), vec!["a", "c", "d", "e", "p"]);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -879,11 +686,7 @@ fn defect_12_unknown_branch_is_not_found_everywhere_and_writes_nothing() {
     let before = dump(&obs);
     let ghost = "ghost";
     let one = tags(&["t"]);
-    let q = Search {
-        query: "record".into(),
-        k: 5,
-        tags: vec![],
-    };
+    let q = Search { query: "record".into(), k: 5, tags: vec![] };
     type Check<'a> = (&'a str, Box<dyn Fn() -> Result<()> + 'a>);
     let checks: Vec<Check<'_>> = vec![
         ("view", Box::new(|| s.view(ghost).map(drop))),
@@ -893,82 +696,28 @@ fn defect_12_unknown_branch_is_not_found_everywhere_and_writes_nothing() {
         ("ops", Box::new(|| s.ops(Some(ghost), None).map(drop))),
         ("core", Box::new(|| s.core(ghost).map(drop))),
         ("core_chars", Box::new(|| s.core_chars(ghost).map(drop))),
-        (
-            "recall_list",
-            Box::new(|| s.recall_list(ghost, None).map(drop)),
-        ),
-        (
-            "recall_search",
-            Box::new(|| s.recall_search(ghost, "event", 5).map(drop)),
-        ),
-        (
-            "archival_get",
-            Box::new(|| s.archival_get(ghost, r).map(drop)),
-        ),
-        (
-            "archival_list",
-            Box::new(|| s.archival_list(ghost, None).map(drop)),
-        ),
-        (
-            "archival_search",
-            Box::new(|| s.archival_search(ghost, &q).map(drop)),
-        ),
+        ("recall_list", Box::new(|| s.recall_list(ghost, None).map(drop))),
+        ("recall_search", Box::new(|| s.recall_search(ghost, "event", 5).map(drop))),
+        ("archival_get", Box::new(|| s.archival_get(ghost, r).map(drop))),
+        ("archival_list", Box::new(|| s.archival_list(ghost, None).map(drop))),
+        ("archival_search", Box::new(|| s.archival_search(ghost, &q).map(drop))),
         ("fork", Box::new(|| s.fork(ghost, Some("new")).map(drop))),
         ("fork generated", Box::new(|| s.fork(ghost, None).map(drop))),
-        (
-            "set_node_uid",
-            Box::new(|| s.set_node_uid(ghost, "uid-x").map(drop)),
-        ),
-        (
-            "core_set",
-            Box::new(|| s.core_set(ghost, "k", "v", CoreWrite::default()).map(drop)),
-        ),
-        (
-            "core_delete",
-            Box::new(|| s.core_delete(ghost, &["k"]).map(drop)),
-        ),
-        (
-            "recall_append",
-            Box::new(|| s.recall_append(ghost, "note", "text", &one).map(drop)),
-        ),
-        (
-            "recall_evict ids",
-            Box::new(|| {
-                s.recall_evict(ghost, &EvictSelector::Ids(vec![e]))
-                    .map(drop)
-            }),
-        ),
-        (
-            "recall_evict oldest",
-            Box::new(|| s.recall_evict(ghost, &EvictSelector::Oldest(1)).map(drop)),
-        ),
+        ("set_node_uid", Box::new(|| s.set_node_uid(ghost, "uid-x").map(drop))),
+        ("core_set", Box::new(|| s.core_set(ghost, "k", "v", CoreWrite::default()).map(drop))),
+        ("core_delete", Box::new(|| s.core_delete(ghost, &["k"]).map(drop))),
+        ("recall_append", Box::new(|| s.recall_append(ghost, "note", "text", &one).map(drop))),
+        ("recall_evict ids", Box::new(|| s.recall_evict(ghost, &EvictSelector::Ids(vec![e])).map(drop))),
+        ("recall_evict oldest", Box::new(|| s.recall_evict(ghost, &EvictSelector::Oldest(1)).map(drop))),
         (
             "recall_evict kind",
-            Box::new(|| {
-                s.recall_evict(ghost, &EvictSelector::Kind("note".into()))
-                    .map(drop)
-            }),
+            Box::new(|| s.recall_evict(ghost, &EvictSelector::Kind("note".into())).map(drop)),
         ),
         ("recall_exclude", Box::new(|| s.recall_exclude(ghost, &[e]))),
-        (
-            "recall_summarize",
-            Box::new(|| s.recall_summarize(ghost, "note", "sum", &[e]).map(drop)),
-        ),
-        (
-            "archival_add",
-            Box::new(|| s.archival_add(ghost, "text", &one).map(drop)),
-        ),
-        (
-            "archival_update",
-            Box::new(|| {
-                s.archival_update(ghost, r, Some("new text"), None)
-                    .map(drop)
-            }),
-        ),
-        (
-            "archival_delete",
-            Box::new(|| s.archival_delete(ghost, r).map(drop)),
-        ),
+        ("recall_summarize", Box::new(|| s.recall_summarize(ghost, "note", "sum", &[e]).map(drop))),
+        ("archival_add", Box::new(|| s.archival_add(ghost, "text", &one).map(drop))),
+        ("archival_update", Box::new(|| s.archival_update(ghost, r, Some("new text"), None).map(drop))),
+        ("archival_delete", Box::new(|| s.archival_delete(ghost, r).map(drop))),
         (
             "write: a valid op then an unknown branch",
             Box::new(|| {
@@ -985,15 +734,8 @@ fn defect_12_unknown_branch_is_not_found_everywhere_and_writes_nothing() {
         let started = Instant::now();
         let result = check();
         let elapsed = started.elapsed();
-        assert_eq!(
-            result.as_ref().err().map(Error::kind),
-            Some(ErrorKind::NotFound),
-            "{name}: {result:?}"
-        );
-        assert!(
-            elapsed < Duration::from_millis(300),
-            "{name} took {elapsed:?}"
-        );
+        assert_eq!(result.as_ref().err().map(Error::kind), Some(ErrorKind::NotFound), "{name}: {result:?}");
+        assert!(elapsed < Duration::from_millis(300), "{name} took {elapsed:?}");
     }
     assert_eq!(dump(&obs), before, "a failed call wrote something");
     assert_eq!(core_map(&s, "root")["k"], "v");
@@ -1016,49 +758,24 @@ fn defect_13_reading_writes_nothing() {
     {
         let s = db.open();
         s.create_root("root").unwrap();
-        s.core_set("root", "goal", "stencil", CoreWrite::default())
-            .unwrap();
-        let e = s
-            .recall_append("root", "note", "first event", &tags(&["x"]))
-            .unwrap()
-            .id;
-        s.recall_append("root", "note", "second event", &[])
-            .unwrap();
-        let r = s
-            .archival_add("root", "mpi tuning notes", &tags(&["BENCH"]))
-            .unwrap()
-            .id;
+        s.core_set("root", "goal", "stencil", CoreWrite::default()).unwrap();
+        let e = s.recall_append("root", "note", "first event", &tags(&["x"])).unwrap().id;
+        s.recall_append("root", "note", "second event", &[]).unwrap();
+        let r = s.archival_add("root", "mpi tuning notes", &tags(&["BENCH"])).unwrap().id;
         s.fork("root", Some("child")).unwrap();
         s.set_node_uid("child", "node-7").unwrap();
-        s.recall_summarize("child", "note", "first in short", &[e])
-            .unwrap();
-        s.archival_update("child", r, Some("gpu tuning notes"), None)
-            .unwrap();
-        s.core_set(
-            "child",
-            "tmp",
-            "short-lived",
-            CoreWrite {
-                importance: 2,
-                ttl: Some(5.0),
-            },
-        )
-        .unwrap();
+        s.recall_summarize("child", "note", "first in short", &[e]).unwrap();
+        s.archival_update("child", r, Some("gpu tuning notes"), None).unwrap();
+        s.core_set("child", "tmp", "short-lived", CoreWrite { importance: 2, ttl: Some(5.0) }).unwrap();
     }
     let obs = db.observer();
     let before = dump(&obs);
     let version = data_version(&obs);
-    let ops_before = obs
-        .query_row("SELECT count(*) FROM ops", [], |r| r.get::<_, i64>(0))
-        .unwrap();
+    let ops_before = obs.query_row("SELECT count(*) FROM ops", [], |r| r.get::<_, i64>(0)).unwrap();
 
     // A fresh handle (cold caches), reading everything, including after its TTLs ran out.
     let mut s = db.open();
-    let q = |query: &str| Search {
-        query: query.into(),
-        k: 5,
-        tags: vec![],
-    };
+    let q = |query: &str| Search { query: query.into(), k: 5, tags: vec![] };
     for round in 0..2 {
         if round == 1 {
             s.set_clock(Clock::Fixed(T0 + 3600.0));
@@ -1077,15 +794,8 @@ fn defect_13_reading_writes_nothing() {
             s.archival_get(branch, id).unwrap();
             s.archival_search(branch, &q("tuning")).unwrap();
             s.archival_search(branch, &q("")).unwrap();
-            s.archival_search(
-                branch,
-                &Search {
-                    query: "notes".into(),
-                    k: 3,
-                    tags: tags(&["BENCH"]),
-                },
-            )
-            .unwrap();
+            s.archival_search(branch, &Search { query: "notes".into(), k: 3, tags: tags(&["BENCH"]) })
+                .unwrap();
             s.path(branch).unwrap();
             s.branch(branch).unwrap();
             s.children(branch).unwrap();
@@ -1102,9 +812,7 @@ fn defect_13_reading_writes_nothing() {
 
     assert_eq!(data_version(&obs), version, "a read committed a write");
     assert_eq!(dump(&obs), before);
-    let ops_after = obs
-        .query_row("SELECT count(*) FROM ops", [], |r| r.get::<_, i64>(0))
-        .unwrap();
+    let ops_after = obs.query_row("SELECT count(*) FROM ops", [], |r| r.get::<_, i64>(0)).unwrap();
     assert_eq!(ops_after, ops_before);
 }
 
@@ -1112,45 +820,20 @@ fn defect_13_reading_writes_nothing() {
 // Redaction (SPEC §5).
 // ---------------------------------------------------------------------------------------------
 
-const SECRETS: [&str; 6] = [
-    "abc123secret",
-    "hunter2",
-    "s3cr3tvalue",
-    "sk-abcdefghijklmnop1234",
-    "hf_abcdefghijk1",
-    "tok987xyz",
-];
+const SECRETS: [&str; 6] =
+    ["abc123secret", "hunter2", "s3cr3tvalue", "sk-abcdefghijklmnop1234", "hf_abcdefghijk1", "tok987xyz"];
 
 fn write_secrets(s: &Store) -> (i64, i64) {
     s.create_root("root").unwrap();
-    s.core_set(
-        "root",
-        "creds",
-        "API_KEY=abc123secret and sk-abcdefghijklmnop1234",
-        CoreWrite::default(),
-    )
-    .unwrap();
+    s.core_set("root", "creds", "API_KEY=abc123secret and sk-abcdefghijklmnop1234", CoreWrite::default())
+        .unwrap();
     let e = s
-        .recall_append(
-            "root",
-            "note",
-            "login with password: hunter2",
-            &tags(&["token=tok987xyz"]),
-        )
+        .recall_append("root", "note", "login with password: hunter2", &tags(&["token=tok987xyz"]))
         .unwrap()
         .id;
-    let r = s
-        .archival_add(
-            "root",
-            "hf_abcdefghijk1 and secret: s3cr3tvalue",
-            &tags(&["keys"]),
-        )
-        .unwrap()
-        .id;
-    s.recall_summarize("root", "note", "used Password = hunter2 again", &[e])
-        .unwrap();
-    s.archival_update("root", r, Some("rotated: token: tok987xyz"), None)
-        .unwrap();
+    let r = s.archival_add("root", "hf_abcdefghijk1 and secret: s3cr3tvalue", &tags(&["keys"])).unwrap().id;
+    s.recall_summarize("root", "note", "used Password = hunter2 again", &[e]).unwrap();
+    s.archival_update("root", r, Some("rotated: token: tok987xyz"), None).unwrap();
     (e, r)
 }
 
@@ -1160,45 +843,30 @@ fn redaction_masks_secrets_before_storage_in_every_layer_and_the_journal() {
     let (e, r) = {
         let s = db.open();
         let ids = write_secrets(&s);
-        assert_eq!(
-            core_map(&s, "root")["creds"],
-            "API_KEY=*** and ***",
-            "core value"
-        );
+        assert_eq!(core_map(&s, "root")["creds"], "API_KEY=*** and ***", "core value");
         let recall = s.recall_list("root", None).unwrap();
         assert!(recall.events.is_empty());
         assert_eq!(recall.summaries[0].text, "used Password = *** again");
-        assert_eq!(
-            s.archival_get("root", ids.1).unwrap().text,
-            "rotated: token: ***"
-        );
+        assert_eq!(s.archival_get("root", ids.1).unwrap().text, "rotated: token: ***");
         // Nothing searchable holds a secret.
         for secret in SECRETS {
             assert!(search(&s, "root", secret, 10, &[]).is_empty(), "{secret}");
         }
         let journal = serde_json::to_string(&s.ops(None, None).unwrap()).unwrap();
         for secret in SECRETS {
-            assert!(
-                !journal.contains(secret),
-                "journal holds {secret}: {journal}"
-            );
+            assert!(!journal.contains(secret), "journal holds {secret}: {journal}");
         }
         ids
     };
     // The summarised event and the record's first version, as stored in the file.
     let obs = db.observer();
     let (text, tags_json): (String, String) = obs
-        .query_row("SELECT text, tags FROM events WHERE seq = ?1", [e], |row| {
-            Ok((row.get(0)?, row.get(1)?))
-        })
+        .query_row("SELECT text, tags FROM events WHERE seq = ?1", [e], |row| Ok((row.get(0)?, row.get(1)?)))
         .unwrap();
     assert_eq!(text, "login with password: ***");
     assert_eq!(tags_json, r#"["token=***"]"#);
-    let first: String = obs
-        .query_row("SELECT text FROM archival WHERE seq = ?1", [r], |row| {
-            row.get(0)
-        })
-        .unwrap();
+    let first: String =
+        obs.query_row("SELECT text FROM archival WHERE seq = ?1", [r], |row| row.get(0)).unwrap();
     assert_eq!(first, "*** and secret: ***");
     // No secret anywhere in the file (tables, FTS index, journal).
     drop(obs);
@@ -1219,18 +887,9 @@ fn redaction_masks_secrets_before_storage_in_every_layer_and_the_journal() {
 fn redaction_can_be_disabled() {
     let s = mem_with(|c| c.redaction.enabled = false);
     let (_, r) = write_secrets(&s);
-    assert_eq!(
-        core_map(&s, "root")["creds"],
-        "API_KEY=abc123secret and sk-abcdefghijklmnop1234"
-    );
-    assert_eq!(
-        s.recall_list("root", None).unwrap().summaries[0].text,
-        "used Password = hunter2 again"
-    );
-    assert_eq!(
-        s.archival_get("root", r).unwrap().text,
-        "rotated: token: tok987xyz"
-    );
+    assert_eq!(core_map(&s, "root")["creds"], "API_KEY=abc123secret and sk-abcdefghijklmnop1234");
+    assert_eq!(s.recall_list("root", None).unwrap().summaries[0].text, "used Password = hunter2 again");
+    assert_eq!(s.archival_get("root", r).unwrap().text, "rotated: token: tok987xyz");
     assert_eq!(search_ids(&s, "root", "tok987xyz", 5, &[]), vec![r]);
     let journal = serde_json::to_string(&s.ops(None, None).unwrap()).unwrap();
     assert!(journal.contains("abc123secret"), "{journal}");
@@ -1243,10 +902,7 @@ fn redaction_can_be_disabled() {
 #[test]
 fn journal_has_one_row_per_mutation_with_phase_and_actor() {
     let mut s = mem();
-    s.set_context(OpContext {
-        phase: Some("phase-1".into()),
-        actor: Some("agent-7".into()),
-    });
+    s.set_context(OpContext { phase: Some("phase-1".into()), actor: Some("agent-7".into()) });
     let mut expected: Vec<(&str, &str)> = Vec::new(); // (branch, layer word in the op name)
     s.create_root("root").unwrap();
     expected.push(("root", "branch"));
@@ -1266,8 +922,7 @@ fn journal_has_one_row_per_mutation_with_phase_and_actor() {
     expected.push(("c", "recall"));
     s.recall_exclude("c", &[e1]).unwrap();
     expected.push(("c", "recall"));
-    s.recall_summarize("c", "note", "two in short", &[e2])
-        .unwrap();
+    s.recall_summarize("c", "note", "two in short", &[e2]).unwrap();
     expected.push(("c", "recall"));
     s.recall_evict("c", &EvictSelector::Ids(vec![e3])).unwrap();
     expected.push(("c", "recall"));
@@ -1285,10 +940,7 @@ fn journal_has_one_row_per_mutation_with_phase_and_actor() {
     assert!(s.core_set("c", "", "v", CoreWrite::default()).is_err());
     assert!(s.archival_update("c", r, Some("gone"), None).is_err());
 
-    s.set_context(OpContext {
-        phase: Some("phase-2".into()),
-        actor: None,
-    });
+    s.set_context(OpContext { phase: Some("phase-2".into()), actor: None });
     s.write(|tx| {
         tx.core_set("root", "a", "1", CoreWrite::default())?;
         tx.archival_add("root", "two ops in one transaction", &[])?;
@@ -1334,11 +986,9 @@ fn newer_schema_database_is_refused_and_left_untouched() {
     }
     {
         let conn = db.observer();
-        conn.pragma_update(None, "user_version", SCHEMA_VERSION + 1)
-            .unwrap();
+        conn.pragma_update(None, "user_version", SCHEMA_VERSION + 1).unwrap();
         // Fold the WAL into the main file so the file alone is the database.
-        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
-            .unwrap();
+        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())).unwrap();
     }
     let before = file_bytes(&db.path);
     let err = Store::open(&db.path, Config::default(), Clock::Fixed(T0))
@@ -1346,20 +996,11 @@ fn newer_schema_database_is_refused_and_left_untouched() {
         .expect("a newer database must be refused");
     assert_eq!(err.kind(), ErrorKind::IncompatibleDb);
     assert_eq!(err.kind().exit_code(), 6);
-    assert_eq!(
-        file_bytes(&db.path),
-        before,
-        "the newer database was modified"
-    );
+    assert_eq!(file_bytes(&db.path), before, "the newer database was modified");
     let wal = db.path.with_extension("sqlite-wal");
-    assert!(
-        !wal.exists() || std::fs::metadata(&wal).unwrap().len() == 0,
-        "refusing wrote to the WAL"
-    );
+    assert!(!wal.exists() || std::fs::metadata(&wal).unwrap().len() == 0, "refusing wrote to the WAL");
     let conn = db.observer();
-    let version: i64 = conn
-        .query_row("PRAGMA user_version", [], |r| r.get(0))
-        .unwrap();
+    let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
     assert_eq!(version, SCHEMA_VERSION + 1);
 }
 
@@ -1373,8 +1014,7 @@ fn foreign_sqlite_file(path: &Path, user_version: i64) -> Vec<u8> {
              INSERT INTO events(branch_id, text) VALUES ('root', 'hello');",
         )
         .unwrap();
-        conn.pragma_update(None, "user_version", user_version)
-            .unwrap();
+        conn.pragma_update(None, "user_version", user_version).unwrap();
     }
     file_bytes(path)
 }
@@ -1413,9 +1053,8 @@ fn non_sqlite_file_is_refused_and_left_untouched() {
     let path = dir.path().join("notes.txt");
     let content = "these are my notes, not a database\n".repeat(200);
     std::fs::write(&path, &content).unwrap();
-    let err = Store::open(&path, Config::default(), Clock::Fixed(T0))
-        .err()
-        .expect("a text file must be refused");
+    let err =
+        Store::open(&path, Config::default(), Clock::Fixed(T0)).err().expect("a text file must be refused");
     assert_eq!(err.kind(), ErrorKind::IncompatibleDb);
     assert_eq!(std::fs::read_to_string(&path).unwrap(), content);
 }
@@ -1433,20 +1072,14 @@ fn fork_is_idempotent_and_conflicts_on_another_parent() {
     assert_eq!((root.parent.clone(), root.depth), (None, 0));
     s.create_root("other").unwrap();
     let c = s.fork("root", Some("c")).unwrap();
-    assert_eq!(
-        (c.branch.as_str(), c.parent.as_deref(), c.depth, c.created),
-        ("c", Some("root"), 1, true)
-    );
+    assert_eq!((c.branch.as_str(), c.parent.as_deref(), c.depth, c.created), ("c", Some("root"), 1, true));
     s.core_set("c", "k", "v", CoreWrite::default()).unwrap();
 
     let obs = db.observer();
     let before = dump(&obs);
     let again = s.fork("root", Some("c")).unwrap();
     assert!(!again.created);
-    assert_eq!(
-        (again.fork_seq, again.depth, again.parent.as_deref()),
-        (c.fork_seq, 1, Some("root"))
-    );
+    assert_eq!((again.fork_seq, again.depth, again.parent.as_deref()), (c.fork_seq, 1, Some("root")));
     assert!(!s.create_root("root").unwrap().created);
     assert_eq!(dump(&obs), before, "an idempotent repeat wrote something");
 
@@ -1460,11 +1093,7 @@ fn fork_is_idempotent_and_conflicts_on_another_parent() {
         assert_eq!(kind_of(result), ErrorKind::Conflict, "{what}");
     }
     for bad in ["", "has space", "semi;colon", &"x".repeat(129), "-"] {
-        assert_eq!(
-            kind_of(s.fork("root", Some(bad))),
-            ErrorKind::InvalidInput,
-            "{bad:?}"
-        );
+        assert_eq!(kind_of(s.fork("root", Some(bad))), ErrorKind::InvalidInput, "{bad:?}");
     }
     assert_eq!(dump(&obs), before, "a refused fork wrote something");
     assert_eq!(core_map(&s, "c")["k"], "v");
@@ -1480,11 +1109,7 @@ fn fork_is_idempotent_and_conflicts_on_another_parent() {
         assert_eq!(g.depth, 2);
     }
     assert_eq!(
-        s.children("c")
-            .unwrap()
-            .into_iter()
-            .map(|b| b.id)
-            .collect::<Vec<_>>(),
+        s.children("c").unwrap().into_iter().map(|b| b.id).collect::<Vec<_>>(),
         vec![g1.branch.clone(), g2.branch.clone()]
     );
     assert!(!s.fork("c", Some(&g1.branch)).unwrap().created);
@@ -1497,10 +1122,7 @@ fn node_uid_resolves_everywhere_a_branch_is_taken() {
     s.fork("root", Some("c1")).unwrap();
     s.fork("root", Some("c2")).unwrap();
     let b = s.set_node_uid("c1", "node-abc").unwrap();
-    assert_eq!(
-        (b.id.as_str(), b.node_uid.as_deref()),
-        ("c1", Some("node-abc"))
-    );
+    assert_eq!((b.id.as_str(), b.node_uid.as_deref()), ("c1", Some("node-abc")));
     s.set_node_uid("root", "root-uid").unwrap();
 
     let u = "node-abc";
@@ -1515,16 +1137,12 @@ fn node_uid_resolves_everywhere_a_branch_is_taken() {
     assert_eq!(s.archival_get(u, r).unwrap().branch, "c1");
     assert_eq!(search_ids(&s, u, "uid", 5, &[]), vec![r]);
     assert_eq!(s.recall_search(u, "uid", 5).unwrap()[0].id, e);
-    s.archival_update(u, r, Some("updated via uid"), None)
-        .unwrap();
+    s.archival_update(u, r, Some("updated via uid"), None).unwrap();
     s.recall_exclude(u, &[e]).unwrap();
     assert!(event_ids(&s, "c1").is_empty());
     assert_eq!(s.core_delete(u, &["k"]).unwrap(), vec!["k"]);
     assert_eq!(s.path(u).unwrap().branch().id, "c1");
-    assert_eq!(
-        s.ops(Some(u), None).unwrap(),
-        s.ops(Some("c1"), None).unwrap()
-    );
+    assert_eq!(s.ops(Some(u), None).unwrap(), s.ops(Some("c1"), None).unwrap());
 
     // Forking under a uid, and the idempotent repeat through the parent's id or uid.
     let g = s.fork(u, Some("g")).unwrap();
@@ -1533,21 +1151,11 @@ fn node_uid_resolves_everywhere_a_branch_is_taken() {
     assert!(!s.fork(u, Some("g")).unwrap().created);
     assert!(!s.fork("root-uid", Some("c2")).unwrap().created);
     assert_eq!(
-        s.children("root-uid")
-            .unwrap()
-            .into_iter()
-            .map(|b| b.id)
-            .collect::<Vec<_>>(),
+        s.children("root-uid").unwrap().into_iter().map(|b| b.id).collect::<Vec<_>>(),
         vec!["c1", "c2"]
     );
     assert_eq!(
-        s.branches()
-            .unwrap()
-            .into_iter()
-            .find(|b| b.id == "c1")
-            .unwrap()
-            .node_uid
-            .as_deref(),
+        s.branches().unwrap().into_iter().find(|b| b.id == "c1").unwrap().node_uid.as_deref(),
         Some(u)
     );
 
@@ -1556,10 +1164,7 @@ fn node_uid_resolves_everywhere_a_branch_is_taken() {
     assert_eq!(kind_of(s.set_node_uid("c2", "c1")), ErrorKind::Conflict);
     assert_eq!(kind_of(s.fork("root", Some(u))), ErrorKind::Conflict);
     assert_eq!(kind_of(s.create_root(u)), ErrorKind::Conflict);
-    assert_eq!(
-        kind_of(s.set_node_uid("c2", "bad uid")),
-        ErrorKind::InvalidInput
-    );
+    assert_eq!(kind_of(s.set_node_uid("c2", "bad uid")), ErrorKind::InvalidInput);
     assert_eq!(s.branch("c2").unwrap().node_uid, None);
     // Setting the same uid again is fine; renaming frees the old uid.
     s.set_node_uid("c1", u).unwrap();

@@ -21,20 +21,17 @@ fn open(fts: FtsMode) -> Store {
 /// return the same value.
 fn in_both_modes<R: PartialEq + Debug>(scenario: impl Fn(&Store) -> R) -> R {
     let fts = open(FtsMode::Auto);
-    assert!(fts.uses_fts(), "this SQLite build has no FTS5");
+    assert!(fts.uses_fts().unwrap(), "this SQLite build has no FTS5");
     let keyword = open(FtsMode::Off);
-    assert!(!keyword.uses_fts());
+    assert!(!keyword.uses_fts().unwrap());
     let with_fts = scenario(&fts);
     let with_keywords = scenario(&keyword);
-    assert_eq!(
-        with_fts, with_keywords,
-        "FTS5 (left) and the keyword fallback (right) disagree"
-    );
+    assert_eq!(with_fts, with_keywords, "FTS5 (left) and the keyword fallback (right) disagree");
     with_fts
 }
 
 fn mode(s: &Store) -> &'static str {
-    if s.uses_fts() {
+    if s.uses_fts().unwrap() {
         "fts5"
     } else {
         "keyword"
@@ -62,15 +59,8 @@ fn filler(s: &Store, branch: &str, n: usize, tokens: usize) {
 }
 
 fn hits(s: &Store, branch: &str, query: &str, k: usize, with_tags: &[&str]) -> Vec<Record> {
-    s.archival_search(
-        branch,
-        &Search {
-            query: query.to_string(),
-            k,
-            tags: tags(with_tags),
-        },
-    )
-    .unwrap_or_else(|e| panic!("{}: search {query:?} failed: {e}", mode(s)))
+    s.archival_search(branch, &Search { query: query.to_string(), k, tags: tags(with_tags) })
+        .unwrap_or_else(|e| panic!("{}: search {query:?} failed: {e}", mode(s)))
 }
 
 fn ids(s: &Store, branch: &str, query: &str, k: usize, with_tags: &[&str]) -> Vec<i64> {
@@ -103,27 +93,11 @@ fn words_are_ored_and_more_matched_words_rank_higher() {
         let b = add(s, "root", "Alpha BETA yb1 yb2 yb3 yb4", &[]);
         filler(s, "root", 6, 6);
         let m = mode(s);
-        assert_eq!(
-            ids(s, "root", "alpha beta gamma", 10, &[]),
-            vec![a, b, c],
-            "{m}"
-        );
-        assert_eq!(
-            ids(s, "root", "gamma beta alpha", 10, &[]),
-            vec![a, b, c],
-            "{m}"
-        );
-        assert_eq!(
-            ids(s, "root", "alpha beta gamma", 2, &[]),
-            vec![a, b],
-            "{m}"
-        );
+        assert_eq!(ids(s, "root", "alpha beta gamma", 10, &[]), vec![a, b, c], "{m}");
+        assert_eq!(ids(s, "root", "gamma beta alpha", 10, &[]), vec![a, b, c], "{m}");
+        assert_eq!(ids(s, "root", "alpha beta gamma", 2, &[]), vec![a, b], "{m}");
         assert_eq!(ids(s, "root", "ALPHA gamma", 10, &[]), vec![a, b, c], "{m}");
-        assert_eq!(
-            ids(s, "root", "gamma nothing-here", 10, &[]),
-            vec![a, c],
-            "{m}"
-        );
+        assert_eq!(ids(s, "root", "gamma nothing-here", 10, &[]), vec![a, c], "{m}");
         assert_eq!(ids(s, "root", "unrelated", 10, &[]), vec![d], "{m}");
         assert!(ids(s, "root", "delta epsilon", 10, &[]).is_empty(), "{m}");
         // A word matches whole words only.
@@ -145,16 +119,8 @@ fn ties_are_newest_first() {
         filler(s, "root", 10, 3);
         let d5 = add(s, "root", "delta q5 r5", &[]);
         let m = mode(s);
-        assert_eq!(
-            ids(s, "root", "delta", 10, &[]),
-            vec![d5, d4, d3, de, d2, d1],
-            "{m}"
-        );
-        assert_eq!(
-            ids(s, "root", "delta epsilon", 10, &[]),
-            vec![de, d5, d4, d3, d2, d1],
-            "{m}"
-        );
+        assert_eq!(ids(s, "root", "delta", 10, &[]), vec![d5, d4, d3, de, d2, d1], "{m}");
+        assert_eq!(ids(s, "root", "delta epsilon", 10, &[]), vec![de, d5, d4, d3, d2, d1], "{m}");
         assert_eq!(ids(s, "root", "delta", 3, &[]), vec![d5, d4, d3], "{m}");
         // One word each: equal scores again, newest first.
         assert_eq!(ids(s, "root", "q1 q4 q2", 10, &[]), vec![d4, d2, d1], "{m}");
@@ -172,17 +138,9 @@ fn english_stop_words_are_dropped_from_queries() {
         let s3 = add(s, "root", "cache pressure notes here now", &[]);
         let m = mode(s);
         // "what", "is", "the" are dropped: only "cache" is searched.
-        assert_eq!(
-            ids(s, "root", "what is the cache", 10, &[]),
-            vec![s3, s1],
-            "{m}"
-        );
+        assert_eq!(ids(s, "root", "what is the cache", 10, &[]), vec![s3, s1], "{m}");
         assert_eq!(ids(s, "root", "The GPU", 10, &[]), vec![s1], "{m}");
-        assert_eq!(
-            ids(s, "root", "with the gpu and of it", 10, &[]),
-            vec![s1],
-            "{m}"
-        );
+        assert_eq!(ids(s, "root", "with the gpu and of it", 10, &[]), vec![s1], "{m}");
         // A query of stop words only still means those words.
         assert_eq!(ids(s, "root", "the of", 10, &[]), vec![s2, s1], "{m}");
         vec![s1, s2, s3]
@@ -204,8 +162,7 @@ fn an_empty_query_lists_newest_first() {
         assert_eq!(ids(s, "root", "", 1, &["keep"]), vec![r3], "{m}");
         assert!(ids(s, "root", "", 0, &[]).is_empty(), "{m}");
         // An update makes its record the newest.
-        s.archival_update("root", r1, Some("first record, revised"), None)
-            .unwrap();
+        s.archival_update("root", r1, Some("first record, revised"), None).unwrap();
         assert_eq!(ids(s, "root", "", 10, &[]), vec![r1, r4, r3, r2], "{m}");
         vec![r1, r2, r3, r4]
     });
@@ -220,57 +177,20 @@ fn tag_filters_are_anded_and_applied_before_the_limit() {
         let t_a = add(s, "root", "kernel fusion note one two", &["gpu"]);
         let t_ab1 = add(s, "root", "kernel fusion note three", &["gpu", "fp16"]);
         let t_b = add(s, "root", "kernel fusion note four five", &["fp16"]);
-        let t_abc = add(
-            s,
-            "root",
-            "kernel fusion note",
-            &["gpu", "fp16", "ablation"],
-        );
+        let t_abc = add(s, "root", "kernel fusion note", &["gpu", "fp16", "ablation"]);
         let t_ab2 = add(s, "root", "kernel fusion note six", &["gpu", "fp16"]);
         // Better untagged matches.
         for i in 0..10 {
-            add(
-                s,
-                "root",
-                &format!("kernel kernel kernel u{i} v{i} w{i}"),
-                &[],
-            );
+            add(s, "root", &format!("kernel kernel kernel u{i} v{i} w{i}"), &[]);
         }
         let m = mode(s);
-        assert_eq!(
-            ids(s, "root", "kernel", 2, &["gpu", "fp16"]),
-            vec![t_ab2, t_abc],
-            "{m}"
-        );
-        assert_eq!(
-            ids(s, "root", "kernel", 10, &["gpu", "fp16"]),
-            vec![t_ab2, t_abc, t_ab1],
-            "{m}"
-        );
-        assert_eq!(
-            ids(s, "root", "kernel", 10, &["gpu"]),
-            vec![t_ab2, t_abc, t_ab1, t_a],
-            "{m}"
-        );
-        assert_eq!(
-            ids(s, "root", "fusion", 10, &["fp16"]),
-            vec![t_ab2, t_abc, t_b, t_ab1],
-            "{m}"
-        );
-        assert_eq!(
-            ids(s, "root", "kernel", 10, &["fp16", "ablation"]),
-            vec![t_abc],
-            "{m}"
-        );
-        assert_eq!(
-            ids(s, "root", "", 2, &["gpu", "fp16"]),
-            vec![t_ab2, t_abc],
-            "{m}"
-        );
-        assert!(
-            ids(s, "root", "kernel", 10, &["gpu", "cpu"]).is_empty(),
-            "{m}"
-        );
+        assert_eq!(ids(s, "root", "kernel", 2, &["gpu", "fp16"]), vec![t_ab2, t_abc], "{m}");
+        assert_eq!(ids(s, "root", "kernel", 10, &["gpu", "fp16"]), vec![t_ab2, t_abc, t_ab1], "{m}");
+        assert_eq!(ids(s, "root", "kernel", 10, &["gpu"]), vec![t_ab2, t_abc, t_ab1, t_a], "{m}");
+        assert_eq!(ids(s, "root", "fusion", 10, &["fp16"]), vec![t_ab2, t_abc, t_b, t_ab1], "{m}");
+        assert_eq!(ids(s, "root", "kernel", 10, &["fp16", "ablation"]), vec![t_abc], "{m}");
+        assert_eq!(ids(s, "root", "", 2, &["gpu", "fp16"]), vec![t_ab2, t_abc], "{m}");
+        assert!(ids(s, "root", "kernel", 10, &["gpu", "cpu"]).is_empty(), "{m}");
         assert!(ids(s, "root", "u1", 10, &["gpu"]).is_empty(), "{m}");
         // The untagged matches win without a filter.
         assert_eq!(ids(s, "root", "kernel", 10, &[]).len(), 10, "{m}");
@@ -278,11 +198,7 @@ fn tag_filters_are_anded_and_applied_before_the_limit() {
         let hit = &hits(s, "root", "kernel", 1, &["ablation"])[0];
         assert_eq!(hit.tags, tags(&["gpu", "fp16", "ablation"]), "{m}");
         // Tag words are searchable as words too.
-        assert_eq!(
-            sorted(ids(s, "root", "ablation", 10, &[])),
-            vec![t_abc],
-            "{m}"
-        );
+        assert_eq!(sorted(ids(s, "root", "ablation", 10, &[])), vec![t_abc], "{m}");
         vec![t_a, t_ab1, t_b, t_abc, t_ab2]
     });
 }
@@ -296,11 +212,9 @@ fn only_the_current_version_is_found_and_only_where_the_update_is_seen() {
         let keep = add(s, "root", "another wording entirely different", &[]);
         s.fork("root", Some("c1")).unwrap();
         s.fork("root", Some("c2")).unwrap();
-        s.archival_update("c1", r, Some("revised wording about mesh"), None)
-            .unwrap();
+        s.archival_update("c1", r, Some("revised wording about mesh"), None).unwrap();
         s.fork("c1", Some("g")).unwrap();
-        s.archival_update("root", r, Some("root wording rewrote about torus"), None)
-            .unwrap();
+        s.archival_update("root", r, Some("root wording rewrote about torus"), None).unwrap();
         let m = mode(s);
         for (branch, now, gone) in [
             ("root", "torus", ["lattice", "mesh"]),
@@ -380,22 +294,11 @@ fn siblings_and_late_parent_writes_are_never_found() {
         let mut all = Vec::new();
         for (branch, expected) in expect {
             assert_eq!(ids(s, branch, "plan", 10, &[]), expected, "{m} {branch}");
-            assert_eq!(
-                ids(s, branch, "plan", 10, &["mine"]),
-                expected[..1].to_vec(),
-                "{m} {branch}"
-            );
-            assert!(
-                ids(s, branch, "sibling late", 10, &[]).len() <= 1,
-                "{m} {branch}"
-            );
+            assert_eq!(ids(s, branch, "plan", 10, &["mine"]), expected[..1].to_vec(), "{m} {branch}");
+            assert!(ids(s, branch, "sibling late", 10, &[]).len() <= 1, "{m} {branch}");
             all.push(ids(s, branch, "one two late", 10, &[]));
         }
-        assert_eq!(
-            all,
-            vec![vec![late], vec![p1], vec![p1], vec![p2], vec![late]],
-            "{m}"
-        );
+        assert_eq!(all, vec![vec![late], vec![p1], vec![p1], vec![p2], vec![late]], "{m}");
         all
     });
 }
@@ -440,9 +343,7 @@ fn special_characters_are_searched_as_words() {
         assert_eq!(ids(s, "root", "don't", 10, &[]), vec![quote], "{m}");
         assert_eq!(ids(s, "root", "\"don", 10, &[]), vec![quote], "{m}");
         assert_eq!(ids(s, "root", "ok", 10, &[]), vec![quote], "{m}");
-        for query in [
-            ".", "\"", "'", "-", ":", "/", "(", ")", "*", "\"\"", "()", "-:-",
-        ] {
+        for query in [".", "\"", "'", "-", ":", "/", "(", ")", "*", "\"\"", "()", "-:-"] {
             assert!(ids(s, "root", query, 10, &[]).is_empty(), "{m}: {query:?}");
         }
         vec![version, path, gate, quote]
@@ -519,10 +420,7 @@ struct Lcg(u64);
 
 impl Lcg {
     fn next(&mut self) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
+        self.0 = self.0.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
         self.0 >> 33
     }
 
@@ -579,9 +477,7 @@ const VOCAB: &[&str] = &[
 ];
 const STOPS: &[&str] = &["the", "of", "and", "with", "to", "is"];
 const TAGS: &[&str] = &["gpu", "bench", "negative", "idea", "result"];
-const PUNCT: &[&str] = &[
-    " ", " ", " ", ", ", ". ", ": ", " - ", "/", " (", ") ", "'", "\"",
-];
+const PUNCT: &[&str] = &[" ", " ", " ", ", ", ". ", ": ", " - ", "/", " (", ") ", "'", "\""];
 
 fn random_text(rng: &mut Lcg) -> String {
     let n = 2 + rng.below(7);
@@ -616,21 +512,14 @@ fn random_tags(rng: &mut Lcg) -> Vec<String> {
 }
 
 fn words_of(text: &str) -> BTreeSet<String> {
-    text.split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .map(str::to_lowercase)
-        .collect()
+    text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect()
 }
 
 /// The records a query must find, computed from the branch's listed view: those carrying every
 /// tag and containing any query word (stop words dropped unless nothing else is left).
 fn oracle(s: &Store, branch: &str, query: &str, with_tags: &[String]) -> Vec<i64> {
     let all: Vec<String> = words_of(query).into_iter().collect();
-    let content: Vec<String> = all
-        .iter()
-        .filter(|w| !STOPS.contains(&w.as_str()))
-        .cloned()
-        .collect();
+    let content: Vec<String> = all.iter().filter(|w| !STOPS.contains(&w.as_str())).cloned().collect();
     let wanted = if content.is_empty() { all } else { content };
     let mut out: Vec<i64> = s
         .archival_list(branch, None)
@@ -658,15 +547,9 @@ fn random_corpus_gives_the_same_id_sets() {
         fn write_some(s: &Store, rng: &mut Lcg, branch: &str, n: usize) {
             for _ in 0..n {
                 let roll = rng.below(10);
-                let visible: Vec<i64> = s
-                    .archival_list(branch, None)
-                    .unwrap()
-                    .iter()
-                    .map(|r| r.id)
-                    .collect();
+                let visible: Vec<i64> = s.archival_list(branch, None).unwrap().iter().map(|r| r.id).collect();
                 if roll < 7 || visible.is_empty() {
-                    s.archival_add(branch, &random_text(rng), &random_tags(rng))
-                        .unwrap();
+                    s.archival_add(branch, &random_text(rng), &random_tags(rng)).unwrap();
                 } else if roll < 9 {
                     let id = visible[rng.below(visible.len())];
                     let text = random_text(rng);
@@ -720,12 +603,7 @@ fn random_corpus_gives_the_same_id_sets() {
             for branch in ["root", "a", "a1", "b"] {
                 let all = sorted(ids(s, branch, &query, 10_000, &tag_refs));
                 let expected = oracle(s, branch, &query, &with_tags);
-                assert_eq!(
-                    all,
-                    expected,
-                    "{}: {branch} {query:?} {with_tags:?}",
-                    mode(s)
-                );
+                assert_eq!(all, expected, "{}: {branch} {query:?} {with_tags:?}", mode(s));
                 // A small k returns as many as it can, all of them matches.
                 let top = ids(s, branch, &query, 3, &tag_refs);
                 assert_eq!(top.len(), all.len().min(3));
@@ -745,41 +623,18 @@ fn recall_search_covers_the_whole_visible_timeline_with_the_same_semantics() {
     in_both_modes(|s| {
         assert_eq!(s.config().recall_max_events, 20);
         s.create_root("root").unwrap();
-        let first = s
-            .recall_append("root", "error", "warmup diverged at step 10", &[])
-            .unwrap()
-            .id;
+        let first = s.recall_append("root", "error", "warmup diverged at step 10", &[]).unwrap().id;
         let mut steps = Vec::new();
         for i in 0..39 {
-            steps.push(
-                s.recall_append("root", "note", &format!("routine step {i} done"), &[])
-                    .unwrap()
-                    .id,
-            );
+            steps.push(s.recall_append("root", "note", &format!("routine step {i} done"), &[]).unwrap().id);
         }
-        let tagged = s
-            .recall_append(
-                "root",
-                "result",
-                "final metric recorded",
-                &tags(&["warmup-free"]),
-            )
-            .unwrap()
-            .id;
+        let tagged =
+            s.recall_append("root", "result", "final metric recorded", &tags(&["warmup-free"])).unwrap().id;
         s.fork("root", Some("c")).unwrap();
         s.fork("root", Some("sib")).unwrap();
-        let late = s
-            .recall_append("root", "error", "warmup diverged again late", &[])
-            .unwrap()
-            .id;
-        let sib = s
-            .recall_append("sib", "error", "warmup diverged in sibling", &[])
-            .unwrap()
-            .id;
-        let own = s
-            .recall_append("c", "note", "warmup retried with lower lr", &[])
-            .unwrap()
-            .id;
+        let late = s.recall_append("root", "error", "warmup diverged again late", &[]).unwrap().id;
+        let sib = s.recall_append("sib", "error", "warmup diverged in sibling", &[]).unwrap().id;
+        let own = s.recall_append("c", "note", "warmup retried with lower lr", &[]).unwrap().id;
         let m = mode(s);
         let ev = |branch: &str, query: &str, k: usize| -> Vec<i64> {
             s.recall_search(branch, query, k)
@@ -793,23 +648,12 @@ fn recall_search_covers_the_whole_visible_timeline_with_the_same_semantics() {
         assert!(!window.iter().any(|e| e.id == first));
         assert_eq!(ev("c", "diverged", 10), vec![first], "{m}");
         // Words OR-ed; more matched words first; ties newest first (tags count as words).
-        assert_eq!(
-            ev("c", "warmup diverged", 10),
-            vec![first, own, tagged],
-            "{m}"
-        );
+        assert_eq!(ev("c", "warmup diverged", 10), vec![first, own, tagged], "{m}");
         assert_eq!(ev("c", "warmup", 10), vec![own, tagged, first], "{m}");
         assert_eq!(ev("c", "warmup", 2), vec![own, tagged], "{m}");
         // Stop words dropped; punctuation is a separator, never syntax.
         assert_eq!(ev("c", "the diverged of it", 10), vec![first], "{m}");
-        for query in [
-            "diverged:",
-            "(diverged",
-            "\"diverged",
-            "-diverged",
-            "diverged*",
-            "NEAR(diverged)",
-        ] {
+        for query in ["diverged:", "(diverged", "\"diverged", "-diverged", "diverged*", "NEAR(diverged)"] {
             assert_eq!(ev("c", query, 10), vec![first], "{m}: {query:?}");
         }
         assert!(ev("c", ".,:'\"", 10).is_empty(), "{m}");

@@ -10,23 +10,16 @@ fn copy_on_write_smoke() {
     s.create_root("root").unwrap();
     s.core_set("root", "a", "1", CoreWrite::default()).unwrap();
     s.recall_append("root", "note", "first event", &[]).unwrap();
-    let r1 = s
-        .archival_add("root", "mpi tuning notes", &["BENCH".into()])
-        .unwrap();
+    let r1 = s.archival_add("root", "mpi tuning notes", &["BENCH".into()]).unwrap();
     s.fork("root", Some("c1")).unwrap();
     s.fork("root", Some("c2")).unwrap();
-    s.core_set("root", "a", "late", CoreWrite::default())
-        .unwrap();
+    s.core_set("root", "a", "late", CoreWrite::default()).unwrap();
     s.core_set("c1", "b", "2", CoreWrite::default()).unwrap();
-    s.archival_update("c1", r1.id, Some("gpu tuning notes"), None)
-        .unwrap();
+    s.archival_update("c1", r1.id, Some("gpu tuning notes"), None).unwrap();
     let v1 = s.view("c1").unwrap();
     let v2 = s.view("c2").unwrap();
     assert_eq!(
-        v1.core
-            .iter()
-            .map(|e| (&*e.key, &*e.value))
-            .collect::<Vec<_>>(),
+        v1.core.iter().map(|e| (&*e.key, &*e.value)).collect::<Vec<_>>(),
         vec![("a", "1"), ("b", "2")]
     );
     assert_eq!(v2.core.len(), 1);
@@ -34,42 +27,15 @@ fn copy_on_write_smoke() {
     assert_eq!(v1.archival[0].text, "gpu tuning notes");
     assert_eq!(v1.archival[0].tags, vec!["BENCH"]);
     assert_eq!(v2.archival[0].text, "mpi tuning notes");
-    let hits = s
-        .archival_search(
-            "c1",
-            &Search {
-                query: "gpu".into(),
-                k: 5,
-                tags: vec![],
-            },
-        )
-        .unwrap();
+    let hits = s.archival_search("c1", &Search { query: "gpu".into(), k: 5, tags: vec![] }).unwrap();
     assert_eq!(hits.len(), 1);
-    let hits = s
-        .archival_search(
-            "c2",
-            &Search {
-                query: "gpu".into(),
-                k: 5,
-                tags: vec![],
-            },
-        )
-        .unwrap();
+    let hits = s.archival_search("c2", &Search { query: "gpu".into(), k: 5, tags: vec![] }).unwrap();
     assert_eq!(hits.len(), 0);
     assert!(!s.fork("root", Some("c1")).unwrap().created);
-    assert_eq!(
-        s.fork("c2", Some("c1")).unwrap_err().kind(),
-        ErrorKind::Conflict
-    );
-    assert_eq!(
-        s.core_set("nope", "a", "1", CoreWrite::default())
-            .unwrap_err()
-            .kind(),
-        ErrorKind::NotFound
-    );
+    assert_eq!(s.fork("c2", Some("c1")).unwrap_err().kind(), ErrorKind::Conflict);
+    assert_eq!(s.core_set("nope", "a", "1", CoreWrite::default()).unwrap_err().kind(), ErrorKind::NotFound);
     let e = s.recall_append("c1", "note", "second", &[]).unwrap();
-    s.recall_evict("c1", &EvictSelector::Ids(vec![e.id]))
-        .unwrap();
+    s.recall_evict("c1", &EvictSelector::Ids(vec![e.id])).unwrap();
     assert_eq!(s.recall_list("c1", None).unwrap().events.len(), 1);
     assert!(!s.ops(None, None).unwrap().is_empty());
 }
