@@ -28,24 +28,37 @@ pub fn main() -> ExitCode {
     }
 }
 
+/// Help and version go to stdout (exit 0); a usage error becomes `Error: …` plus a hint with
+/// the usage line, or the error JSON (exit 2).
 fn usage_error(err: clap::Error, json: bool) -> ExitCode {
     use clap::error::ErrorKind as Clap;
-    if matches!(err.kind(), Clap::DisplayHelp | Clap::DisplayVersion) || !json {
-        // clap prints help to stdout (exit 0) and usage errors with their hint to stderr (exit 2).
-        let _ = err.print();
-        return ExitCode::from(if err.use_stderr() { ErrorKind::Usage.exit_code() } else { 0 });
+    match err.kind() {
+        Clap::DisplayHelp | Clap::DisplayVersion => {
+            output::stdout(err.render().to_string().trim_end());
+            return ExitCode::SUCCESS;
+        }
+        // `memctl core` alone: the group's help, as a usage error.
+        Clap::DisplayHelpOnMissingArgumentOrSubcommand if !json => {
+            eprintln!("{}", err.render().to_string().trim_end());
+            return ExitCode::from(ErrorKind::Usage.exit_code());
+        }
+        _ => {}
     }
-    // clap's text without its "error: " prefix and the usage block after the first blank line.
+    // clap renders: "error: <what>\n  <details>\n\nUsage: <line>\n\nFor more information, try '--help'."
     let rendered = err.render().to_string();
-    let message = rendered
-        .split("\n\n")
-        .next()
-        .unwrap_or_default()
-        .trim_start_matches("error: ")
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ");
-    output::print_error(&Error::new(ErrorKind::Usage, message), true);
+    let mut parts = rendered.split("\n\n");
+    let first = parts.next().unwrap_or_default();
+    let what = match err.kind() {
+        Clap::DisplayHelpOnMissingArgumentOrSubcommand => "a subcommand is required",
+        _ => first.trim_start_matches("error: "),
+    };
+    let message = what.split_whitespace().collect::<Vec<_>>().join(" ");
+    let usage = parts.find_map(|p| p.trim().strip_prefix("Usage: ").map(str::to_string));
+    let hint = match usage {
+        Some(usage) => format!("usage: {usage} (see --help)"),
+        None => "see memctl --help".to_string(),
+    };
+    output::print_error(&Error::new(ErrorKind::Usage, message).with_hint(hint), json);
     ExitCode::from(ErrorKind::Usage.exit_code())
 }
 

@@ -2,8 +2,8 @@
 
 use crate::context::Context;
 use crate::input;
-use crate::output::{excerpt, tags_suffix, timestamp};
-use clap::Subcommand;
+use crate::output::{excerpt, score, tags_suffix, timestamp};
+use clap::{ArgGroup, Subcommand};
 use memctl_core::{Record, Search};
 use serde_json::json;
 
@@ -15,6 +15,7 @@ Examples:
   memctl archival add node-1 'Tiling 64x64 beat 32x32 by 18% on A100' --tag result --tag gpu
   memctl archival add node-1 - --tag IDEA_MD < idea.md")]
     Add {
+        /// Branch id or node_uid
         branch: String,
         /// The text, or `-` (or nothing, when piped) to read stdin
         text: Option<String>,
@@ -24,15 +25,23 @@ Examples:
     },
     /// Show a record as the branch sees it
     #[command(after_help = "Example:\n  memctl archival get node-7 42")]
-    Get { branch: String, id: i64 },
+    Get {
+        /// Branch id or node_uid
+        branch: String,
+        /// Record id
+        id: i64,
+    },
     /// Write a new version of a record in this branch (others keep theirs)
     #[command(after_help = "\
 Examples:
   memctl archival update node-7 42 --text 'Tiling 64x64: +21% after pinning threads'
   memctl archival update node-7 42 --tag result --tag verified
 Tags are kept unless new ones are given (or --clear-tags).")]
+    #[command(group(ArgGroup::new("change").required(true).multiple(true).args(["text", "tags", "clear_tags"])))]
     Update {
+        /// Branch id or node_uid
         branch: String,
+        /// Record id
         id: i64,
         /// New text, or `-` to read stdin
         #[arg(long)]
@@ -46,7 +55,12 @@ Tags are kept unless new ones are given (or --clear-tags).")]
     },
     /// Delete a record from this branch's view (others keep it)
     #[command(after_help = "Example:\n  memctl archival delete node-7 42")]
-    Delete { branch: String, id: i64 },
+    Delete {
+        /// Branch id or node_uid
+        branch: String,
+        /// Record id
+        id: i64,
+    },
     /// Search the branch's records by words; without words, list the newest
     #[command(after_help = "\
 Examples:
@@ -55,6 +69,7 @@ Examples:
   memctl archival search node-7 \"what's NOT working: -O3?\"   # any text is fine
 Words are OR-ed (records with more, or rarer, words rank first); tags are AND-ed.")]
     Search {
+        /// Branch id or node_uid
         branch: String,
         /// Words to look for [default: list newest first]
         query: Option<String>,
@@ -119,7 +134,7 @@ pub fn run(ctx: &Context, command: ArchivalCommand) -> anyhow::Result<()> {
 
 /// One line per record: id, score when searched, first line of text, tags, writer.
 pub fn record_line(record: &Record) -> String {
-    let score = record.score.map_or(String::new(), |s| format!("  score {s:.2}"));
+    let score = record.score.map_or(String::new(), |s| format!("  score {}", score(s)));
     format!(
         "  #{:<5}{score}  {}{}  ← {}",
         record.id,

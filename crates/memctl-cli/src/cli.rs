@@ -40,13 +40,14 @@ pub struct Cli {
 }
 
 #[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Global options")]
 pub struct GlobalArgs {
     /// Database file [default: config db_path, else ./memory.sqlite]
-    #[arg(long, global = true, env = "MEMCTL_DB", value_name = "PATH")]
+    #[arg(long, global = true, env = "MEMCTL_DB", hide_env_values = true, value_name = "PATH")]
     pub db: Option<PathBuf>,
 
     /// Configuration file [default: ./memctl.toml if present, else built-in defaults]
-    #[arg(long, global = true, env = "MEMCTL_CONFIG", value_name = "PATH")]
+    #[arg(long, global = true, env = "MEMCTL_CONFIG", hide_env_values = true, value_name = "PATH")]
     pub config: Option<PathBuf>,
 
     /// Print one JSON object on stdout (errors as JSON on stderr)
@@ -58,7 +59,7 @@ pub struct GlobalArgs {
     pub phase: Option<String>,
 
     /// Actor recorded in the operation journal (e.g. worker-3)
-    #[arg(long, global = true, env = "MEMCTL_ACTOR", value_name = "NAME")]
+    #[arg(long, global = true, env = "MEMCTL_ACTOR", hide_env_values = true, value_name = "NAME")]
     pub actor: Option<String>,
 
     /// No messages on stderr (data on stdout is unchanged)
@@ -73,7 +74,10 @@ pub enum Command {
     Init,
 
     /// Create, list and inspect branches
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  memctl branch create root\n  memctl branch list\n  memctl branch show node-7"
+    )]
     Branch(branch::BranchCommand),
 
     /// Fork a branch: the child sees the parent's memory as of now
@@ -81,15 +85,24 @@ pub enum Command {
     Fork(branch::ForkArgs),
 
     /// Core memory: small key/value facts injected into every prompt
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  memctl core set node-1 best_runtime_s 12.4 --importance 4\n  memctl core get node-7 --explain"
+    )]
     Core(core_mem::CoreCommand),
 
     /// Recall memory: the timeline of events
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  memctl recall append node-1 --kind metric 'runtime 12.4 s'\n  memctl recall list node-7 -n 50"
+    )]
     Recall(recall::RecallCommand),
 
     /// Archival memory: long-term records, searched by words
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  memctl archival add node-1 'tiling 64x64 beat 32x32 by 18%' --tag result\n  memctl archival search node-7 'tiling' -k 5"
+    )]
     Archival(archival::ArchivalCommand),
 
     /// Read a branch's view: core, recall window and newest archival records
@@ -134,7 +147,9 @@ pub fn run(cli: Cli, ctx: &crate::context::Context) -> anyhow::Result<()> {
         Command::Log(args) => log::run(ctx, args),
         Command::Completions { shell } => {
             let mut command = <Cli as clap::CommandFactory>::command();
-            clap_complete::generate(shell, &mut command, "memctl", &mut std::io::stdout());
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut command, "memctl", &mut script);
+            crate::output::stdout(String::from_utf8_lossy(&script).trim_end());
             Ok(())
         }
         Command::Quickstart(args) => quickstart::run(ctx, args),

@@ -3,6 +3,7 @@
 
 use crate::cli::GlobalArgs;
 use crate::config;
+use crate::output;
 use memctl_core::{Clock, Config, Error, OpContext, Result, Store};
 use std::path::PathBuf;
 
@@ -36,14 +37,18 @@ impl Context {
         })
     }
 
-    /// Opens the database. Only `init` creates one: elsewhere a missing file is an error, so a
-    /// mistyped path never silently starts an empty run.
+    /// Opens the database. Only `init` creates one (and its directory): elsewhere a missing or
+    /// empty file is an error, so a mistyped path never silently starts an empty run.
     pub fn open(&self) -> Result<Store> {
-        if !self.creates && !self.db.exists() {
-            return Err(Error::not_found(format!("no database at {}", self.db.display()))
-                .with_hint("create it with `memctl init` (or pass --db / set MEMCTL_DB)"));
-        }
-        let mut store = Store::open(&self.db, self.config.clone(), self.clock)?;
+        let mut store = if self.creates {
+            if let Some(dir) = self.db.parent().filter(|d| !d.as_os_str().is_empty()) {
+                std::fs::create_dir_all(dir)
+                    .map_err(|e| Error::invalid(format!("cannot create directory {}: {e}", dir.display())))?;
+            }
+            Store::open(&self.db, self.config.clone(), self.clock)?
+        } else {
+            Store::open_existing(&self.db, self.config.clone(), self.clock)?
+        };
         store.set_context(self.op.clone());
         Ok(store)
     }
@@ -51,11 +56,11 @@ impl Context {
     /// Prints a command's result: `json` with `--json`, else the text `text` renders.
     pub fn emit(&self, json: serde_json::Value, text: impl FnOnce() -> String) {
         if self.json {
-            println!("{json}");
+            output::stdout(&json.to_string());
         } else {
             let text = text();
             if !text.is_empty() {
-                println!("{}", text.trim_end_matches('\n'));
+                output::stdout(text.trim_end_matches('\n'));
             }
         }
     }

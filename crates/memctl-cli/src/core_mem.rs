@@ -2,7 +2,7 @@
 
 use crate::context::Context;
 use crate::input;
-use crate::output::{table, timestamp};
+use crate::output::{one_line, table, timestamp};
 use clap::Subcommand;
 use memctl_core::{parse_duration, CoreEntry, CoreWrite, DEFAULT_IMPORTANCE};
 use serde_json::{json, Map, Value};
@@ -20,6 +20,7 @@ keys are moved to archival (importance 5 is never evicted).")]
     Set {
         /// Branch id or node_uid
         branch: String,
+        /// Key name, one line (e.g. best_runtime_s)
         key: String,
         /// The value, or `-` to read it from stdin
         value: String,
@@ -37,6 +38,7 @@ Examples:
   memctl core get node-7 best_node plan   # these keys (missing ones are null in JSON)
   memctl core get node-7 --explain        # which branch wrote each value, at which seq")]
     Get {
+        /// Branch id or node_uid
         branch: String,
         /// Keys to read [default: all visible keys]
         keys: Vec<String>,
@@ -47,7 +49,9 @@ Examples:
     /// Delete keys from the branch's view (its ancestors keep them)
     #[command(after_help = "Example:\n  memctl core del node-7 scratch plan")]
     Del {
+        /// Branch id or node_uid
         branch: String,
+        /// Keys to delete
         #[arg(required = true)]
         keys: Vec<String>,
     },
@@ -125,7 +129,7 @@ fn render_get(branch: &str, wanted: &[(String, Option<&CoreEntry>)], explain: bo
             .map(|(key, entry)| match entry {
                 Some(e) => vec![
                     key.clone(),
-                    e.value.clone(),
+                    one_line(&e.value),
                     e.branch.clone(),
                     e.seq.to_string(),
                     e.importance.to_string(),
@@ -147,7 +151,7 @@ fn render_get(branch: &str, wanted: &[(String, Option<&CoreEntry>)], explain: bo
     } else {
         let rows: Vec<Vec<String>> = wanted
             .iter()
-            .map(|(key, entry)| vec![key.clone(), entry.map_or("(not found)".into(), |e| e.value.clone())])
+            .map(|(key, entry)| vec![key.clone(), entry.map_or("(not found)".into(), |e| one_line(&e.value))])
             .collect();
         table(&["KEY", "VALUE"], &rows)
     }

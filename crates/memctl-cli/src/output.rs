@@ -3,6 +3,20 @@
 
 use memctl_core::Error;
 use serde_json::json;
+use std::io::Write;
+
+/// Writes one line of data to stdout. A closed pipe (`memctl … | head -1`) ends the output
+/// quietly, as for any Unix filter, instead of a panic.
+pub fn stdout(text: &str) {
+    let mut out = std::io::stdout().lock();
+    if let Err(err) = writeln!(out, "{text}").and_then(|()| out.flush()) {
+        if err.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("Error: cannot write to stdout: {err}");
+        std::process::exit(i32::from(memctl_core::ErrorKind::Internal.exit_code()));
+    }
+}
 
 pub fn print_error(error: &Error, json: bool) {
     if json {
@@ -86,16 +100,32 @@ pub fn fields(rows: &[(&str, String)]) -> String {
     lines.join("\n")
 }
 
-/// The first line of `text`, cut to `max` characters with an ellipsis.
+/// `text` on one line (line breaks shown as ⏎), cut to `max` characters with an ellipsis.
 pub fn excerpt(text: &str, max: usize) -> String {
-    let first = text.lines().next().unwrap_or("");
-    let more_lines = text.lines().nth(1).is_some();
-    if first.chars().count() > max {
-        first.chars().take(max.saturating_sub(1)).collect::<String>() + "…"
-    } else if more_lines {
-        format!("{first} …")
+    let one_line = one_line(text);
+    if one_line.chars().count() > max {
+        one_line.chars().take(max.saturating_sub(1)).collect::<String>() + "…"
     } else {
-        first.to_string()
+        one_line
+    }
+}
+
+/// `text` with its line breaks shown as ⏎, for table cells and list lines.
+pub fn one_line(text: &str) -> String {
+    text.lines().map(str::trim_end).filter(|line| !line.is_empty()).collect::<Vec<_>>().join(" ⏎ ")
+}
+
+/// `1 record`, `2 records`.
+pub fn count(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// A search score with enough digits to tell results apart (bm25 scores can be tiny).
+pub fn score(value: f64) -> String {
+    if value == 0.0 || value.abs() >= 0.01 {
+        format!("{value:.2}")
+    } else {
+        format!("{value:.1e}")
     }
 }
 
@@ -108,6 +138,15 @@ mod tests {
         assert_eq!(timestamp(0.0), "1970-01-01 00:00:00");
         assert_eq!(timestamp(1_700_000_000.9), "2023-11-14 22:13:20");
         assert_eq!(timestamp(951_782_400.0), "2000-02-29 00:00:00");
+    }
+
+    #[test]
+    fn one_line_excerpts() {
+        assert_eq!(excerpt("Core evicted: k\nvalue", 40), "Core evicted: k ⏎ value");
+        assert_eq!(excerpt("abcdef", 4), "abc…");
+        assert_eq!(count(1, "record", "records"), "1 record");
+        assert_eq!(score(0.000012), "1.2e-5");
+        assert_eq!(score(2.5), "2.50");
     }
 
     #[test]

@@ -2,7 +2,7 @@
 
 use crate::archival::record_line;
 use crate::context::Context;
-use crate::output::table;
+use crate::output::{count, one_line, table};
 use crate::recall::{event_line, summary_line};
 use clap::{Args, ValueEnum};
 use memctl_core::View;
@@ -64,27 +64,27 @@ pub fn render(view: &View, scope: Scope) -> String {
     let show = |wanted: Scope| scope == Scope::All || scope == wanted;
     let mut out = Vec::new();
     if show(Scope::Core) {
-        out.push(format!("Core ({} keys):", view.core.len()));
+        out.push(format!("Core ({}):", count(view.core.len(), "key", "keys")));
         if !view.core.is_empty() {
             let rows: Vec<Vec<String>> = view
                 .core
                 .iter()
-                .map(|e| vec![format!("  {}", e.key), e.value.clone(), format!("← {}", e.branch)])
+                .map(|e| vec![format!("  {}", e.key), one_line(&e.value), format!("← {}", e.branch)])
                 .collect();
             out.push(table(&["  KEY", "VALUE", "FROM"], &rows));
         }
     }
     if show(Scope::Recall) {
         out.push(format!(
-            "Recall ({} summaries, {} events, newest first):",
-            view.summaries.len(),
-            view.events.len()
+            "Recall ({}, {}, newest first):",
+            count(view.summaries.len(), "summary", "summaries"),
+            count(view.events.len(), "event", "events")
         ));
         out.extend(view.summaries.iter().map(summary_line));
         out.extend(view.events.iter().map(event_line));
     }
     if show(Scope::Archival) {
-        out.push(format!("Archival ({} records, newest first):", view.archival.len()));
+        out.push(format!("Archival ({}, newest first):", count(view.archival.len(), "record", "records")));
         out.extend(view.archival.iter().map(record_line));
     }
     out.join("\n")

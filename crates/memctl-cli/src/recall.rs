@@ -2,7 +2,7 @@
 
 use crate::context::Context;
 use crate::input;
-use crate::output::{tags_suffix, timestamp};
+use crate::output::{count, tags_suffix, timestamp};
 use clap::{ArgGroup, Subcommand};
 use memctl_core::{Event, EvictSelector, Summary};
 use serde_json::json;
@@ -15,6 +15,7 @@ Examples:
   memctl recall append node-1 --kind metric 'runtime 12.4 s with -O3' --tag phase:tune
   make 2>&1 | tail -5 | memctl recall append node-1 --kind error -")]
     Append {
+        /// Branch id or node_uid
         branch: String,
         /// Event kind, e.g. note, plan, metric, error, node_result
         #[arg(long, short)]
@@ -30,14 +31,20 @@ Examples:
         after_help = "Examples:\n  memctl recall list node-7\n  memctl recall list node-7 --limit 100"
     )]
     List {
+        /// Branch id or node_uid
         branch: String,
         /// How many events [default: recall_max_events]
         #[arg(long, short = 'n')]
         limit: Option<usize>,
     },
     /// Search the whole visible timeline by words (best matches first)
-    #[command(after_help = "Example:\n  memctl recall search node-7 'segfault mpi' -k 5")]
+    #[command(after_help = "\
+Example:
+  memctl recall search node-7 'segfault mpi' -k 5
+Words are matched against each event's text, kind and tags; events matching more of them come
+first, ties newest first. Inherited events count; excluded ones do not.")]
     Search {
+        /// Branch id or node_uid
         branch: String,
         /// Words to look for (any characters are fine: they are searched as words)
         query: String,
@@ -54,6 +61,7 @@ Examples:
   memctl recall evict node-7 --id 41 --id 42
 Inherited events are only hidden from this branch (and its later children), never deleted.")]
     Evict {
+        /// Branch id or node_uid
         branch: String,
         /// The N oldest visible events
         #[arg(long, value_name = "N")]
@@ -119,8 +127,8 @@ pub fn run(ctx: &Context, command: RecallCommand) -> anyhow::Result<()> {
                 match outcome.archived {
                     None => format!("Nothing to evict from {branch}"),
                     Some(record) => format!(
-                        "Evicted {} event(s) from {branch}'s view: {}\nTheir full text is archival record {record}",
-                        outcome.evicted.len(),
+                        "Evicted {} from {branch}'s view: {}\nTheir full text is archival record {record}",
+                        count(outcome.evicted.len(), "event", "events"),
                         outcome.evicted.iter().map(i64::to_string).collect::<Vec<_>>().join(", ")
                     ),
                 }

@@ -136,10 +136,10 @@ impl Tx<'_> {
         }
         let path = self.path(branch)?;
         let bid = path.branch().bid;
-        let outcome =
-            self.archival_insert(bid, ArchivalWrite { text: text.to_string(), tags: tags.to_vec() })?;
+        let (text, tags) = (self.redacted(text), normalize_tags(self, tags)?);
+        let outcome = self.archival_insert(bid, ArchivalWrite { text: text.clone(), tags: tags.clone() })?;
         if !outcome.skipped {
-            self.journal(Some(bid), "archival.add", json!({"id": outcome.id}))?;
+            self.journal(Some(bid), "archival.add", json!({"id": outcome.id, "text": text, "tags": tags}))?;
         }
         Ok(outcome)
     }

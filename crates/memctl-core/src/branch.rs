@@ -189,6 +189,11 @@ impl Store {
     }
 }
 
+fn uid_taken(name: &str, holder: &str) -> Error {
+    Error::conflict(format!("'{name}' is already the node_uid of branch '{holder}'"))
+        .with_hint("branch ids and node_uids share one namespace; choose another name")
+}
+
 pub(crate) fn unknown_branch(name: &str) -> Error {
     Error::not_found(format!("unknown branch '{name}'"))
         .with_hint("`memctl branch list` shows the branches; create one with `memctl fork`")
@@ -216,10 +221,7 @@ impl Tx<'_> {
         validate_branch_id(id, "branch id")?;
         if let Some(existing) = self.find_branch(id)? {
             if existing.id != id {
-                return Err(Error::conflict(format!(
-                    "'{id}' is already the node_uid of branch '{}'",
-                    existing.id
-                )));
+                return Err(uid_taken(id, &existing.id));
             }
             let same_parent = existing.parent.as_deref() == parent.map(|p| p.id.as_str());
             if !same_parent {
@@ -281,7 +283,7 @@ impl Tx<'_> {
         let branch = self.branch(name)?;
         if let Some(holder) = self.find_branch(node_uid)? {
             if holder.bid != branch.bid {
-                return Err(Error::conflict(format!("'{node_uid}' already names branch '{}'", holder.id)));
+                return Err(uid_taken(node_uid, &holder.id));
             }
         }
         self.conn

@@ -148,7 +148,12 @@ impl Tx<'_> {
             let others: usize =
                 view::core(self, &path)?.iter().filter(|e| e.key != key).map(CoreEntry::chars).sum();
             let room = budget.saturating_sub(others).saturating_sub(bare_line);
-            stored_value = full_value.chars().take(room).collect::<String>() + &marker;
+            let head: String = full_value.chars().take(room).collect();
+            stored_value = if head.is_empty() {
+                format!("[full text: archival #{}]", record.id)
+            } else {
+                head + &marker
+            };
             oversize_record = Some(record.id);
         }
 

@@ -135,7 +135,11 @@ impl From<rusqlite::Error> for Error {
             ) => ErrorKind::IncompatibleDb,
             _ => ErrorKind::Internal,
         };
-        let error = Error::new(kind, format!("database error: {err}"));
+        let message = match kind {
+            ErrorKind::Busy => "the database stayed locked by other writers past busy_timeout".to_string(),
+            _ => format!("database error: {}", crate::store::sqlite_reason(&err)),
+        };
+        let error = Error::new(kind, message);
         match kind {
             ErrorKind::Busy => error.with_hint(
                 "another process held the write lock past busy_timeout; raise [sqlite] busy_timeout_ms",

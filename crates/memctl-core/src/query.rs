@@ -11,7 +11,8 @@ const STOP_WORDS: &[&str] = &[
     "if", "in", "into", "is", "it", "its", "me", "my", "no", "not", "of", "on", "or", "our", "she", "so",
     "than", "that", "the", "their", "them", "then", "there", "these", "they", "this", "to", "up", "was",
     "we", "were", "what", "when", "where", "which", "while", "who", "why", "will", "with", "would", "you",
-    "your",
+    "your", // What is left of contractions once the apostrophe splits them: what's, don't, we'll.
+    "s", "t", "d", "ll", "m", "re", "ve",
 ];
 
 /// Folded words of `text`: maximal runs of letters, digits and combining marks — the token

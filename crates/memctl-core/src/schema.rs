@@ -5,6 +5,7 @@
 //! referenced by an integer `bid`; the caller-facing id and node_uid live only in `branches`.
 
 use crate::error::{Error, Result};
+use crate::store::Creation;
 use rusqlite::Connection;
 
 /// One step of the schema's history, applied in order inside one write transaction.
@@ -135,10 +136,18 @@ pub const APPLICATION_ID: i64 = 0x4D45_4D43;
 
 /// Brings the database to [`SCHEMA_VERSION`], refusing files it must not touch. On an up-to-date
 /// database this costs one read of two header pragmas.
-pub(crate) fn prepare(conn: &Connection) -> Result<()> {
+pub(crate) fn prepare(conn: &Connection, creation: Creation) -> Result<()> {
     let (application_id, version) = header(conn)?;
     if version > SCHEMA_VERSION {
         return Err(newer_error(version));
+    }
+    if version == 0 && creation == Creation::Refused {
+        let (_, tables) = version_and_tables(conn)?;
+        if tables > 0 {
+            return Err(not_memctl());
+        }
+        return Err(Error::incompatible("empty file, not a memctl database yet")
+            .with_hint("create the database with `memctl init`"));
     }
     if version > 0 && application_id != APPLICATION_ID {
         return Err(not_memctl());
@@ -167,14 +176,14 @@ pub(crate) fn has_fts_table(conn: &Connection) -> Result<bool> {
 }
 
 fn not_memctl() -> Error {
-    Error::incompatible("the file is an SQLite database but not a memctl one")
-        .with_hint("to convert a Python-store memory.sqlite, use `memctl import legacy`")
+    Error::incompatible("an SQLite database, but not a memctl one").with_hint(
+        "memctl opens only databases it created; point --db at one, or create one with `memctl init`",
+    )
 }
 
 fn unreadable(e: rusqlite::Error) -> Error {
-    let error = Error::from(e);
-    Error::incompatible(format!("cannot read the database: {}", error.message()))
-        .with_hint("is this a memctl database? `memctl init` creates one")
+    Error::incompatible(format!("unreadable: {}", crate::store::sqlite_reason(&e)))
+        .with_hint("the file is not an SQLite database, or is damaged; memctl cannot use it")
 }
 
 fn newer_error(version: i64) -> Error {

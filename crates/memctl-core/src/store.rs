@@ -4,7 +4,7 @@
 use crate::branch::BranchPath;
 use crate::clock::Clock;
 use crate::config::{Config, FtsMode, Synchronous};
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::schema;
 use rusqlite::{Connection, OpenFlags};
 use std::cell::{Cell, OnceCell, RefCell};
@@ -12,6 +12,24 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::rc::Rc;
 use std::time::Duration;
+
+/// Whether opening may create the schema in a new or empty file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Creation {
+    Allowed,
+    Refused,
+}
+
+/// SQLite's own words for an error, without rusqlite's wrapping.
+pub(crate) fn sqlite_reason(err: &rusqlite::Error) -> String {
+    match err {
+        rusqlite::Error::SqliteFailure(code, Some(message)) if !message.is_empty() => {
+            format!("{message} ({})", code.extended_code)
+        }
+        rusqlite::Error::SqliteFailure(code, _) => code.to_string(),
+        other => other.to_string(),
+    }
+}
 
 /// Who is writing, recorded in every journal row (SPEC §8).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -49,21 +67,51 @@ const VIEW_PATH_TABLE: &str = "
 impl Store {
     /// Opens (creating and migrating if needed) the database at `path`.
     pub fn open(path: &Path, config: Config, clock: Clock) -> Result<Store> {
-        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
-            | OpenFlags::SQLITE_OPEN_CREATE
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX
-            | OpenFlags::SQLITE_OPEN_URI;
+        Store::open_file(path, config, clock, Creation::Allowed)
+    }
+
+    /// Opens an existing memctl database: a missing, empty or foreign file is an error and is
+    /// left untouched (only an explicit `init` creates a database).
+    pub fn open_existing(path: &Path, config: Config, clock: Clock) -> Result<Store> {
+        if !path.exists() {
+            return Err(Error::not_found(format!("no database at {}", path.display()))
+                .with_hint("create it with `memctl init` (or pass --db / set MEMCTL_DB)"));
+        }
+        Store::open_file(path, config, clock, Creation::Refused)
+    }
+
+    fn open_file(path: &Path, config: Config, clock: Clock, creation: Creation) -> Result<Store> {
+        let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        if creation == Creation::Allowed {
+            flags |= OpenFlags::SQLITE_OPEN_CREATE;
+        }
+        let in_file = |e: Error| match e.kind() {
+            ErrorKind::IncompatibleDb => {
+                let error = Error::incompatible(format!("{}: {}", path.display(), e.message()));
+                match e.hint() {
+                    Some(hint) => error.with_hint(hint),
+                    None => error,
+                }
+            }
+            _ => e,
+        };
         let conn = Connection::open_with_flags(path, flags)
-            .map_err(|e| Error::incompatible(format!("cannot open database {}: {e}", path.display())))?;
-        Store::with_connection(conn, config, clock)
+            .map_err(|e| Error::incompatible(format!("cannot open: {}", sqlite_reason(&e))))
+            .map_err(in_file)?;
+        Store::with_connection(conn, config, clock, creation).map_err(in_file)
     }
 
     /// A private in-memory database, for tests and tools.
     pub fn open_in_memory(config: Config, clock: Clock) -> Result<Store> {
-        Store::with_connection(Connection::open_in_memory()?, config, clock)
+        Store::with_connection(Connection::open_in_memory()?, config, clock, Creation::Allowed)
     }
 
-    fn with_connection(mut conn: Connection, config: Config, clock: Clock) -> Result<Store> {
+    fn with_connection(
+        mut conn: Connection,
+        config: Config,
+        clock: Clock,
+        creation: Creation,
+    ) -> Result<Store> {
         busy::install(&mut conn, config.sqlite.busy_timeout_ms)?;
         conn.set_prepared_statement_cache_capacity(64);
         // With STAT4 compiled in, SQLite re-plans a cached statement whenever a bound value might
@@ -72,7 +120,7 @@ impl Store {
         // The last connection to close would checkpoint the WAL and delete it, fsyncing twice on
         // every short-lived CLI call. Instead the WAL is kept, and shrunk when it grows (Drop).
         conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)?;
-        schema::prepare(&conn)?;
+        schema::prepare(&conn, creation)?;
         let synchronous = match config.sqlite.synchronous {
             Synchronous::Normal => "NORMAL",
             Synchronous::Full => "FULL",

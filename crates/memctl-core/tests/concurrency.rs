@@ -31,23 +31,10 @@ const PATIENCE: Duration = Duration::from_secs(300);
 /// One planned write. Child and parent derive the same plan from (process, index).
 #[derive(Debug, Clone, PartialEq)]
 enum Write {
-    Fork {
-        parent: String,
-        id: String,
-    },
-    Core {
-        branch: String,
-        key: String,
-        value: String,
-    },
-    Recall {
-        branch: String,
-        text: String,
-    },
-    Archival {
-        branch: String,
-        text: String,
-    },
+    Fork { parent: String, id: String },
+    Core { branch: String, key: String, value: String },
+    Recall { branch: String, text: String },
+    Archival { branch: String, text: String },
 }
 
 impl Write {
@@ -63,9 +50,9 @@ impl Write {
     fn branch(&self) -> &str {
         match self {
             Write::Fork { id, .. } => id,
-            Write::Core { branch, .. }
-            | Write::Recall { branch, .. }
-            | Write::Archival { branch, .. } => branch,
+            Write::Core { branch, .. } | Write::Recall { branch, .. } | Write::Archival { branch, .. } => {
+                branch
+            }
         }
     }
 }
@@ -102,29 +89,18 @@ fn plan(p: usize, n: usize) -> Write {
             key: format!("k{}", (n / 8) % CORE_KEYS),
             value: format!("p{p} n={n}"),
         },
-        1 | 5 => Write::Recall {
-            branch: "root".into(),
-            text: format!("p{p} root event n={n}"),
-        },
-        2 | 6 => Write::Recall {
-            branch: own,
-            text: format!("p{p} own event n={n}"),
-        },
+        1 | 5 => Write::Recall { branch: "root".into(), text: format!("p{p} root event n={n}") },
+        2 | 6 => Write::Recall { branch: own, text: format!("p{p} own event n={n}") },
         3 => Write::Archival {
             branch: "root".into(),
             text: format!("p{p} root record n={n} mpi cache tuning"),
         },
-        _ => Write::Archival {
-            branch: own,
-            text: format!("p{p} own record n={n} gpu kernel"),
-        },
+        _ => Write::Archival { branch: own, text: format!("p{p} own record n={n} gpu kernel") },
     }
 }
 
 fn plans() -> Vec<Vec<Write>> {
-    (0..PROCESSES)
-        .map(|p| (0..WRITES).map(|n| plan(p, n)).collect())
-        .collect()
+    (0..PROCESSES).map(|p| (0..WRITES).map(|n| plan(p, n)).collect()).collect()
 }
 
 fn open(db: &Path) -> Store {
@@ -150,10 +126,7 @@ fn concurrency_child() {
     let dir = PathBuf::from(std::env::var(ENV_DIR).expect("work dir"));
 
     let mut store = open(&db);
-    store.set_context(OpContext {
-        phase: Some("concurrency".into()),
-        actor: Some(actor(p)),
-    });
+    store.set_context(OpContext { phase: Some("concurrency".into()), actor: Some(actor(p)) });
     std::fs::write(ready_file(&dir, p), b"").expect("write the ready file");
     let waiting = Instant::now();
     while !go_file(&dir).exists() {
@@ -173,22 +146,20 @@ fn concurrency_child() {
                 assert!(o.created, "process {p} write {n}: fork of {id} not created");
                 o.fork_seq
             }),
-            Write::Core { branch, key, value } => store
-                .core_set(branch, key, value, CoreWrite::default())
-                .map(|o| {
+            Write::Core { branch, key, value } => {
+                store.core_set(branch, key, value, CoreWrite::default()).map(|o| {
                     assert!(
                         o.evicted.is_empty(),
                         "process {p} write {n}: unexpected eviction {:?}",
                         o.evicted
                     );
                     o.seq
-                }),
-            Write::Recall { branch, text } => {
-                store.recall_append(branch, "note", text, &tags).map(|o| {
-                    assert!(!o.skipped, "process {p} write {n}: append skipped");
-                    o.id
                 })
             }
+            Write::Recall { branch, text } => store.recall_append(branch, "note", text, &tags).map(|o| {
+                assert!(!o.skipped, "process {p} write {n}: append skipped");
+                o.id
+            }),
             Write::Archival { branch, text } => store.archival_add(branch, text, &tags).map(|o| {
                 assert!(!o.skipped, "process {p} write {n}: archival add skipped");
                 o.id
@@ -203,17 +174,10 @@ fn concurrency_child() {
                 e.hint()
             )
         });
-        assert!(
-            seq > last_seq,
-            "process {p} write {n}: seq {seq} not above the previous {last_seq}"
-        );
+        assert!(seq > last_seq, "process {p} write {n}: seq {seq} not above the previous {last_seq}");
         last_seq = seq;
     }
-    println!(
-        "process {p}: {WRITES} writes in {:?}, slowest call {:?}",
-        started.elapsed(),
-        slowest
-    );
+    println!("process {p}: {WRITES} writes in {:?}, slowest call {:?}", started.elapsed(), slowest);
 }
 
 struct Running {
@@ -225,11 +189,7 @@ struct Running {
 impl Running {
     fn output(&self) -> String {
         let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
-        format!(
-            "--- stdout ---\n{}\n--- stderr ---\n{}",
-            read(&self.stdout),
-            read(&self.stderr)
-        )
+        format!("--- stdout ---\n{}\n--- stderr ---\n{}", read(&self.stdout), read(&self.stderr))
     }
 }
 
@@ -247,11 +207,7 @@ fn spawn(p: usize, db: &Path, dir: &Path) -> Running {
         .stderr(std::fs::File::create(&stderr).expect("child stderr file"))
         .spawn()
         .expect("spawn a child process");
-    Running {
-        child,
-        stdout,
-        stderr,
-    }
+    Running { child, stdout, stderr }
 }
 
 fn kill_all(children: &mut [Running]) {
@@ -276,9 +232,7 @@ fn eight_processes_write_one_database() {
     // Barrier: every child has opened the database and waits; then all start at once.
     let waiting = Instant::now();
     loop {
-        let ready = (0..PROCESSES)
-            .filter(|&p| ready_file(dir, p).exists())
-            .count();
+        let ready = (0..PROCESSES).filter(|&p| ready_file(dir, p).exists()).count();
         if ready == PROCESSES {
             break;
         }
@@ -316,16 +270,10 @@ fn eight_processes_write_one_database() {
                 eprintln!("{}", stdout[at..].lines().next().unwrap_or(""));
             }
         } else {
-            failures.push(format!(
-                "child {p} exited with {status}\n{}",
-                children[p].output()
-            ));
+            failures.push(format!("child {p} exited with {status}\n{}", children[p].output()));
         }
     }
-    eprintln!(
-        "{PROCESSES} processes x {WRITES} writes: {:?}",
-        started.elapsed()
-    );
+    eprintln!("{PROCESSES} processes x {WRITES} writes: {:?}", started.elapsed());
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 
     verify(&open(&db));
@@ -344,11 +292,7 @@ fn verify(store: &Store) {
             by_actor.entry(actor.clone()).or_default().push(op);
         }
     }
-    assert_eq!(
-        ops.len(),
-        1 + PROCESSES * WRITES,
-        "journal rows: the root plus one per write"
-    );
+    assert_eq!(ops.len(), 1 + PROCESSES * WRITES, "journal rows: the root plus one per write");
     for (p, plan) in plans.iter().enumerate() {
         let mine = by_actor.get(&actor(p)).map_or(&[][..], Vec::as_slice);
         assert_eq!(mine.len(), WRITES, "journal rows of process {p}");
@@ -357,11 +301,7 @@ fn verify(store: &Store) {
             assert!(op.seq > last, "process {p}: journal out of order at {n}");
             last = op.seq;
             assert_eq!(op.op, write.op_name(), "process {p} write {n}: op");
-            assert_eq!(
-                op.branch.as_deref(),
-                Some(write.branch()),
-                "process {p} write {n}: branch"
-            );
+            assert_eq!(op.branch.as_deref(), Some(write.branch()), "process {p} write {n}: branch");
         }
     }
 
@@ -377,10 +317,8 @@ fn verify(store: &Store) {
     // Branches: the root plus every planned fork, with the planned parent.
     let branches = store.branches().expect("list branches");
     assert_eq!(branches.len(), 1 + PROCESSES * WRITES.div_ceil(FORK_EVERY));
-    let parents: HashMap<&str, Option<&str>> = branches
-        .iter()
-        .map(|b| (b.id.as_str(), b.parent.as_deref()))
-        .collect();
+    let parents: HashMap<&str, Option<&str>> =
+        branches.iter().map(|b| (b.id.as_str(), b.parent.as_deref())).collect();
     for branch in &branches {
         claim(branch.fork_seq, "fork");
     }
@@ -400,17 +338,14 @@ fn verify(store: &Store) {
                 ),
                 Write::Core { branch, key, value } => {
                     core_writes += 1;
-                    core.entry(branch.clone())
-                        .or_default()
-                        .insert(key.clone(), value.clone());
+                    core.entry(branch.clone()).or_default().insert(key.clone(), value.clone());
                 }
                 Write::Recall { branch, text } => {
                     events.entry(branch.clone()).or_default().push(text.clone())
                 }
-                Write::Archival { branch, text } => records
-                    .entry(branch.clone())
-                    .or_default()
-                    .push(text.clone()),
+                Write::Archival { branch, text } => {
+                    records.entry(branch.clone()).or_default().push(text.clone())
+                }
             }
         }
     }
@@ -428,29 +363,19 @@ fn verify(store: &Store) {
                 .and_then(|s| s.parse().ok())
                 .expect("n in text");
             if let Some(previous) = last.insert(process_of(text), n) {
-                assert!(
-                    n > previous,
-                    "{what} on {branch}: {text} after n={previous}"
-                );
+                assert!(n > previous, "{what} on {branch}: {text} after n={previous}");
             }
         }
     };
 
     for (branch, expected) in &events {
         let view = store.recall_list(branch, None).expect("recall list");
-        let own: Vec<(i64, String)> = view
-            .events
-            .iter()
-            .filter(|e| &e.branch == branch)
-            .map(|e| (e.id, e.text.clone()))
-            .collect();
+        let own: Vec<(i64, String)> =
+            view.events.iter().filter(|e| &e.branch == branch).map(|e| (e.id, e.text.clone())).collect();
         let got: HashSet<&str> = own.iter().map(|(_, t)| t.as_str()).collect();
         assert_eq!(own.len(), expected.len(), "events on {branch}");
         for text in expected {
-            assert!(
-                got.contains(text.as_str()),
-                "event lost on {branch}: {text}"
-            );
+            assert!(got.contains(text.as_str()), "event lost on {branch}: {text}");
         }
         for (id, _) in &own {
             claim(*id, "event");
@@ -460,18 +385,12 @@ fn verify(store: &Store) {
 
     for (branch, expected) in &records {
         let list = store.archival_list(branch, None).expect("archival list");
-        let own: Vec<(i64, String)> = list
-            .iter()
-            .filter(|r| &r.branch == branch)
-            .map(|r| (r.id, r.text.clone()))
-            .collect();
+        let own: Vec<(i64, String)> =
+            list.iter().filter(|r| &r.branch == branch).map(|r| (r.id, r.text.clone())).collect();
         let got: HashSet<&str> = own.iter().map(|(_, t)| t.as_str()).collect();
         assert_eq!(own.len(), expected.len(), "archival records on {branch}");
         for text in expected {
-            assert!(
-                got.contains(text.as_str()),
-                "record lost on {branch}: {text}"
-            );
+            assert!(got.contains(text.as_str()), "record lost on {branch}: {text}");
         }
         for (id, _) in &own {
             claim(*id, "archival");
@@ -505,10 +424,6 @@ fn verify(store: &Store) {
     // (not visible through any read) that the journal shows were written.
     let highest = seqs.iter().copied().max().unwrap_or(0);
     let overwritten_core = core_writes - visible_core;
-    assert_eq!(
-        seqs.len() + overwritten_core,
-        highest as usize,
-        "seqs 1..={highest} allocated without gaps"
-    );
+    assert_eq!(seqs.len() + overwritten_core, highest as usize, "seqs 1..={highest} allocated without gaps");
     assert_eq!(*seqs.iter().min().unwrap_or(&0), 1);
 }
