@@ -1,1 +1,211 @@
-fn main() {}
+//! Project tasks: `cargo xtask <task>`.
+//!
+//! `cargo xtask bench` builds this crate with `--release` and re-runs itself as
+//! `target/release/xtask bench-inner …`, so every timing is of optimised code.
+
+mod gen;
+mod report;
+mod workloads;
+
+use anyhow::{bail, Context, Result};
+use std::path::PathBuf;
+use std::process::{Command, ExitCode};
+
+const HELP: &str = "\
+cargo xtask <task>
+
+Tasks:
+  bench [--quick] [--only NAME]   run the benchmark workloads of shared/reference/BENCH.md
+  help                            this text
+
+Run `cargo xtask bench --help` for the benchmark's options.
+";
+
+const BENCH_HELP: &str = "\
+cargo xtask bench [--quick] [--only NAME]
+
+Runs BENCH.md's in-process workloads against memctl-core on file databases (default config) in
+a temporary directory, and prints one table: memctl's median (and p95 where BENCH.md asks for
+it), the Python store's figure from PYTHON_STORE.md section 4, and how many times better memctl
+is (>1: memctl is faster). The same results are written as JSON to target/bench/bench.json.
+
+`bench` first runs `cargo build --release -p xtask`, then executes
+`target/release/xtask bench-inner [OPTIONS]` so the timings are of optimised code.
+Medians are taken over repetitions; nothing here asserts on time.
+
+Workloads (NAME for --only):
+  a   fork chain of D = 10, 100, 1000 forks: per-fork time, and whether it grows with depth
+  b   1000-branch tree (BFS, parent (i-1)/3), 29,000 single-transaction operations:
+      total, ops/s, per-operation medians, peak RSS, database size
+  c   10,000 recall appends on one branch: rate per 1,000-append window (should be flat)
+  d   archival: 51-branch chain, 10,000 writes, 100 searches (k=5) from the deepest branch;
+      write rate, search median and p95, with FTS5 and with the keyword fallback (fts = off)
+  e   chain of D = 10, 100, 1000 (one core key, 2 events, 1 archival record per level):
+      full read of the deepest branch's view (alias: f)
+
+Options:
+  --quick       fewer repetitions (same workloads, same sizes); well under two minutes
+  --only NAME   run one workload (a, b, c, d or e)
+  -h, --help    this text
+";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match run(&args) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("xtask: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(args: &[String]) -> Result<ExitCode> {
+    let Some((task, rest)) = args.split_first() else {
+        eprint!("{HELP}");
+        return Ok(ExitCode::from(2));
+    };
+    match task.as_str() {
+        "help" | "-h" | "--help" => {
+            print!("{HELP}");
+            Ok(ExitCode::SUCCESS)
+        }
+        "bench" => {
+            if wants_help(rest) {
+                print!("{BENCH_HELP}");
+                return Ok(ExitCode::SUCCESS);
+            }
+            BenchOptions::parse(rest)?; // fail on bad options before building
+            build_release_and_run(rest)
+        }
+        "bench-inner" => {
+            if wants_help(rest) {
+                print!("{BENCH_HELP}");
+                return Ok(ExitCode::SUCCESS);
+            }
+            let options = BenchOptions::parse(rest)?;
+            workloads::run(&options, &target_dir().join("bench"))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        other => {
+            eprint!("xtask: unknown task '{other}'\n\n{HELP}");
+            Ok(ExitCode::from(2))
+        }
+    }
+}
+
+fn wants_help(args: &[String]) -> bool {
+    args.iter().any(|a| matches!(a.as_str(), "-h" | "--help" | "help"))
+}
+
+/// What `bench` was asked to run.
+#[derive(Debug, Clone, Default)]
+pub struct BenchOptions {
+    pub quick: bool,
+    /// One workload letter, `a`..`e`.
+    pub only: Option<char>,
+}
+
+impl BenchOptions {
+    fn parse(args: &[String]) -> Result<BenchOptions> {
+        let mut options = BenchOptions::default();
+        let mut args = args.iter();
+        while let Some(arg) = args.next() {
+            match arg.as_str() {
+                "--quick" => options.quick = true,
+                "--only" => {
+                    let name = args.next().context("--only needs a workload name (a..e)")?;
+                    options.only = Some(parse_workload(name)?);
+                }
+                other => match other.strip_prefix("--only=") {
+                    Some(name) => options.only = Some(parse_workload(name)?),
+                    None => {
+                        bail!("unknown bench option '{other}' (see `cargo xtask bench --help`)")
+                    }
+                },
+            }
+        }
+        Ok(options)
+    }
+
+    /// Whether workload `name` is selected.
+    pub fn runs(&self, name: char) -> bool {
+        self.only.is_none_or(|only| only == name)
+    }
+}
+
+fn parse_workload(name: &str) -> Result<char> {
+    match name.to_ascii_lowercase().as_str() {
+        "a" => Ok('a'),
+        "b" => Ok('b'),
+        "c" => Ok('c'),
+        "d" => Ok('d'),
+        "e" | "f" | "e/f" | "ef" => Ok('e'),
+        _ => bail!("unknown workload '{name}': choose a, b, c, d or e"),
+    }
+}
+
+fn workspace_root() -> PathBuf {
+    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    manifest.parent().map(PathBuf::from).unwrap_or(manifest)
+}
+
+fn target_dir() -> PathBuf {
+    match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(dir) => {
+            let dir = PathBuf::from(dir);
+            if dir.is_absolute() {
+                dir
+            } else {
+                workspace_root().join(dir)
+            }
+        }
+        None => workspace_root().join("target"),
+    }
+}
+
+/// `cargo build --release -p xtask`, then `target/release/xtask bench-inner ARGS`.
+fn build_release_and_run(args: &[String]) -> Result<ExitCode> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    eprintln!("xtask: building the release profile (cargo build --release -p xtask)…");
+    let status = Command::new(&cargo)
+        .current_dir(workspace_root())
+        .args(["build", "--release", "--quiet", "-p", "xtask"])
+        .status()
+        .context("running cargo build --release")?;
+    if !status.success() {
+        bail!("cargo build --release -p xtask failed ({status})");
+    }
+    let exe = target_dir().join("release").join(format!("xtask{}", std::env::consts::EXE_SUFFIX));
+    let status = Command::new(&exe)
+        .current_dir(workspace_root())
+        .arg("bench-inner")
+        .args(args)
+        .status()
+        .with_context(|| format!("running {}", exe.display()))?;
+    Ok(match status.code() {
+        Some(0) => ExitCode::SUCCESS,
+        Some(code) => ExitCode::from(code.clamp(1, 255) as u8),
+        None => ExitCode::FAILURE,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<BenchOptions> {
+        BenchOptions::parse(&args.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn bench_options() {
+        let o = parse(&["--quick", "--only", "d"]).unwrap();
+        assert!(o.quick);
+        assert!(o.runs('d') && !o.runs('a'));
+        assert_eq!(parse(&["--only=f"]).unwrap().only, Some('e'));
+        assert!(parse(&["--only", "z"]).is_err());
+        assert!(parse(&["--fast"]).is_err());
+        assert!(parse(&[]).unwrap().runs('a'));
+    }
+}
