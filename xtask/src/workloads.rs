@@ -1,0 +1,618 @@
+//! BENCH.md's in-process workloads a–e, run through memctl-core on file databases.
+
+use crate::gen::{node_id, vocab, Rng, EVENT_KINDS, PHASES};
+use crate::report::{median, micros, millis, percentile, table, Python, Row};
+use crate::BenchOptions;
+use anyhow::{ensure, Context, Result};
+use memctl_core::{Clock, Config, CoreWrite, FtsMode, Search, Store};
+use serde_json::{json, Map, Value};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// Repetition counts: the full run and `--quick` differ only here.
+struct Reps {
+    /// Fresh fork chains per depth.
+    fork_chains: usize,
+    /// Fresh trees (workload b).
+    trees: usize,
+    /// Fresh 10,000-append runs (workload c).
+    recall_runs: usize,
+    /// Fresh archival databases per search mode (workload d).
+    archival_builds: usize,
+    /// Passes of the 100 searches over each archival database.
+    search_passes: usize,
+    /// Timed view reads on a warm handle, per depth (workload e).
+    warm_reads: usize,
+    /// Fresh handles, each timing its first (cold) read, per depth.
+    cold_reads: usize,
+}
+
+impl Reps {
+    fn new(quick: bool) -> Reps {
+        if quick {
+            Reps {
+                fork_chains: 2,
+                trees: 1,
+                recall_runs: 1,
+                archival_builds: 1,
+                search_passes: 1,
+                warm_reads: 20,
+                cold_reads: 3,
+            }
+        } else {
+            Reps {
+                fork_chains: 5,
+                trees: 3,
+                recall_runs: 3,
+                archival_builds: 2,
+                search_passes: 2,
+                warm_reads: 100,
+                cold_reads: 10,
+            }
+        }
+    }
+}
+
+/// A fresh file database (default config unless given) in its own temporary directory.
+struct Db {
+    dir: tempfile::TempDir,
+    path: PathBuf,
+    store: Store,
+}
+
+impl Db {
+    fn new(config: Config) -> Result<Db> {
+        let dir = tempfile::Builder::new()
+            .prefix("memctl-bench-")
+            .tempdir()
+            .context("creating a temporary directory")?;
+        let path = dir.path().join("memory.sqlite");
+        let store = Store::open(&path, config, Clock::System)?;
+        Ok(Db { dir, path, store })
+    }
+
+    /// Closes the store (the last connection checkpoints the WAL) and returns the bytes on disk.
+    fn close_and_measure(self) -> Result<u64> {
+        let Db { dir, path, store } = self;
+        drop(store);
+        let mut bytes = 0;
+        for suffix in ["", "-wal", "-shm"] {
+            let file = PathBuf::from(format!("{}{suffix}", path.display()));
+            if let Ok(meta) = std::fs::metadata(&file) {
+                bytes += meta.len();
+            }
+        }
+        drop(dir);
+        Ok(bytes)
+    }
+}
+
+fn timed<T>(f: impl FnOnce() -> memctl_core::Result<T>) -> Result<(T, Duration)> {
+    let start = Instant::now();
+    let value = f()?;
+    Ok((value, start.elapsed()))
+}
+
+/// Runs the selected workloads, prints the table and writes `out_dir/bench.json`.
+pub fn run(options: &BenchOptions, out_dir: &Path) -> Result<()> {
+    let reps = Reps::new(options.quick);
+    let started = Instant::now();
+    let mut rows = Vec::new();
+    let mut details = Map::new();
+    type Workload = fn(&Reps) -> Result<(Vec<Row>, Value)>;
+    let workloads: [(char, &str, Workload); 5] = [
+        ('a', "fork chain", fork_chain),
+        ('b', "1000-branch tree", tree),
+        ('c', "recall appends", recall_appends),
+        ('d', "archival writes and search", archival),
+        ('e', "read on a chain", chain_read),
+    ];
+    for (name, title, workload) in workloads {
+        if !options.runs(name) {
+            continue;
+        }
+        eprintln!("bench: {name}. {title}…");
+        let t = Instant::now();
+        let (mut new_rows, detail) = workload(&reps).with_context(|| format!("workload {name}"))?;
+        eprintln!("bench: {name} done in {:.1} s", t.elapsed().as_secs_f64());
+        rows.append(&mut new_rows);
+        details.insert(name.to_string(), detail);
+    }
+
+    let mode = if options.quick { "quick" } else { "full" };
+    println!(
+        "\nmemctl bench ({mode}, release build, {} CPUs, {:.0} s): medians over repetitions; \
+         speedup = Python store / memctl for times, memctl / Python for rates\n",
+        cpus(),
+        started.elapsed().as_secs_f64()
+    );
+    print!("{}", table(&rows));
+
+    std::fs::create_dir_all(out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
+    let out = out_dir.join("bench.json");
+    let report = json!({
+        "mode": mode,
+        "only": options.only.map(|c| c.to_string()),
+        "cpus": cpus(),
+        "generated_at": std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs_f64())
+            .unwrap_or(0.0),
+        "seconds": started.elapsed().as_secs_f64(),
+        "rows": rows.iter().map(Row::to_json).collect::<Vec<_>>(),
+        "details": details,
+    });
+    std::fs::write(&out, serde_json::to_string_pretty(&report)? + "\n")
+        .with_context(|| format!("writing {}", out.display()))?;
+    println!("\nJSON: {}", out.display());
+    Ok(())
+}
+
+fn cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// a. Root, then a chain of D forks: the time of each fork, and whether it grows with depth.
+fn fork_chain(reps: &Reps) -> Result<(Vec<Row>, Value)> {
+    let mut rows = Vec::new();
+    let mut detail = Map::new();
+    let mut per_depth = Vec::new();
+    for depth in [10usize, 100, 1000] {
+        let ids: Vec<String> = (0..=depth).map(node_id).collect();
+        let (mut medians, mut p95s, mut heads, mut tails) = (vec![], vec![], vec![], vec![]);
+        for _ in 0..reps.fork_chains {
+            let db = Db::new(Config::default())?;
+            db.store.create_root(&ids[0])?;
+            let mut times = Vec::with_capacity(depth);
+            for i in 1..=depth {
+                let (_, t) = timed(|| db.store.fork(&ids[i - 1], Some(&ids[i])))?;
+                times.push(micros(t));
+            }
+            medians.push(median(&times));
+            p95s.push(percentile(&times, 95.0));
+            let window = (depth / 10).max(1);
+            heads.push(median(&times[..window]));
+            tails.push(median(&times[depth - window..]));
+        }
+        let (fork_median, head, tail) = (median(&medians), median(&heads), median(&tails));
+        per_depth.push(fork_median);
+        rows.push(
+            Row::new(format!("a fork chain D={depth}"), "per fork", "µs")
+                .value(fork_median)
+                .p95(median(&p95s))
+                .python(Python::new(750.0, "0.75-1.6 ms")),
+        );
+        detail.insert(
+            format!("D={depth}"),
+            json!({"median_us": fork_median, "p95_us": median(&p95s),
+                   "first_tenth_median_us": head, "last_tenth_median_us": tail,
+                   "repetitions": reps.fork_chains}),
+        );
+        if depth == 1000 {
+            rows.push(
+                Row::new("a fork depth check", "forks 901-1000 / forks 1-100", "x").value(tail / head).note(
+                    format!(
+                        "per-fork median {:.1} µs at depths 1-100, {:.1} µs at 901-1000; \
+                         D=1000 vs D=10 chain medians {:.2}x (about 1 = independent of depth)",
+                        head,
+                        tail,
+                        fork_median / per_depth[0]
+                    ),
+                ),
+            );
+        }
+    }
+    Ok((rows, Value::Object(detail)))
+}
+
+/// One operation of workload b, generated up front so only memctl calls are timed.
+enum TreeOp {
+    Root(String),
+    Fork(String, String),
+    Core(String, String, String),
+    Recall(String, &'static str, String, Vec<String>),
+    Archival(String, String, Vec<String>),
+}
+
+const TREE_BRANCHES: usize = 1000;
+
+fn tree_ops() -> Vec<TreeOp> {
+    let mut rng = Rng::new(0xB0B);
+    let ids: Vec<String> = (0..TREE_BRANCHES).map(node_id).collect();
+    let mut ops = Vec::with_capacity(TREE_BRANCHES * 29);
+    let (mut core_i, mut event_i, mut record_i) = (0usize, 0usize, 0usize);
+    for (i, id) in ids.iter().enumerate() {
+        ops.push(match i {
+            0 => TreeOp::Root(id.clone()),
+            _ => TreeOp::Fork(ids[(i - 1) / 3].clone(), id.clone()),
+        });
+        for k in 0..3 {
+            let value = format!("c{core_i} {}", rng.words(10, 30));
+            core_i += 1;
+            ops.push(TreeOp::Core(id.clone(), format!("key{k}"), value));
+        }
+        let phase = PHASES[i % PHASES.len()];
+        for _ in 0..20 {
+            let kind = EVENT_KINDS[event_i % EVENT_KINDS.len()];
+            let text = format!("e{event_i} {}", rng.words(20, 40));
+            event_i += 1;
+            ops.push(TreeOp::Recall(id.clone(), kind, text, vec![format!("phase:{phase}")]));
+        }
+        for _ in 0..5 {
+            let kind = EVENT_KINDS[record_i % EVENT_KINDS.len()];
+            let text = format!("a{record_i} {}", rng.words(60, 120));
+            record_i += 1;
+            ops.push(TreeOp::Archival(id.clone(), text, vec!["BENCH".into(), format!("kind:{kind}")]));
+        }
+    }
+    ops
+}
+
+/// b. 1000 branches in BFS order, 29 single-transaction operations each.
+fn tree(reps: &Reps) -> Result<(Vec<Row>, Value)> {
+    let ops = tree_ops();
+    ensure!(ops.len() == 29_000, "the tree has {} operations", ops.len());
+    let (mut totals, mut rss, mut sizes) = (vec![], vec![], vec![]);
+    let mut per_op: [Vec<f64>; 4] = Default::default(); // per-rep medians: fork, core, recall, archival
+    let mut visible_events = 0;
+    for _ in 0..reps.trees {
+        let db = Db::new(Config::default())?;
+        let mut times: [Vec<f64>; 4] = Default::default();
+        reset_peak_rss();
+        let start = Instant::now();
+        for op in &ops {
+            let t = Instant::now();
+            let slot = match op {
+                TreeOp::Root(id) => db.store.create_root(id).map(|_| 0)?,
+                TreeOp::Fork(parent, id) => db.store.fork(parent, Some(id)).map(|_| 0)?,
+                TreeOp::Core(branch, key, value) => {
+                    db.store.core_set(branch, key, value, CoreWrite::default()).map(|_| 1)?
+                }
+                TreeOp::Recall(branch, kind, text, t) => {
+                    db.store.recall_append(branch, kind, text, t).map(|_| 2)?
+                }
+                TreeOp::Archival(branch, text, t) => db.store.archival_add(branch, text, t).map(|_| 3)?,
+            };
+            times[slot].push(micros(t.elapsed()));
+        }
+        totals.push(start.elapsed().as_secs_f64());
+        rss.push(peak_rss_mb().unwrap_or(f64::NAN));
+        visible_events = db.store.recall_list(&node_id(TREE_BRANCHES - 1), None)?.events.len();
+        for (slot, t) in times.iter().enumerate() {
+            per_op[slot].push(median(t));
+        }
+        sizes.push(db.close_and_measure()? as f64 / 1e6);
+    }
+    let total = median(&totals);
+    let mut rows = vec![
+        Row::new("b tree 1000 branches", "29,000 ops total", "s")
+            .value(total)
+            .python(Python::new(6.0, "6.0 s"))
+            .note("default config (auto_consolidate = true); one transaction per operation"),
+        Row::new("b tree 1000 branches", "throughput", "ops/s")
+            .value(29_000.0 / total)
+            .higher_is_better()
+            .python(Python::new(4_840.0, "4,840 ops/s")),
+    ];
+    for (slot, name) in ["fork", "core set", "recall append", "archival add"].iter().enumerate() {
+        rows.push(
+            Row::new("b tree 1000 branches", format!("{name}, median"), "µs").value(median(&per_op[slot])),
+        );
+    }
+    rows.push(
+        Row::new("b tree 1000 branches", "peak RSS (process)", "MB")
+            .value(median(&rss))
+            .python(Python::new(148.0, "148 MB")),
+    );
+    rows.push(Row::new("b tree 1000 branches", "database size", "MB").value(median(&sizes)));
+    let detail = json!({
+        "total_s": totals, "peak_rss_mb": rss, "db_mb": sizes,
+        "median_us": {"fork": median(&per_op[0]), "core_set": median(&per_op[1]),
+                      "recall_append": median(&per_op[2]), "archival_add": median(&per_op[3])},
+        "visible_events_at_node_999": visible_events,
+        "repetitions": reps.trees,
+    });
+    Ok((rows, detail))
+}
+
+/// c. 10,000 unique appends on one branch: the rate of each 1,000-append window.
+fn recall_appends(reps: &Reps) -> Result<(Vec<Row>, Value)> {
+    const APPENDS: usize = 10_000;
+    const WINDOW: usize = 1_000;
+    let mut rng = Rng::new(0xCCC);
+    let appends: Vec<(&str, String, Vec<String>)> = (0..APPENDS)
+        .map(|i| {
+            (
+                EVENT_KINDS[i % EVENT_KINDS.len()],
+                format!("e{i} {}", rng.words(20, 40)),
+                vec![format!("phase:{}", PHASES[i % PHASES.len()])],
+            )
+        })
+        .collect();
+    let branch = node_id(0);
+    let windows = APPENDS / WINDOW;
+    let mut window_rates: Vec<Vec<f64>> = vec![vec![]; windows];
+    let (mut overall, mut per_append, mut tails) = (vec![], vec![], vec![]);
+    for _ in 0..reps.recall_runs {
+        let db = Db::new(Config::default())?;
+        db.store.create_root(&branch)?;
+        let mut times = Vec::with_capacity(APPENDS);
+        for (kind, text, t) in &appends {
+            let (outcome, elapsed) = timed(|| db.store.recall_append(&branch, kind, text, t))?;
+            ensure!(!outcome.skipped, "append {text:.20} was skipped as a duplicate");
+            times.push(elapsed.as_secs_f64());
+        }
+        for (w, chunk) in times.chunks(WINDOW).enumerate() {
+            window_rates[w].push(WINDOW as f64 / chunk.iter().sum::<f64>());
+        }
+        overall.push(APPENDS as f64 / times.iter().sum::<f64>());
+        per_append.push(median(&times) * 1e6);
+        let total: f64 = times.iter().sum();
+        let slow: Vec<f64> = times.iter().copied().filter(|t| *t > 1e-3).collect();
+        tails.push(json!({
+            "p90_us": percentile(&times, 90.0) * 1e6,
+            "p99_us": percentile(&times, 99.0) * 1e6,
+            "max_us": percentile(&times, 100.0) * 1e6,
+            "appends_over_1ms": slow.len(),
+            "share_of_time_over_1ms": slow.iter().sum::<f64>() / total,
+        }));
+    }
+    let share = |key: &str| -> Vec<f64> { tails.iter().filter_map(|t| t[key].as_f64()).collect() };
+    let (stall_shares, stall_counts) = (share("share_of_time_over_1ms"), share("appends_over_1ms"));
+    let rates: Vec<f64> = window_rates.iter().map(|r| median(r)).collect();
+    let (first, last) = (rates[0], rates[windows - 1]);
+    let lowest = rates.iter().copied().fold(f64::INFINITY, f64::min);
+    let highest = rates.iter().copied().fold(0.0, f64::max);
+    let listing: Vec<String> = rates.iter().map(|r| format!("{r:.0}")).collect();
+    let rows = vec![
+        Row::new("c recall 10k appends", "overall rate", "/s")
+            .value(median(&overall))
+            .higher_is_better()
+            .python(Python::new(863.0, "863/s")),
+        Row::new("c recall 10k appends", "first window (1-1000)", "/s")
+            .value(first)
+            .higher_is_better()
+            .python(Python::new(6_400.0, "6,400/s")),
+        Row::new("c recall 10k appends", "last window (9001-10000)", "/s")
+            .value(last)
+            .higher_is_better()
+            .python(Python::new(470.0, "470/s")),
+        Row::new("c recall 10k appends", "per append, median", "µs").value(median(&per_append)),
+        Row::new("c recall 10k appends", "share of time in appends > 1 ms", "%")
+            .value(100.0 * median(&stall_shares))
+            .note(format!(
+                "{} of 10,000 appends took over 1 ms (median over runs); SQLite's WAL \
+                 auto-checkpoints (with fsync) run inside those commits",
+                median(&stall_counts)
+            )),
+        Row::new("c recall 10k appends", "slowest / fastest window", "x").value(highest / lowest).note(
+            format!(
+                "rate per 1,000-append window: {} /s (last/first {:.2}x)",
+                listing.join(", "),
+                last / first
+            ),
+        ),
+    ];
+    let detail = json!({
+        "window_rates_per_s": rates, "overall_per_s": overall,
+        "per_append_median_us": per_append, "tails": tails, "repetitions": reps.recall_runs,
+    });
+    Ok((rows, detail))
+}
+
+/// d. A 51-branch chain, 10,000 archival writes, 100 searches (k=5) from the deepest branch.
+fn archival(reps: &Reps) -> Result<(Vec<Row>, Value)> {
+    const CHAIN: usize = 51;
+    const RECORDS: usize = 10_000;
+    let vocab = vocab();
+    let mut rng = Rng::new(0xDDD);
+    let records: Vec<(String, Vec<String>)> = (0..RECORDS)
+        .map(|i| {
+            (
+                format!("a{i} {}", rng.words(60, 120)),
+                vec!["BENCH".to_string(), format!("topic:{}", vocab[i % vocab.len()])],
+            )
+        })
+        .collect();
+    let mut rng = Rng::new(0x5EA);
+    let queries: Vec<String> = (0..100)
+        .map(|j| {
+            (0..1 + j % 3)
+                .map(|_| vocab[rng.below(vocab.len() as u64) as usize].as_str())
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect();
+    let ids: Vec<String> = (0..CHAIN).map(node_id).collect();
+    let deepest = &ids[CHAIN - 1];
+
+    let mut rows = Vec::new();
+    let mut detail = Map::new();
+    for (mode, fts) in [("FTS5", FtsMode::Auto), ("fallback", FtsMode::Off)] {
+        let (mut write_rates, mut medians, mut p95s, mut hits) = (vec![], vec![], vec![], vec![]);
+        let mut visible = 0;
+        let mut uses_fts = false;
+        for _ in 0..reps.archival_builds {
+            let mut config = Config::default();
+            config.search.fts = fts;
+            let db = Db::new(config)?;
+            uses_fts = db.store.uses_fts()?;
+            // Branch by branch, root first: record i goes to branch i mod 51, written after
+            // that branch is forked and before its child is, so the deepest branch sees all
+            // 10,000 (as every branch did under the Python store's live inheritance).
+            let mut write_time = Duration::ZERO;
+            for (b, id) in ids.iter().enumerate() {
+                match b {
+                    0 => db.store.create_root(id)?,
+                    _ => db.store.fork(&ids[b - 1], Some(id))?,
+                };
+                for (text, t) in records.iter().skip(b).step_by(CHAIN) {
+                    let (_, elapsed) = timed(|| db.store.archival_add(id, text, t))?;
+                    write_time += elapsed;
+                }
+            }
+            write_rates.push(RECORDS as f64 / write_time.as_secs_f64());
+            visible = db.store.archival_list(deepest, None)?.len();
+            for _ in 0..reps.search_passes {
+                let mut times = Vec::with_capacity(queries.len());
+                let mut found = 0;
+                for query in &queries {
+                    let search = Search { query: query.clone(), k: 5, tags: vec![] };
+                    let (results, elapsed) = timed(|| db.store.archival_search(deepest, &search))?;
+                    found += results.len();
+                    times.push(millis(elapsed));
+                }
+                medians.push(median(&times));
+                p95s.push(percentile(&times, 95.0));
+                hits.push(found as f64 / queries.len() as f64);
+            }
+        }
+        ensure!(visible == RECORDS, "the deepest branch sees {visible} records");
+        let mut write = Row::new(format!("d archival ({mode})"), "10k writes, rate", "/s")
+            .value(median(&write_rates))
+            .higher_is_better();
+        let mut search = Row::new(format!("d archival ({mode})"), "search k=5 at depth 50", "ms")
+            .value(median(&medians))
+            .p95(median(&p95s));
+        if fts == FtsMode::Auto {
+            write = write.python(Python::new(2_260.0, "2,260/s"));
+            search = search.python(Python::new(2.9, "2.9 ms, p95 8.9 ms").with_p95(8.9));
+            if !uses_fts {
+                search = search.note("this SQLite build has no FTS5: the fallback was used");
+            }
+        } else {
+            write = write.note("the FTS5 index is still maintained on write when it exists");
+            search = search.python(Python::new(77.0, "77 ms, p95 233 ms").with_p95(233.0));
+        }
+        rows.push(write);
+        rows.push(search);
+        detail.insert(
+            mode.to_string(),
+            json!({"uses_fts": uses_fts, "write_rate_per_s": write_rates,
+                   "search_median_ms": medians, "search_p95_ms": p95s,
+                   "mean_hits_per_query": hits, "visible_records_at_deepest": visible,
+                   "builds": reps.archival_builds, "passes_per_build": reps.search_passes}),
+        );
+    }
+    Ok((rows, Value::Object(detail)))
+}
+
+/// e/f. A chain of D levels, each with one core key (`key{i mod 10}`), 2 events and 1 archival
+/// record: the full read of the deepest branch's view.
+fn chain_read(reps: &Reps) -> Result<(Vec<Row>, Value)> {
+    let mut rows = Vec::new();
+    let mut detail = Map::new();
+    let python = [(10usize, 0.21, "0.21 ms"), (100, 2.4, "2.4 ms"), (1000, 26.0, "26 ms")];
+    for (depth, python_ms, python_text) in python {
+        let db = Db::new(Config::default())?;
+        build_chain(&db.store, depth)?;
+        let deepest = node_id(depth);
+
+        // Cold: a new handle's first read (resolves and caches the path), as one CLI call does.
+        let mut cold = Vec::with_capacity(reps.cold_reads);
+        for _ in 0..reps.cold_reads {
+            let store = Store::open(&db.path, Config::default(), Clock::System)?;
+            let (_, t) = timed(|| store.view(&deepest))?;
+            cold.push(millis(t));
+        }
+        // Warm: the same handle, path cached.
+        let view = db.store.view(&deepest)?;
+        // Core evictions (the budget is 2000 chars) add `CORE_EVICT` records of their own.
+        let bench_records = view.archival.iter().filter(|r| r.tags.iter().any(|t| t == "BENCH")).count();
+        ensure!(
+            view.events.len() == 2 * (depth + 1) && bench_records == depth + 1,
+            "the deepest view misses rows: {} events, {bench_records} records",
+            view.events.len(),
+        );
+        ensure!((1..=10).contains(&view.core.len()), "core keys {}", view.core.len());
+        let mut warm = Vec::with_capacity(reps.warm_reads);
+        for _ in 0..reps.warm_reads {
+            let (_, t) = timed(|| db.store.view(&deepest))?;
+            warm.push(millis(t));
+        }
+        // Windowed read: what `read` shows by default (core, 20 events, newest 8 records).
+        let config = Config::default();
+        let mut window = Vec::with_capacity(reps.warm_reads);
+        for _ in 0..reps.warm_reads {
+            let (_, t) = timed(|| {
+                db.store.view_window(&deepest, Some(config.recall_max_events), Some(config.retrieval_k))
+            })?;
+            window.push(millis(t));
+        }
+        rows.push(
+            Row::new(format!("e chain D={depth}"), "full view read (warm)", "ms")
+                .value(median(&warm))
+                .p95(percentile(&warm, 95.0))
+                .python(Python::new(python_ms, python_text)),
+        );
+        rows.push(
+            Row::new(format!("e chain D={depth}"), "full view read (new handle)", "ms")
+                .value(median(&cold))
+                .p95(percentile(&cold, 95.0)),
+        );
+        rows.push(
+            Row::new(format!("e chain D={depth}"), "windowed read (core, 20 events, 8 records)", "ms")
+                .value(median(&window))
+                .p95(percentile(&window, 95.0)),
+        );
+        detail.insert(
+            format!("D={depth}"),
+            json!({"full_view_warm_ms": {"median": median(&warm), "p95": percentile(&warm, 95.0)},
+                   "full_view_cold_ms": {"median": median(&cold), "p95": percentile(&cold, 95.0)},
+                   "windowed_read_ms": {"median": median(&window), "p95": percentile(&window, 95.0)},
+                   "view_rows": {"core": view.core.len(), "events": view.events.len(),
+                                 "archival": view.archival.len(),
+                                 "archival_core_evict": view.archival.len() - bench_records},
+                   "warm_reads": reps.warm_reads, "cold_reads": reps.cold_reads}),
+        );
+    }
+    rows.push(
+        Row::new("e/f render D=10/100/1000", "render, budget 4000 and 24000", "ms")
+            .python(Python::new(31.0, "0.40 / 2.4 / 31 ms"))
+            .note(
+                "render is not measured yet: it comes with the `context` command; \
+                 the full view read contains every row (2 events and 1 record per level), \
+                 so it grows with D by design",
+            ),
+    );
+    Ok((rows, Value::Object(detail)))
+}
+
+/// Root (node 0) and D forks (nodes 1..=D); level i writes core `key{i mod 10}`, 2 events and
+/// 1 archival record, in that order, before the next fork.
+fn build_chain(store: &Store, depth: usize) -> Result<()> {
+    let mut rng = Rng::new(0xC4A1 + depth as u64);
+    let mut event_i = 0;
+    for i in 0..=depth {
+        let id = node_id(i);
+        match i {
+            0 => store.create_root(&id)?,
+            _ => store.fork(&node_id(i - 1), Some(&id))?,
+        };
+        let value = format!("c{i} {}", rng.words(10, 30));
+        store.core_set(&id, &format!("key{}", i % 10), &value, CoreWrite::default())?;
+        for _ in 0..2 {
+            let kind = EVENT_KINDS[event_i % EVENT_KINDS.len()];
+            let text = format!("e{event_i} {}", rng.words(20, 40));
+            let tag = vec![format!("phase:{}", PHASES[i % PHASES.len()])];
+            store.recall_append(&id, kind, &text, &tag)?;
+            event_i += 1;
+        }
+        let text = format!("a{i} {}", rng.words(60, 120));
+        store.archival_add(&id, &text, &["BENCH".to_string()])?;
+    }
+    Ok(())
+}
+
+/// Resets the kernel's peak-RSS counter of this process (Linux; a no-op elsewhere).
+fn reset_peak_rss() {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+}
+
+/// The peak resident set size of this process since the last reset, in MB (Linux).
+fn peak_rss_mb() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb / 1024.0)
+}
