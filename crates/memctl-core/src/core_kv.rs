@@ -34,6 +34,14 @@ fn line_chars(key: &str, value: &str) -> usize {
     key.chars().count() + 2 + value.chars().count()
 }
 
+/// The budget's measure of a core: its `key: value` lines joined by newlines, as rendered (and
+/// as the Python store counts it).
+pub fn rendered_chars<'a>(entries: impl IntoIterator<Item = &'a CoreEntry>) -> usize {
+    let (chars, lines): (usize, usize) =
+        entries.into_iter().fold((0, 0), |(chars, lines), e| (chars + e.chars(), lines + 1));
+    chars + lines.saturating_sub(1)
+}
+
 /// Options of a core write.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct CoreWrite {
@@ -71,9 +79,9 @@ impl Store {
         view::core(self, &*self.path(branch)?)
     }
 
-    /// The visible core chars of a branch (the budget's measure).
+    /// The visible core chars of a branch (the budget's measure, see [`rendered_chars`]).
     pub fn core_chars(&self, branch: &str) -> Result<usize> {
-        Ok(self.core(branch)?.iter().map(CoreEntry::chars).sum())
+        Ok(rendered_chars(&self.core(branch)?))
     }
 
     pub fn core_set(
@@ -145,8 +153,9 @@ impl Tx<'_> {
                     "core key '{key}' is too long for core_max_chars = {budget}"
                 )));
             }
-            let others: usize =
-                view::core(self, &path)?.iter().filter(|e| e.key != key).map(CoreEntry::chars).sum();
+            let others: usize = rendered_chars(view::core(self, &path)?.iter().filter(|e| e.key != key));
+            // The new line and, when other lines exist, the newline joining it to them.
+            let others = if others > 0 { others + 1 } else { 0 };
             let room = budget.saturating_sub(others).saturating_sub(bare_line);
             let head: String = full_value.chars().take(room).collect();
             stored_value = if head.is_empty() {
@@ -193,7 +202,7 @@ impl Tx<'_> {
     /// pinned ones — until the core fits its budget. Each goes to archival, then a tombstone.
     fn enforce_core_budget(&self, path: &crate::branch::BranchPath, written: &str) -> Result<Vec<String>> {
         let entries = view::core(self, path)?;
-        let mut used: usize = entries.iter().map(CoreEntry::chars).sum();
+        let mut used = rendered_chars(&entries);
         let budget = self.config.core_max_chars;
         let mut candidates: Vec<&CoreEntry> =
             entries.iter().filter(|e| e.key != written && e.importance < PINNED).collect();
@@ -212,7 +221,7 @@ impl Tx<'_> {
                 ),
             )?;
             self.core_tombstone(bid, &entry.key)?;
-            used -= entry.chars();
+            used -= entry.chars() + 1;
             evicted.push(entry.key.clone());
         }
         Ok(evicted)

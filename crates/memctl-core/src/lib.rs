@@ -37,7 +37,7 @@ pub use config::{
     Config, FtsMode, PressureThresholds, RedactionConfig, SearchConfig, SqliteConfig, SummarizerConfig,
     Synchronous,
 };
-pub use core_kv::{CoreEntry, CoreSetOutcome, CoreWrite, DEFAULT_IMPORTANCE, PINNED};
+pub use core_kv::{rendered_chars, CoreEntry, CoreSetOutcome, CoreWrite, DEFAULT_IMPORTANCE, PINNED};
 pub use error::{Error, ErrorKind, Result};
 pub use journal::Op;
 pub use recall::{AppendOutcome, Event, EvictOutcome, EvictSelector, RecallView, Summary};

@@ -90,10 +90,28 @@ impl Query {
         self.words.iter().map(|w| format!("\"{}\"", w.replace('"', "\"\""))).collect::<Vec<_>>().join(" OR ")
     }
 
-    /// The fallback's score of a text: how many of the query's words it contains.
+    /// The fallback's score of a text: how many of the query's words it contains. Runs over
+    /// every visible record, so it folds each word into one reused buffer instead of allocating.
     pub fn matched_words(&self, haystacks: &[&str]) -> usize {
-        let found: HashSet<String> = haystacks.iter().flat_map(|h| words(h)).collect();
-        self.words.iter().filter(|w| found.contains(*w)).count()
+        let mut matched = vec![false; self.words.len()];
+        let mut remaining = self.words.len();
+        let mut folded = String::new();
+        for haystack in haystacks {
+            for word in haystack.split(|c: char| !is_word_char(c)).filter(|w| !w.is_empty()) {
+                folded.clear();
+                folded.extend(word.chars().map(fold));
+                for (seen, wanted) in matched.iter_mut().zip(&self.words) {
+                    if !*seen && *wanted == folded {
+                        *seen = true;
+                        remaining -= 1;
+                    }
+                }
+                if remaining == 0 {
+                    return self.words.len();
+                }
+            }
+        }
+        self.words.len() - remaining
     }
 }
 

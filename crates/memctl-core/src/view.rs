@@ -43,10 +43,11 @@ const CURRENT_VERSION: &str = "NOT EXISTS (
     SELECT 1 FROM archival n JOIN temp.view_path q ON q.bid = n.branch
     WHERE n.record_id = t.record_id AND n.seq > t.seq AND n.seq <= q.cutoff)";
 
-/// True when record `t` carries every tag of the JSON array bound as `?1`.
-const HAS_TAGS: &str = "NOT EXISTS (
+/// True when record `t` carries every tag of the JSON array bound as `?1` (NULL: no filter,
+/// and no JSON parsed per row).
+const HAS_TAGS: &str = "(?1 IS NULL OR NOT EXISTS (
     SELECT 1 FROM json_each(?1) want
-    WHERE want.value NOT IN (SELECT have.value FROM json_each(t.tags) have))";
+    WHERE want.value NOT IN (SELECT have.value FROM json_each(t.tags) have)))";
 
 /// Everything a branch sees.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -87,6 +88,11 @@ impl Store {
             })
         })
     }
+}
+
+/// The `?1` of [`HAS_TAGS`].
+fn tags_filter(tags: &[String]) -> Result<Option<String>> {
+    Ok(if tags.is_empty() { None } else { Some(serde_json::to_string(tags)?) })
 }
 
 fn limit_param(limit: Option<usize>) -> i64 {
@@ -201,7 +207,7 @@ pub(crate) fn archival(
         visible("archival")
     );
     let mut stmt = store.conn.prepare_cached(&sql)?;
-    let tags = serde_json::to_string(tags)?;
+    let tags = tags_filter(tags)?;
     let rows =
         stmt.query_map(rusqlite::params![tags, limit_param(limit)], |row| record_from_row(path, row))?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
@@ -241,7 +247,7 @@ pub(crate) fn archival_fts(
          ORDER BY f.rank, t.seq DESC LIMIT ?2"
     );
     let mut stmt = store.conn.prepare_cached(&sql)?;
-    let tags = serde_json::to_string(tags)?;
+    let tags = tags_filter(tags)?;
     let rows = stmt.query_map(rusqlite::params![tags, limit as i64, expression], |row| {
         let mut record = record_from_row(path, row)?;
         // bm25 is lower-is-better; report higher-is-better like the fallback's word count.

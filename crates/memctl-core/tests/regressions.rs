@@ -624,32 +624,32 @@ fn defect_09_core_budget_evicts_lowest_importance_then_oldest_never_pinned() {
     s.core_set("root", "a", ten, imp(2)).unwrap(); // 13
     s.core_set("root", "b", ten, imp(1)).unwrap(); // 13
     s.core_set("root", "c", ten, imp(2)).unwrap(); // 13
-    s.core_set("root", "d", ten, imp(3)).unwrap(); // 13: total 75
-    assert_eq!(s.core_chars("root").unwrap(), 75);
+    s.core_set("root", "d", ten, imp(3)).unwrap(); // 13: 75, plus 4 newlines between the lines
+    assert_eq!(s.core_chars("root").unwrap(), 79);
 
-    // Over by 8: the lowest importance goes first.
+    // Over by 13 (79 + newline + 33): the lowest importance goes first.
     let out = s.core_set("root", "e", &"e".repeat(30), imp(1)).unwrap(); // 33
     assert_eq!(out.evicted, vec!["b"]);
-    assert_eq!(s.core_chars("root").unwrap(), 95);
+    assert_eq!(s.core_chars("root").unwrap(), 99);
 
     // The key just written is never evicted, even at importance 1.
     s.fork("root", Some("child")).unwrap();
-    let out = s.core_set("child", "f", &"f".repeat(20), imp(1)).unwrap(); // 23 -> 118
+    let out = s.core_set("child", "f", &"f".repeat(20), imp(1)).unwrap(); // 23 -> 123
     assert_eq!(out.evicted, vec!["e"]);
     // Eviction of inherited keys happens in the writing branch only.
     assert!(core_map(&s, "root").contains_key("e"));
 
     // Same importance: the oldest goes first.
-    let out = s.core_set("child", "g", &"g".repeat(40), imp(4)).unwrap(); // 43 -> 128
+    let out = s.core_set("child", "g", &"g".repeat(40), imp(4)).unwrap(); // 43 -> 133
     assert_eq!(out.evicted, vec!["f", "a"]);
     assert_eq!(core_map(&s, "child").keys().collect::<Vec<_>>(), vec!["c", "d", "g", "p"]);
-    assert_eq!(s.core_chars("child").unwrap(), 92);
+    assert_eq!(s.core_chars("child").unwrap(), 95);
 
     // Pinned keys are never evicted, even when the budget cannot be met.
-    let out = s.core_set("child", "q", &"q".repeat(80), imp(5)).unwrap(); // 83 -> 175
+    let out = s.core_set("child", "q", &"q".repeat(80), imp(5)).unwrap(); // 83 -> 179
     assert_eq!(out.evicted, vec!["c", "d", "g"]);
     assert_eq!(core_map(&s, "child").keys().collect::<Vec<_>>(), vec!["p", "q"]);
-    assert_eq!(s.core_chars("child").unwrap(), 106);
+    assert_eq!(s.core_chars("child").unwrap(), 107);
 
     // Every evicted value is in archival as `Core evicted: KEY\nVALUE`.
     let evicted: BTreeMap<String, (String, Vec<String>)> = search(&s, "child", "", 100, &["CORE_EVICT"])
