@@ -381,8 +381,8 @@ fn recall_appends(reps: &Reps) -> Result<(Vec<Row>, Value)> {
         Row::new("c recall 10k appends", "share of time in appends > 1 ms", "%")
             .value(100.0 * median(&stall_shares))
             .note(format!(
-                "{} of 10,000 appends took over 1 ms (median over runs); SQLite's WAL \
-                 auto-checkpoints (with fsync) run inside those commits",
+                "{} of 10,000 appends took over 1 ms (median over runs): commits that \
+                 waited on the disk or checkpointed a WAL past 16,000 pages themselves",
                 median(&stall_counts)
             )),
         Row::new("c recall 10k appends", "slowest / fastest window", "x").value(highest / lowest).note(

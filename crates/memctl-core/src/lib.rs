@@ -18,6 +18,7 @@
 
 mod archival;
 mod branch;
+mod checkpoint;
 mod clock;
 mod config;
 mod core_kv;

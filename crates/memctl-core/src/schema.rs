@@ -105,7 +105,6 @@ CREATE TABLE ops (
     actor      TEXT,
     created_at REAL NOT NULL
 );
-CREATE INDEX ops_branch_seq ON ops(branch, seq);
 
 CREATE TABLE llm_cache (
     key        BLOB PRIMARY KEY,

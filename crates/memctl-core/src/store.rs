@@ -2,6 +2,7 @@
 //! writes the journal, and the per-handle cache of branch paths.
 
 use crate::branch::BranchPath;
+use crate::checkpoint::Checkpointer;
 use crate::clock::Clock;
 use crate::config::{Config, FtsMode, Synchronous};
 use crate::error::{Error, ErrorKind, Result};
@@ -11,6 +12,7 @@ use std::cell::{Cell, OnceCell, RefCell};
 use std::collections::HashMap;
 use std::path::Path;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Whether opening may create the schema in a new or empty file.
@@ -52,6 +54,8 @@ pub struct Store {
     paths: RefCell<HashMap<String, Rc<BranchPath>>>,
     /// The branch whose path is in `temp.view_path`, if any.
     loaded_path: Cell<Option<i64>>,
+    /// Checkpoints the WAL in the background once it grows (file databases only).
+    checkpointer: Option<Arc<Checkpointer>>,
 }
 
 /// The path of the branch being read, one row per branch nearest first, so view queries join
@@ -98,7 +102,10 @@ impl Store {
         let conn = Connection::open_with_flags(path, flags)
             .map_err(|e| Error::incompatible(format!("cannot open: {}", sqlite_reason(&e))))
             .map_err(in_file)?;
-        Store::with_connection(conn, config, clock, creation).map_err(in_file)
+        let synchronous = config.sqlite.synchronous;
+        let mut store = Store::with_connection(conn, config, clock, creation).map_err(in_file)?;
+        store.checkpointer = Some(Checkpointer::install(&mut store.conn, path, synchronous)?);
+        Ok(store)
     }
 
     /// A private in-memory database, for tests and tools.
@@ -127,9 +134,6 @@ impl Store {
         };
         conn.execute_batch(&format!("PRAGMA synchronous = {synchronous}; PRAGMA foreign_keys = ON;"))?;
         conn.execute_batch(VIEW_PATH_TABLE)?;
-        // Each checkpoint fsyncs twice; SQLite's default (every 1,000 pages, ~100 appends) made
-        // them half the cost of a stream of writes. Short-lived processes shrink the WAL on Drop.
-        conn.pragma_update(None, "wal_autocheckpoint", WAL_AUTOCHECKPOINT_PAGES)?;
         Ok(Store {
             conn,
             config,
@@ -138,6 +142,7 @@ impl Store {
             fts_table: OnceCell::new(),
             paths: RefCell::new(HashMap::new()),
             loaded_path: Cell::new(None),
+            checkpointer: None,
         })
     }
 
@@ -187,7 +192,8 @@ impl Store {
     /// (leaving the database exactly as before) otherwise. Reads inside see the writes before them.
     pub fn write<T>(&self, f: impl FnOnce(&Tx<'_>) -> Result<T>) -> Result<T> {
         self.conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
-        let tx = Tx { store: self, next_seq: Cell::new(None), now: self.clock.now() };
+        let tx =
+            Tx { store: self, next_seq: Cell::new(None), journalled: Cell::new(None), now: self.clock.now() };
         let outcome = f(&tx).and_then(|value| {
             tx.flush_seq()?;
             self.conn.prepare_cached("COMMIT")?.execute([])?;
@@ -256,9 +262,6 @@ impl Store {
     }
 }
 
-/// Pages of WAL between automatic checkpoints (40 MB at 4 KiB pages).
-const WAL_AUTOCHECKPOINT_PAGES: i64 = 10_000;
-
 /// WAL size past which closing a handle checkpoints and truncates it. Each process that opens
 /// the database reads the whole WAL to rebuild its index, and a WAL that no connection kept
 /// open across processes is never restarted by SQLite's own auto-checkpoints: it must be
@@ -267,6 +270,9 @@ const WAL_SHRINK_BYTES: u64 = 1 << 20;
 
 impl Drop for Store {
     fn drop(&mut self) {
+        if let Some(checkpointer) = &self.checkpointer {
+            checkpointer.stop();
+        }
         let Some(path) = self.conn.path().filter(|p| !p.is_empty()) else { return };
         let wal_bytes = std::fs::metadata(format!("{path}-wal")).map_or(0, |m| m.len());
         if wal_bytes >= WAL_SHRINK_BYTES {
@@ -280,8 +286,10 @@ impl Drop for Store {
 /// A write transaction. Every row it writes gets the next seq of the database-wide counter.
 pub struct Tx<'s> {
     pub(crate) store: &'s Store,
-    /// The next seq to hand out, read from `meta` on first use and written back at commit.
+    /// The next seq to hand out, read on first use (see [`Tx::next_seq`]).
     next_seq: Cell<Option<i64>>,
+    /// The seq of the last journal row written, to tell whether `meta` must be updated.
+    journalled: Cell<Option<i64>>,
     /// One timestamp for everything the transaction writes.
     pub(crate) now: f64,
 }
@@ -296,13 +304,21 @@ impl<'s> std::ops::Deref for Tx<'s> {
 
 impl Tx<'_> {
     /// Allocates the next seq. Safe without further locking: `BEGIN IMMEDIATE` holds the write lock.
+    ///
+    /// The counter is `meta.next_seq`, except that a transaction whose last seq went to its
+    /// journal row (nearly all of them) does not rewrite `meta`: the journal's newest row then
+    /// holds the counter. That saves one page write per command; the next value is the larger
+    /// of the two.
     pub(crate) fn next_seq(&self) -> Result<i64> {
         let seq = match self.next_seq.get() {
             Some(seq) => seq,
             None => self
                 .store
                 .conn
-                .prepare_cached("SELECT value FROM meta WHERE key = 'next_seq'")?
+                .prepare_cached(
+                    "SELECT max((SELECT value FROM meta WHERE key = 'next_seq'),
+                                (SELECT coalesce(max(seq), 0) + 1 FROM ops))",
+                )?
                 .query_row([], |r| r.get(0))?,
         };
         self.next_seq.set(Some(seq + 1));
@@ -317,7 +333,8 @@ impl Tx<'_> {
     }
 
     fn flush_seq(&self) -> Result<()> {
-        if let Some(next) = self.next_seq.get() {
+        let next = self.next_seq.get();
+        if next.is_some() && next.map(|n| n - 1) != self.journalled.get() {
             self.store
                 .conn
                 .prepare_cached("UPDATE meta SET value = ?1 WHERE key = 'next_seq'")?
@@ -338,6 +355,7 @@ impl Tx<'_> {
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
             )?
             .execute(rusqlite::params![seq, bid, op, args, ctx.phase, ctx.actor, self.now])?;
+        self.journalled.set(Some(seq));
         Ok(())
     }
 }
