@@ -42,10 +42,13 @@ Workloads (NAME for --only):
       write rate, search median and p95, with FTS5 and with the keyword fallback (fts = off)
   e   chain of D = 10, 100, 1000 (one core key, 2 events, 1 archival record per level):
       full read of the deepest branch's view (alias: f)
+  h   one CLI call on the tree of b: fresh `memctl` processes appending, forking, setting a
+      core key (50 each), against the floor of a process that opens the database and inserts
+      one row
 
 Options:
   --quick       fewer repetitions (same workloads, same sizes); well under two minutes
-  --only NAME   run one workload (a, b, c, d or e)
+  --only NAME   run one workload (a, b, c, d, e or h)
   -h, --help    this text
 ";
 
@@ -87,6 +90,15 @@ fn run(args: &[String]) -> Result<ExitCode> {
             workloads::run(&options, &target_dir().join("bench"))?;
             Ok(ExitCode::SUCCESS)
         }
+        // The process floor of workload h: start, open the database, insert one row, exit.
+        "floor-insert" => {
+            let db = rest.first().context("floor-insert needs a database path")?;
+            let conn = rusqlite::Connection::open(db)?;
+            conn.execute_batch(
+                "CREATE TABLE IF NOT EXISTS bench_floor(x); INSERT INTO bench_floor VALUES (1);",
+            )?;
+            Ok(ExitCode::SUCCESS)
+        }
         other => {
             eprint!("xtask: unknown task '{other}'\n\n{HELP}");
             Ok(ExitCode::from(2))
@@ -102,7 +114,7 @@ fn wants_help(args: &[String]) -> bool {
 #[derive(Debug, Clone, Default)]
 pub struct BenchOptions {
     pub quick: bool,
-    /// One workload letter, `a`..`e`.
+    /// One workload letter, `a`..`e` or `h`.
     pub only: Option<char>,
 }
 
@@ -114,7 +126,7 @@ impl BenchOptions {
             match arg.as_str() {
                 "--quick" => options.quick = true,
                 "--only" => {
-                    let name = args.next().context("--only needs a workload name (a..e)")?;
+                    let name = args.next().context("--only needs a workload name (a..e, h)")?;
                     options.only = Some(parse_workload(name)?);
                 }
                 other => match other.strip_prefix("--only=") {
@@ -141,13 +153,19 @@ fn parse_workload(name: &str) -> Result<char> {
         "c" => Ok('c'),
         "d" => Ok('d'),
         "e" | "f" | "e/f" | "ef" => Ok('e'),
-        _ => bail!("unknown workload '{name}': choose a, b, c, d or e"),
+        "h" => Ok('h'),
+        _ => bail!("unknown workload '{name}': choose a, b, c, d, e or h"),
     }
 }
 
 fn workspace_root() -> PathBuf {
     let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     manifest.parent().map(PathBuf::from).unwrap_or(manifest)
+}
+
+/// A binary of this workspace's release build.
+pub fn release_binary(name: &str) -> PathBuf {
+    target_dir().join("release").join(format!("{name}{}", std::env::consts::EXE_SUFFIX))
 }
 
 fn target_dir() -> PathBuf {
@@ -164,19 +182,19 @@ fn target_dir() -> PathBuf {
     }
 }
 
-/// `cargo build --release -p xtask`, then `target/release/xtask bench-inner ARGS`.
+/// `cargo build --release -p xtask -p memctl-cli`, then `target/release/xtask bench-inner ARGS`.
 fn build_release_and_run(args: &[String]) -> Result<ExitCode> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    eprintln!("xtask: building the release profile (cargo build --release -p xtask)…");
+    eprintln!("xtask: building the release profile (cargo build --release -p xtask -p memctl-cli)…");
     let status = Command::new(&cargo)
         .current_dir(workspace_root())
-        .args(["build", "--release", "--quiet", "-p", "xtask"])
+        .args(["build", "--release", "--quiet", "-p", "xtask", "-p", "memctl-cli"])
         .status()
         .context("running cargo build --release")?;
     if !status.success() {
-        bail!("cargo build --release -p xtask failed ({status})");
+        bail!("cargo build --release failed ({status})");
     }
-    let exe = target_dir().join("release").join(format!("xtask{}", std::env::consts::EXE_SUFFIX));
+    let exe = release_binary("xtask");
     let status = Command::new(&exe)
         .current_dir(workspace_root())
         .arg("bench-inner")

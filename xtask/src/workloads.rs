@@ -25,6 +25,8 @@ struct Reps {
     warm_reads: usize,
     /// Fresh handles, each timing its first (cold) read, per depth.
     cold_reads: usize,
+    /// Processes per CLI call kind (workload h).
+    cli_calls: usize,
 }
 
 impl Reps {
@@ -38,6 +40,7 @@ impl Reps {
                 search_passes: 1,
                 warm_reads: 20,
                 cold_reads: 3,
+                cli_calls: 20,
             }
         } else {
             Reps {
@@ -48,6 +51,7 @@ impl Reps {
                 search_passes: 2,
                 warm_reads: 100,
                 cold_reads: 10,
+                cli_calls: 50,
             }
         }
     }
@@ -100,12 +104,13 @@ pub fn run(options: &BenchOptions, out_dir: &Path) -> Result<()> {
     let mut rows = Vec::new();
     let mut details = Map::new();
     type Workload = fn(&Reps) -> Result<(Vec<Row>, Value)>;
-    let workloads: [(char, &str, Workload); 5] = [
+    let workloads: [(char, &str, Workload); 6] = [
         ('a', "fork chain", fork_chain),
         ('b', "1000-branch tree", tree),
         ('c', "recall appends", recall_appends),
         ('d', "archival writes and search", archival),
         ('e', "read on a chain", chain_read),
+        ('h', "one CLI call", cli_call),
     ];
     for (name, title, workload) in workloads {
         if !options.runs(name) {
@@ -248,6 +253,19 @@ fn tree_ops() -> Vec<TreeOp> {
     ops
 }
 
+/// Applies one tree operation; returns its kind's slot (fork, core, recall, archival).
+fn apply(store: &Store, op: &TreeOp) -> memctl_core::Result<usize> {
+    Ok(match op {
+        TreeOp::Root(id) => store.create_root(id).map(|_| 0)?,
+        TreeOp::Fork(parent, id) => store.fork(parent, Some(id)).map(|_| 0)?,
+        TreeOp::Core(branch, key, value) => {
+            store.core_set(branch, key, value, CoreWrite::default()).map(|_| 1)?
+        }
+        TreeOp::Recall(branch, kind, text, t) => store.recall_append(branch, kind, text, t).map(|_| 2)?,
+        TreeOp::Archival(branch, text, t) => store.archival_add(branch, text, t).map(|_| 3)?,
+    })
+}
+
 /// b. 1000 branches in BFS order, 29 single-transaction operations each.
 fn tree(reps: &Reps) -> Result<(Vec<Row>, Value)> {
     let ops = tree_ops();
@@ -262,17 +280,7 @@ fn tree(reps: &Reps) -> Result<(Vec<Row>, Value)> {
         let start = Instant::now();
         for op in &ops {
             let t = Instant::now();
-            let slot = match op {
-                TreeOp::Root(id) => db.store.create_root(id).map(|_| 0)?,
-                TreeOp::Fork(parent, id) => db.store.fork(parent, Some(id)).map(|_| 0)?,
-                TreeOp::Core(branch, key, value) => {
-                    db.store.core_set(branch, key, value, CoreWrite::default()).map(|_| 1)?
-                }
-                TreeOp::Recall(branch, kind, text, t) => {
-                    db.store.recall_append(branch, kind, text, t).map(|_| 2)?
-                }
-                TreeOp::Archival(branch, text, t) => db.store.archival_add(branch, text, t).map(|_| 3)?,
-            };
+            let slot = apply(&db.store, op)?;
             times[slot].push(micros(t.elapsed()));
         }
         totals.push(start.elapsed().as_secs_f64());
@@ -578,6 +586,73 @@ fn chain_read(reps: &Reps) -> Result<(Vec<Row>, Value)> {
                  so it grows with D by design",
             ),
     );
+    Ok((rows, Value::Object(detail)))
+}
+
+/// h. Whole `memctl` processes on the tree of b: one append, one fork, one core set, each a
+/// fresh process, against the floor of a process that opens the database and inserts one row.
+fn cli_call(reps: &Reps) -> Result<(Vec<Row>, Value)> {
+    let db = Db::new(Config::default())?;
+    for op in &tree_ops() {
+        apply(&db.store, op)?;
+    }
+    let Db { dir, path, store } = db;
+    drop(store);
+    let memctl = crate::release_binary("memctl");
+    let xtask = crate::release_binary("xtask");
+    ensure!(memctl.exists(), "{} is missing: run `cargo xtask bench`, which builds it", memctl.display());
+    let deepest = node_id(TREE_BRANCHES - 1);
+    let db_arg = path.display().to_string();
+    let run = |program: &Path, args: Vec<String>| -> Result<f64> {
+        let start = Instant::now();
+        let output = std::process::Command::new(program).args(&args).output()?;
+        let elapsed = millis(start.elapsed());
+        ensure!(
+            output.status.success(),
+            "{} {args:?}: {}",
+            program.display(),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        Ok(elapsed)
+    };
+    // The i-th run's arguments of each call: unique texts and ids so nothing is skipped.
+    let arguments = |call: &str, i: usize| -> Vec<String> {
+        let words: Vec<String> = match call {
+            "recall append" => {
+                vec!["recall", "append", &deepest, "--kind", "note", &format!("cli event {i}")]
+                    .into_iter()
+                    .map(String::from)
+                    .collect()
+            }
+            "fork" => vec!["fork".into(), deepest.clone(), format!("cli-fork-{i}")],
+            "core set" => {
+                vec!["core".into(), "set".into(), deepest.clone(), format!("cli{}", i % 3), format!("v{i}")]
+            }
+            _ => return vec!["floor-insert".into(), db_arg.clone()],
+        };
+        [vec!["--db".to_string(), db_arg.clone()], words].concat()
+    };
+    let mut rows = Vec::new();
+    let mut detail = Map::new();
+    let mut medians = Vec::new();
+    for call in ["recall append", "fork", "core set", "floor: open + insert one row"] {
+        let program = if call.starts_with("floor") { &xtask } else { &memctl };
+        let times =
+            (0..reps.cli_calls).map(|i| run(program, arguments(call, i))).collect::<Result<Vec<f64>>>()?;
+        let (m, p95) = (median(&times), percentile(&times, 95.0));
+        let mut row = Row::new("h one CLI call, 1000 branches", call, "ms").value(m).p95(p95);
+        if !call.starts_with("floor") {
+            row = row.python(Python::new(150.0, "150 ms to 2.5 s"));
+        }
+        rows.push(row);
+        medians.push((call, m));
+        detail.insert(call.to_string(), json!({"median_ms": m, "p95_ms": p95, "runs": times.len()}));
+    }
+    let floor = medians.last().map_or(f64::NAN, |(_, m)| *m);
+    for (call, m) in &medians[..medians.len() - 1] {
+        rows.push(Row::new("h one CLI call, 1000 branches", format!("{call} / floor"), "x").value(m / floor));
+    }
+    drop(dir);
     Ok((rows, Value::Object(detail)))
 }
 
