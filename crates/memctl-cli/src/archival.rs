@@ -2,6 +2,7 @@
 
 use crate::context::Context;
 use crate::input;
+use crate::recall::report_added;
 use crate::output::{excerpt, score, tags_suffix, timestamp};
 use clap::{ArgGroup, Subcommand};
 use memctl_core::{Record, Search};
@@ -88,13 +89,7 @@ pub fn run(ctx: &Context, command: ArchivalCommand) -> anyhow::Result<()> {
         ArchivalCommand::Add { branch, text, tags } => {
             let text = input::text(text.as_deref(), "record text")?;
             let outcome = store.archival_add(&branch, &text, &tags)?;
-            ctx.emit(json!({"id": outcome.id, "skipped": outcome.skipped}), || {
-                if outcome.skipped {
-                    format!("Skipped: {branch} already has this record (id {})", outcome.id)
-                } else {
-                    format!("Added archival record {} to {branch}", outcome.id)
-                }
-            });
+            report_added(ctx, &branch, outcome, "archival record");
         }
         ArchivalCommand::Get { branch, id } => {
             let record = store.archival_get(&branch, id)?;

@@ -4,7 +4,7 @@ use crate::context::Context;
 use crate::input;
 use crate::output::{count, tags_suffix, timestamp};
 use clap::{ArgGroup, Subcommand};
-use memctl_core::{Event, EvictSelector, Summary};
+use memctl_core::{AppendOutcome, Event, EvictSelector, Summary};
 use serde_json::json;
 
 #[derive(Debug, Subcommand)]
@@ -81,13 +81,7 @@ pub fn run(ctx: &Context, command: RecallCommand) -> anyhow::Result<()> {
         RecallCommand::Append { branch, kind, text, tags } => {
             let text = input::text(text.as_deref(), "event text")?;
             let outcome = store.recall_append(&branch, &kind, &text, &tags)?;
-            ctx.emit(json!({"id": outcome.id, "skipped": outcome.skipped}), || {
-                if outcome.skipped {
-                    format!("Skipped: {branch} already has this event (id {})", outcome.id)
-                } else {
-                    format!("Appended event {} to {branch}", outcome.id)
-                }
-            });
+            report_added(ctx, &branch, outcome, "event");
         }
         RecallCommand::List { branch, limit } => {
             let limit = limit.unwrap_or(store.config().recall_max_events);
@@ -136,6 +130,17 @@ pub fn run(ctx: &Context, command: RecallCommand) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Reports an append: the new id, or the id of the identical row that made it a no-op.
+pub fn report_added(ctx: &Context, branch: &str, outcome: AppendOutcome, thing: &str) {
+    ctx.emit(json!({"id": outcome.id, "skipped": outcome.skipped}), || {
+        if outcome.skipped {
+            format!("Skipped: {branch} already has this {thing} (id {})", outcome.id)
+        } else {
+            format!("Added {thing} {} to {branch}", outcome.id)
+        }
+    });
 }
 
 /// `#12  2026-01-02 03:04:05  [kind] text (tags: a, b)  ← branch`
