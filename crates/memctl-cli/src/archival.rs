@@ -2,8 +2,8 @@
 
 use crate::context::Context;
 use crate::input;
-use crate::recall::report_added;
 use crate::output::{excerpt, score, tags_suffix, timestamp};
+use crate::recall::report_added;
 use clap::{ArgGroup, Subcommand};
 use memctl_core::{Record, Search};
 use serde_json::json;

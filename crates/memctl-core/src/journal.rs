@@ -25,14 +25,14 @@ pub struct Op {
 
 /// Arguments as journalled: every string cut to [`MAX_ARG_CHARS`]. Callers pass text as it was
 /// stored, so it is already redacted.
-pub(crate) fn cap(value: Value) -> Value {
+pub(crate) fn cap(value: &mut Value) {
     match value {
         Value::String(s) if s.len() > MAX_ARG_CHARS && s.chars().count() > MAX_ARG_CHARS => {
-            Value::String(s.chars().take(MAX_ARG_CHARS).collect::<String>() + "…")
+            *s = s.chars().take(MAX_ARG_CHARS).collect::<String>() + "…";
         }
-        Value::Array(items) => Value::Array(items.into_iter().map(cap).collect()),
-        Value::Object(map) => Value::Object(map.into_iter().map(|(k, v)| (k, cap(v))).collect()),
-        other => other,
+        Value::Array(items) => items.iter_mut().for_each(cap),
+        Value::Object(map) => map.values_mut().for_each(cap),
+        _ => {}
     }
 }
 

@@ -344,9 +344,10 @@ impl Tx<'_> {
     }
 
     /// Writes the journal row of one mutation (SPEC §8).
-    pub(crate) fn journal(&self, bid: Option<i64>, op: &str, args: serde_json::Value) -> Result<()> {
+    pub(crate) fn journal(&self, bid: Option<i64>, op: &str, mut args: serde_json::Value) -> Result<()> {
         let seq = self.next_seq()?;
-        let args = crate::journal::cap(args).to_string();
+        crate::journal::cap(&mut args);
+        let args = args.to_string();
         let ctx = &self.store.context;
         self.store
             .conn
