@@ -10,7 +10,7 @@
 use crate::config::Synchronous;
 use rusqlite::{Connection, OpenFlags};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::mpsc::{channel, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -29,6 +29,10 @@ pub(crate) struct Checkpointer {
     synchronous: Synchronous,
     /// A checkpoint was asked for and has not finished yet.
     pending: Arc<AtomicBool>,
+    /// WAL pages when the last checkpoint was asked for. While writers keep appending, a
+    /// finished checkpoint leaves the WAL as long as it was (SQLite restarts it only once every
+    /// frame is copied), so the next one waits until the WAL has grown again.
+    kicked_at: AtomicI32,
     worker: Mutex<Option<(Sender<()>, JoinHandle<()>)>>,
 }
 
@@ -43,6 +47,7 @@ impl Checkpointer {
             path: path.to_path_buf(),
             synchronous,
             pending: Arc::new(AtomicBool::new(false)),
+            kicked_at: AtomicI32::new(0),
             worker: Mutex::new(None),
         });
         let hooked = Arc::clone(&checkpointer);
@@ -50,12 +55,23 @@ impl Checkpointer {
             if pages >= INLINE_PAGES {
                 // Best effort, as SQLite's own auto-checkpoint: a busy result is not an error.
                 let _ = wal.checkpoint();
-            } else if pages >= KICK_PAGES && !hooked.pending.swap(true, Ordering::AcqRel) {
+            } else if pages >= KICK_PAGES
+                && hooked.grown_since_last_kick(pages)
+                && !hooked.pending.swap(true, Ordering::AcqRel)
+            {
+                hooked.kicked_at.store(pages, Ordering::Relaxed);
                 hooked.kick();
             }
             Ok(())
         }))?;
         Ok(checkpointer)
+    }
+
+    /// True once the WAL was restarted (it is shorter than at the last request) or has grown by
+    /// half the kick size since.
+    fn grown_since_last_kick(&self, pages: i32) -> bool {
+        let last = self.kicked_at.load(Ordering::Relaxed);
+        pages < last || pages >= last + KICK_PAGES / 2
     }
 
     fn kick(&self) {

@@ -7,7 +7,6 @@ use crate::error::{Error, Result};
 use crate::query::Query;
 use crate::store::{Store, Tx};
 use crate::view;
-use rusqlite::OptionalExtension;
 use serde::Serialize;
 use serde_json::json;
 
@@ -161,21 +160,24 @@ impl Tx<'_> {
         let tags = normalize_tags(self, tags)?;
         let tags_json = serde_json::to_string(&tags)?;
         let hash = content_hash(&[kind, &text, &tags_json]);
-        let existing: Option<i64> = self
+        // One statement in the common case: the unique (branch, text_hash) index turns a
+        // duplicate into a no-op, and only then is the existing id looked up.
+        let seq = self.peek_seq()?;
+        let inserted = self
             .conn
-            .prepare_cached("SELECT seq FROM events WHERE branch = ?1 AND text_hash = ?2 LIMIT 1")?
-            .query_row(rusqlite::params![bid, hash], |r| r.get(0))
-            .optional()?;
-        if let Some(id) = existing {
-            return Ok(AppendOutcome { id, skipped: true });
-        }
-        let seq = self.next_seq()?;
-        self.conn
             .prepare_cached(
                 "INSERT INTO events(seq, branch, kind, text, tags, text_hash, created_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (branch, text_hash) DO NOTHING",
             )?
             .execute(rusqlite::params![seq, bid, kind, text, tags_json, hash, self.now])?;
+        if inserted == 0 {
+            let id = self
+                .conn
+                .prepare_cached("SELECT seq FROM events WHERE branch = ?1 AND text_hash = ?2")?
+                .query_row(rusqlite::params![bid, hash], |r| r.get(0))?;
+            return Ok(AppendOutcome { id, skipped: true });
+        }
+        self.next_seq()?;
         self.journal(
             Some(bid),
             "recall.append",

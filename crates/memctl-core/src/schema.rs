@@ -60,7 +60,7 @@ CREATE TABLE events (
     created_at REAL NOT NULL
 );
 CREATE INDEX events_branch_seq ON events(branch, seq);
-CREATE INDEX events_branch_hash ON events(branch, text_hash);
+CREATE UNIQUE INDEX events_branch_hash ON events(branch, text_hash);
 
 -- One row per version of a record; record_id is the seq of its first version; text NULL is a
 -- tombstone.

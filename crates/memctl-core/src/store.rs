@@ -56,6 +56,8 @@ pub struct Store {
     loaded_path: Cell<Option<i64>>,
     /// Checkpoints the WAL in the background once it grows (file databases only).
     checkpointer: Option<Arc<Checkpointer>>,
+    /// `(data_version, next seq)` after this handle's last commit (see [`Tx::next_seq`]).
+    seq_cache: Cell<Option<(i64, i64)>>,
 }
 
 /// The path of the branch being read, one row per branch nearest first, so view queries join
@@ -143,6 +145,7 @@ impl Store {
             paths: RefCell::new(HashMap::new()),
             loaded_path: Cell::new(None),
             checkpointer: None,
+            seq_cache: Cell::new(None),
         })
     }
 
@@ -192,11 +195,19 @@ impl Store {
     /// (leaving the database exactly as before) otherwise. Reads inside see the writes before them.
     pub fn write<T>(&self, f: impl FnOnce(&Tx<'_>) -> Result<T>) -> Result<T> {
         self.conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
-        let tx =
-            Tx { store: self, next_seq: Cell::new(None), journalled: Cell::new(None), now: self.clock.now() };
+        let tx = Tx {
+            store: self,
+            next_seq: Cell::new(None),
+            data_version: Cell::new(None),
+            journalled: Cell::new(None),
+            now: self.clock.now(),
+        };
         let outcome = f(&tx).and_then(|value| {
             tx.flush_seq()?;
             self.conn.prepare_cached("COMMIT")?.execute([])?;
+            if let (Some(version), Some(next)) = (tx.data_version.get(), tx.next_seq.get()) {
+                self.seq_cache.set(Some((version, next)));
+            }
             Ok(value)
         });
         if outcome.is_err() {
@@ -290,6 +301,8 @@ pub struct Tx<'s> {
     next_seq: Cell<Option<i64>>,
     /// The seq of the last journal row written, to tell whether `meta` must be updated.
     journalled: Cell<Option<i64>>,
+    /// `PRAGMA data_version` when the counter was first needed.
+    data_version: Cell<Option<i64>>,
     /// One timestamp for everything the transaction writes.
     pub(crate) now: f64,
 }
@@ -312,17 +325,30 @@ impl Tx<'_> {
     pub(crate) fn next_seq(&self) -> Result<i64> {
         let seq = match self.next_seq.get() {
             Some(seq) => seq,
-            None => self
-                .store
-                .conn
-                .prepare_cached(
-                    "SELECT max((SELECT value FROM meta WHERE key = 'next_seq'),
-                                (SELECT coalesce(max(seq), 0) + 1 FROM ops))",
-                )?
-                .query_row([], |r| r.get(0))?,
+            None => self.read_counter()?,
         };
         self.next_seq.set(Some(seq + 1));
         Ok(seq)
+    }
+
+    /// The counter at the start of the transaction. `PRAGMA data_version` changes only when
+    /// another connection commits, so while it stands still this handle's last commit still
+    /// knows the next seq and the counter need not be read.
+    fn read_counter(&self) -> Result<i64> {
+        let conn = &self.store.conn;
+        let version: i64 = conn.prepare_cached("PRAGMA data_version")?.query_row([], |r| r.get(0))?;
+        self.data_version.set(Some(version));
+        if let Some((cached_version, next)) = self.store.seq_cache.get() {
+            if cached_version == version {
+                return Ok(next);
+            }
+        }
+        Ok(conn
+            .prepare_cached(
+                "SELECT max((SELECT value FROM meta WHERE key = 'next_seq'),
+                            (SELECT coalesce(max(seq), 0) + 1 FROM ops))",
+            )?
+            .query_row([], |r| r.get(0))?)
     }
 
     /// The seq the next allocation will return, without taking it.
