@@ -35,24 +35,7 @@ pub fn print_error(error: &Error, json: bool) {
 
 /// `2026-01-02 03:04:05` (UTC) for epoch seconds.
 pub fn timestamp(epoch: f64) -> String {
-    let secs = epoch.floor() as i64;
-    let (days, rest) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    let (year, month, day) = civil_from_days(days);
-    format!("{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}", rest / 3600, rest % 3600 / 60, rest % 60)
-}
-
-/// Proleptic Gregorian date of days since 1970-01-01 (Howard Hinnant's algorithm).
-fn civil_from_days(days: i64) -> (i64, i64, i64) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
+    memctl_core::utc_datetime(epoch)
 }
 
 /// ` (tags: a, b)`, or nothing without tags.
@@ -132,13 +115,6 @@ pub fn score(value: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn formats_timestamps() {
-        assert_eq!(timestamp(0.0), "1970-01-01 00:00:00");
-        assert_eq!(timestamp(1_700_000_000.9), "2023-11-14 22:13:20");
-        assert_eq!(timestamp(951_782_400.0), "2000-02-29 00:00:00");
-    }
 
     #[test]
     fn one_line_excerpts() {

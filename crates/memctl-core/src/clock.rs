@@ -98,6 +98,27 @@ fn parse_rfc3339(s: &str) -> Option<f64> {
     Some(secs as f64 + fraction)
 }
 
+/// `2026-01-02 03:04:05` (UTC) for epoch seconds: how memctl shows times to people.
+pub fn utc_datetime(epoch: f64) -> String {
+    let secs = epoch.floor() as i64;
+    let (days, rest) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let (year, month, day) = civil_from_days(days);
+    format!("{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}", rest / 3600, rest % 3600 / 60, rest % 60)
+}
+
+/// The proleptic Gregorian date of days since 1970-01-01 (Howard Hinnant's algorithm).
+fn civil_from_days(days: i64) -> (i64, i64, i64) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    (yoe + era * 400 + i64::from(month <= 2), month, day)
+}
+
 /// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
 fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
     let y = if month <= 2 { year - 1 } else { year };
@@ -136,6 +157,19 @@ mod tests {
         assert_eq!(parse_timestamp("2023-11-15T00:13:20.5+02:00").unwrap(), 1_700_000_000.5);
         assert!(parse_timestamp("yesterday").is_err());
         assert!(parse_timestamp("2023-13-01T00:00:00Z").is_err());
+    }
+
+    #[test]
+    fn formats_utc() {
+        assert_eq!(utc_datetime(0.0), "1970-01-01 00:00:00");
+        assert_eq!(utc_datetime(1_700_000_000.9), "2023-11-14 22:13:20");
+        assert_eq!(utc_datetime(951_782_400.0), "2000-02-29 00:00:00");
+        for epoch in [0.0, 951_782_400.0, 1_700_000_000.0, -86_400.0] {
+            let date = &utc_datetime(epoch)[..10];
+            let (y, m, d) =
+                (date[..4].parse().unwrap(), date[5..7].parse().unwrap(), date[8..].parse().unwrap());
+            assert_eq!(days_from_civil(y, m, d) * 86_400, (epoch as i64).div_euclid(86_400) * 86_400);
+        }
     }
 
     #[test]

@@ -21,28 +21,34 @@ mod branch;
 mod checkpoint;
 mod clock;
 mod config;
+mod consolidate;
 mod core_kv;
 mod error;
 mod journal;
+mod pressure;
 mod query;
 mod recall;
 mod redact;
 mod schema;
 mod store;
+mod summarizer;
 mod view;
 
 pub use archival::{Record, Search, UpdateOutcome};
 pub use branch::{validate_branch_id, Branch, BranchPath, ForkOutcome, OwnCounts};
-pub use clock::{parse_duration, parse_timestamp, Clock};
+pub use clock::{parse_duration, parse_timestamp, utc_datetime, Clock};
 pub use config::{
     Config, FtsMode, PressureThresholds, RedactionConfig, SearchConfig, SqliteConfig, SummarizerConfig,
     Synchronous,
 };
+pub use consolidate::{ConsolidateOutcome, SUMMARY_MAX_CHARS};
 pub use core_kv::{rendered_chars, CoreEntry, CoreSetOutcome, CoreWrite, DEFAULT_IMPORTANCE, PINNED};
 pub use error::{Error, ErrorKind, Result};
 pub use journal::Op;
+pub use pressure::{ArchivalSize, CorePressure, Level, Pressure, RecallPressure};
 pub use recall::{AppendOutcome, Event, EvictOutcome, EvictSelector, RecallView, Summary};
 pub use redact::redact;
 pub use schema::SCHEMA_VERSION;
 pub use store::{OpContext, Store, Tx};
+pub use summarizer::{Request as SummarizerRequest, Task as SummarizerTask};
 pub use view::View;

@@ -183,6 +183,7 @@ impl Tx<'_> {
             "recall.append",
             json!({"id": seq, "kind": kind, "text": text, "tags": tags}),
         )?;
+        self.auto_consolidate(&path)?;
         Ok(AppendOutcome { id: seq, skipped: false })
     }
 
@@ -202,7 +203,7 @@ impl Tx<'_> {
         Ok(events)
     }
 
-    fn insert_exclusions(&self, bid: i64, ids: &[i64]) -> Result<()> {
+    pub(crate) fn insert_exclusions(&self, bid: i64, ids: &[i64]) -> Result<()> {
         let mut stmt = self.conn.prepare_cached(
             "INSERT INTO inherited_exclusions(seq, branch, event_id, created_at) VALUES (?1, ?2, ?3, ?4)",
         )?;
@@ -230,16 +231,37 @@ impl Tx<'_> {
         let path = self.path(branch)?;
         let bid = path.branch().bid;
         let ids: Vec<i64> = self.visible_events(&path, ids)?.iter().map(|e| e.id).collect();
-        let text = self.redacted(text);
+        let seq = self.insert_summary(bid, kind, text, &ids, &[])?;
+        self.insert_exclusions(bid, &ids)?;
+        self.journal(Some(bid), "recall.summarize", json!({"id": seq, "kind": kind, "event_ids": ids}))?;
+        Ok(seq)
+    }
+
+    /// Writes a summary row (redacted) standing in for `event_ids` and folding in `replaced`.
+    pub(crate) fn insert_summary(
+        &self,
+        bid: i64,
+        kind: &str,
+        text: &str,
+        event_ids: &[i64],
+        replaced: &[i64],
+    ) -> Result<i64> {
         let seq = self.next_seq()?;
         self.conn
             .prepare_cached(
-                "INSERT INTO inherited_summaries(seq, branch, kind, summary_text, summarized_event_ids, created_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                "INSERT INTO inherited_summaries
+                     (seq, branch, kind, summary_text, summarized_event_ids, replaced_summary_ids, created_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
             )?
-            .execute(rusqlite::params![seq, bid, kind, text, serde_json::to_string(&ids)?, self.now])?;
-        self.insert_exclusions(bid, &ids)?;
-        self.journal(Some(bid), "recall.summarize", json!({"id": seq, "kind": kind, "event_ids": ids}))?;
+            .execute(rusqlite::params![
+                seq,
+                bid,
+                kind,
+                self.redacted(text),
+                serde_json::to_string(event_ids)?,
+                serde_json::to_string(replaced)?,
+                self.now
+            ])?;
         Ok(seq)
     }
 

@@ -92,6 +92,8 @@ CREATE TABLE inherited_summaries (
     kind                 TEXT NOT NULL,
     summary_text         TEXT NOT NULL,
     summarized_event_ids TEXT NOT NULL,
+    -- Earlier summaries this one folds in: the view shows only the newest of a chain.
+    replaced_summary_ids TEXT NOT NULL DEFAULT '[]',
     created_at           REAL NOT NULL
 );
 CREATE INDEX inherited_summaries_branch_seq ON inherited_summaries(branch, seq);

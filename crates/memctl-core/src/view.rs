@@ -6,7 +6,8 @@
 //! `(branch, seq)` index range scan per ancestor. On top of it, per layer:
 //! - core: per key the visible row with the greatest seq, among rows whose TTL has not run out;
 //!   a tombstone (NULL value) hides the key;
-//! - recall: visible events not hidden by a visible exclusion; visible summaries;
+//! - recall: visible events not hidden by a visible exclusion; visible summaries not folded into
+//!   a newer visible summary;
 //! - archival: per record the visible version with the greatest seq; a tombstone hides it.
 //!
 //! Ordering: a branch's rows all have seqs above its fork_seq, so every visible row of a nearer
@@ -37,6 +38,12 @@ const NEWEST_FIRST: &str = "ORDER BY p.pos, t.seq DESC";
 const NOT_EXCLUDED: &str = "NOT EXISTS (
     SELECT 1 FROM inherited_exclusions x JOIN temp.view_path q ON q.bid = x.branch
     WHERE x.event_id = t.seq AND x.seq <= q.cutoff)";
+
+/// True when summary `t` is not folded into a newer visible summary.
+const NOT_REPLACED: &str = "NOT EXISTS (
+    SELECT 1 FROM temp.view_path q JOIN inherited_summaries r ON r.branch = q.bid AND r.seq <= q.cutoff,
+         json_each(r.replaced_summary_ids) j
+    WHERE r.replaced_summary_ids <> '[]' AND j.value = t.seq)";
 
 /// True when archival version `t` is its record's newest visible version.
 const CURRENT_VERSION: &str = "NOT EXISTS (
@@ -161,7 +168,7 @@ pub(crate) fn summaries(store: &Store, path: &BranchPath) -> Result<Vec<Summary>
     store.load_path(path)?;
     let sql = format!(
         "SELECT t.seq, t.branch, t.kind, t.summary_text, t.summarized_event_ids, t.created_at
-         FROM {} ORDER BY t.seq",
+         FROM {} WHERE {NOT_REPLACED} ORDER BY t.seq",
         visible("inherited_summaries")
     );
     let mut stmt = store.conn.prepare_cached(&sql)?;

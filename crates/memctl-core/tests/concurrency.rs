@@ -104,7 +104,9 @@ fn plans() -> Vec<Vec<Write>> {
 }
 
 fn open(db: &Path) -> Store {
-    Store::open(db, Config::default(), Clock::System).expect("open the database")
+    // Every appended event must stay visible to be counted: no consolidation.
+    let config = Config { auto_consolidate: false, ..Config::default() };
+    Store::open(db, config, Clock::System).expect("open the database")
 }
 
 fn ready_file(dir: &Path, p: usize) -> PathBuf {

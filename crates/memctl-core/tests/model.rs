@@ -552,7 +552,8 @@ const GHOST: &str = "ghost";
 impl Harness {
     /// An engine and a model holding one root, `r0`.
     fn new() -> Harness {
-        let config = Config { core_max_chars: 1_000_000, ..Config::default() };
+        // Budget eviction and consolidation have their own tests; the model covers SPEC §2.
+        let config = Config { core_max_chars: 1_000_000, auto_consolidate: false, ..Config::default() };
         let store = Store::open_in_memory(config, Clock::Fixed(T0 as f64)).unwrap();
         let mut h = Harness {
             store,

@@ -1,0 +1,200 @@
+//! Consolidation (SPEC §2.1, §4.6): when a branch sees more than `recall_max_events ×
+//! recall_consolidation_threshold` events, all but the newest `recall_max_events` are replaced,
+//! per kind, by a summary. One mechanism for own and inherited events: summary and exclusion
+//! rows in the consolidating branch, the originals' full text copied to archival. Nothing is
+//! deleted; ancestors and earlier descendants keep the originals; descendants forked later
+//! inherit the consolidated view. A new summary of a kind folds in the branch's visible summary
+//! of that kind, so summaries do not pile up.
+
+use crate::archival::ArchivalWrite;
+use crate::branch::BranchPath;
+use crate::clock::utc_datetime;
+use crate::error::Result;
+use crate::recall::{Event, Summary};
+use crate::store::{Store, Tx};
+use crate::summarizer::{Answer, Mode, Request, Task};
+use crate::view;
+use serde::Serialize;
+use serde_json::json;
+
+/// Longest summary text, in characters.
+pub const SUMMARY_MAX_CHARS: usize = 800;
+
+/// What a consolidation did.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct ConsolidateOutcome {
+    /// How many events left the view.
+    pub consolidated: usize,
+    /// The new summaries' ids.
+    pub summaries: Vec<i64>,
+    /// Summarizer failures (a deterministic summary was used instead).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+}
+
+/// The events of one kind to consolidate, and the summary of that kind they extend.
+struct Group {
+    kind: String,
+    /// Oldest first.
+    events: Vec<Event>,
+    previous: Option<Summary>,
+}
+
+impl Group {
+    /// What the summarizer is asked; identical in both phases, so the second finds the cache.
+    fn request(&self) -> Request {
+        let mut text = String::new();
+        if let Some(previous) = &self.previous {
+            text.push_str(&format!("Earlier summary: {}\n", previous.text));
+        }
+        for event in &self.events {
+            text.push_str(&format!("[{}] {}\n", event.kind, event.text));
+        }
+        let count = self.events.len() + self.previous.as_ref().map_or(0, |p| p.event_ids.len());
+        Request::new(
+            Task::Consolidate,
+            text,
+            SUMMARY_MAX_CHARS,
+            &[("count", count.to_string()), ("kind", self.kind.clone())],
+            json!({"kind": self.kind}),
+        )
+    }
+
+    /// The deterministic summary: count, time span, the first line of each event (newest kept
+    /// when cut), after the earlier summary's lines.
+    fn extract(&self) -> String {
+        let earlier = self.previous.as_ref().map_or(0, |p| p.event_ids.len());
+        let count = self.events.len() + earlier;
+        let first = self.events.first().map_or(0.0, |e| e.ts);
+        let last = self.events.last().map_or(0.0, |e| e.ts);
+        let mut lines: Vec<String> = self
+            .previous
+            .iter()
+            .flat_map(|p| p.text.lines().skip(1).map(str::to_string).collect::<Vec<_>>())
+            .collect();
+        lines.extend(self.events.iter().map(|e| format!("- {}", e.text.lines().next().unwrap_or("").trim())));
+        let header =
+            format!("{count} {} events, {} to {}:", self.kind, utc_datetime(first), utc_datetime(last));
+        let mut kept: Vec<String> = Vec::new();
+        let mut used = header.chars().count();
+        for line in lines.iter().rev() {
+            let line: String = line.chars().take(160).collect();
+            if used + 1 + line.chars().count() > SUMMARY_MAX_CHARS {
+                break;
+            }
+            used += 1 + line.chars().count();
+            kept.push(line);
+        }
+        kept.reverse();
+        std::iter::once(header).chain(kept).collect::<Vec<_>>().join("\n")
+    }
+}
+
+/// The most events a branch may see before consolidation.
+fn threshold(store: &Store) -> usize {
+    let config = &store.config;
+    (config.recall_max_events as f64 * config.recall_consolidation_threshold).floor() as usize
+}
+
+/// What consolidating `path`'s branch now would summarise, per kind; empty when within bounds.
+fn plan(store: &Store, path: &BranchPath) -> Result<Vec<Group>> {
+    let events = view::events(store, path, None)?;
+    if events.len() <= threshold(store) {
+        return Ok(vec![]);
+    }
+    let summaries = view::summaries(store, path)?;
+    let mut groups: Vec<Group> = Vec::new();
+    // Newest first in the view: keep the window, take the rest oldest first.
+    for event in events.into_iter().skip(store.config.recall_max_events).rev() {
+        match groups.iter_mut().find(|g| g.kind == event.kind) {
+            Some(group) => group.events.push(event),
+            None => groups.push(Group {
+                kind: event.kind.clone(),
+                previous: summaries.iter().rev().find(|s| s.kind == event.kind).cloned(),
+                events: vec![event],
+            }),
+        }
+    }
+    Ok(groups)
+}
+
+impl Store {
+    /// Consolidates the branch's recall if it is over the threshold. The summarizer, if any, is
+    /// asked before the write transaction (it may take a while) and its answers are cached; the
+    /// transaction then plans again and uses them.
+    pub fn consolidate(&self, branch: &str) -> Result<ConsolidateOutcome> {
+        let groups = self.read(|| plan(self, &*self.path(branch)?))?;
+        let mut warnings = Vec::new();
+        for group in &groups {
+            if let Answer::Failed(warning) = self.ask_summarizer(&group.request(), Mode::Call)? {
+                warnings.push(warning);
+            }
+        }
+        let mut outcome = self.write(|tx| tx.consolidate(branch, false))?;
+        outcome.warnings = warnings;
+        Ok(outcome)
+    }
+}
+
+impl Tx<'_> {
+    /// Consolidates inside this transaction, with cached summarizer answers or extracts.
+    /// `auto` marks consolidations run by `recall append` (tag `AUTO_CONSOLIDATE`).
+    pub fn consolidate(&self, branch: &str, auto: bool) -> Result<ConsolidateOutcome> {
+        let path = self.path(branch)?;
+        let bid = path.branch().bid;
+        let mut outcome = ConsolidateOutcome::default();
+        for group in plan(self, &path)? {
+            let text = match self.ask_summarizer(&group.request(), Mode::CacheOnly)? {
+                Answer::Text(text) => text,
+                Answer::None | Answer::Failed(_) => group.extract(),
+            };
+            let n = group.events.len();
+            let mut tags = vec!["RECALL_CONSOLIDATED".to_string()];
+            if auto {
+                tags.push("AUTO_CONSOLIDATE".into());
+            }
+            tags.extend([format!("kind:{}", group.kind), format!("event_count:{n}")]);
+            let originals: Vec<String> =
+                group.events.iter().map(|e| format!("[{}] {}", e.kind, e.text)).collect();
+            self.archival_insert(
+                bid,
+                ArchivalWrite {
+                    text: format!(
+                        "Consolidated recall events [{}] ({n} events):\n{}",
+                        group.kind,
+                        originals.join("\n")
+                    ),
+                    tags,
+                },
+            )?;
+            let new_ids: Vec<i64> = group.events.iter().map(|e| e.id).collect();
+            let mut covered = group.previous.as_ref().map_or_else(Vec::new, |p| p.event_ids.clone());
+            covered.extend(&new_ids);
+            let replaced: Vec<i64> = group.previous.iter().map(|p| p.id).collect();
+            outcome.summaries.push(self.insert_summary(bid, &group.kind, &text, &covered, &replaced)?);
+            self.insert_exclusions(bid, &new_ids)?;
+            outcome.consolidated += n;
+        }
+        if outcome.consolidated > 0 {
+            self.journal(
+                Some(bid),
+                "recall.consolidate",
+                json!({"auto": auto, "events": outcome.consolidated, "summaries": outcome.summaries}),
+            )?;
+        }
+        Ok(outcome)
+    }
+
+    /// The check `recall append` runs: consolidates only when the branch is over the threshold,
+    /// found by reading at most threshold + 1 events.
+    pub(crate) fn auto_consolidate(&self, path: &BranchPath) -> Result<()> {
+        if !self.config.auto_consolidate {
+            return Ok(());
+        }
+        let limit = threshold(self) + 1;
+        if view::events(self, path, Some(limit))?.len() >= limit {
+            self.consolidate(&path.branch().id, true)?;
+        }
+        Ok(())
+    }
+}
