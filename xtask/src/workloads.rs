@@ -4,7 +4,7 @@ use crate::gen::{node_id, vocab, Rng, EVENT_KINDS, PHASES};
 use crate::report::{median, micros, millis, percentile, table, Python, Row};
 use crate::BenchOptions;
 use anyhow::{ensure, Context, Result};
-use memctl_core::{Clock, Config, CoreWrite, FtsMode, Search, Store};
+use memctl_core::{Budget, Clock, Config, CoreWrite, FtsMode, Search, Store};
 use serde_json::{json, Map, Value};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -91,6 +91,12 @@ impl Db {
     }
 }
 
+/// The defaults, without automatic consolidation: BENCH.md's workloads count every row they
+/// write (workload b also runs a variant with it on).
+fn bench_config() -> Config {
+    Config { auto_consolidate: false, ..Config::default() }
+}
+
 fn timed<T>(f: impl FnOnce() -> memctl_core::Result<T>) -> Result<(T, Duration)> {
     let start = Instant::now();
     let value = f()?;
@@ -166,7 +172,7 @@ fn fork_chain(reps: &Reps) -> Result<(Vec<Row>, Value)> {
         let ids: Vec<String> = (0..=depth).map(node_id).collect();
         let (mut medians, mut p95s, mut heads, mut tails) = (vec![], vec![], vec![], vec![]);
         for _ in 0..reps.fork_chains {
-            let db = Db::new(Config::default())?;
+            let db = Db::new(bench_config())?;
             db.store.create_root(&ids[0])?;
             let mut times = Vec::with_capacity(depth);
             for i in 1..=depth {
@@ -274,7 +280,7 @@ fn tree(reps: &Reps) -> Result<(Vec<Row>, Value)> {
     let mut per_op: [Vec<f64>; 4] = Default::default(); // per-rep medians: fork, core, recall, archival
     let mut visible_events = 0;
     for _ in 0..reps.trees {
-        let db = Db::new(Config::default())?;
+        let db = Db::new(bench_config())?;
         let mut times: [Vec<f64>; 4] = Default::default();
         reset_peak_rss();
         let start = Instant::now();
@@ -296,7 +302,7 @@ fn tree(reps: &Reps) -> Result<(Vec<Row>, Value)> {
         Row::new("b tree 1000 branches", "29,000 ops total", "s")
             .value(total)
             .python(Python::new(6.0, "6.0 s"))
-            .note("default config (auto_consolidate = true); one transaction per operation"),
+            .note("auto_consolidate off (the variant below has it on); one transaction per operation"),
         Row::new("b tree 1000 branches", "throughput", "ops/s")
             .value(29_000.0 / total)
             .higher_is_better()
@@ -313,6 +319,24 @@ fn tree(reps: &Reps) -> Result<(Vec<Row>, Value)> {
             .python(Python::new(148.0, "148 MB")),
     );
     rows.push(Row::new("b tree 1000 branches", "database size", "MB").value(median(&sizes)));
+    // The variant: every append checks the branch's recall bounds and consolidates past them.
+    let db = Db::new(Config::default())?;
+    let start = Instant::now();
+    for op in &ops {
+        apply(&db.store, op)?;
+    }
+    let auto_total = start.elapsed().as_secs_f64();
+    let consolidated = db.store.recall_list(&node_id(TREE_BRANCHES - 1), None)?;
+    rows.push(
+        Row::new("b tree 1000 branches", "29,000 ops, auto_consolidate on", "s")
+            .value(auto_total)
+            .python(Python::new(6.0, "6.0 s"))
+            .note(format!(
+                "with auto-consolidation node 999 sees {} events and {} summaries",
+                consolidated.events.len(),
+                consolidated.summaries.len()
+            )),
+    );
     let detail = json!({
         "total_s": totals, "peak_rss_mb": rss, "db_mb": sizes,
         "median_us": {"fork": median(&per_op[0]), "core_set": median(&per_op[1]),
@@ -342,7 +366,7 @@ fn recall_appends(reps: &Reps) -> Result<(Vec<Row>, Value)> {
     let mut window_rates: Vec<Vec<f64>> = vec![vec![]; windows];
     let (mut overall, mut per_append, mut tails) = (vec![], vec![], vec![]);
     for _ in 0..reps.recall_runs {
-        let db = Db::new(Config::default())?;
+        let db = Db::new(bench_config())?;
         db.store.create_root(&branch)?;
         let mut times = Vec::with_capacity(APPENDS);
         for (kind, text, t) in &appends {
@@ -441,7 +465,7 @@ fn archival(reps: &Reps) -> Result<(Vec<Row>, Value)> {
         let mut visible = 0;
         let mut uses_fts = false;
         for _ in 0..reps.archival_builds {
-            let mut config = Config::default();
+            let mut config = bench_config();
             config.search.fts = fts;
             let db = Db::new(config)?;
             uses_fts = db.store.uses_fts()?;
@@ -512,7 +536,7 @@ fn chain_read(reps: &Reps) -> Result<(Vec<Row>, Value)> {
     let mut detail = Map::new();
     let python = [(10usize, 0.21, "0.21 ms"), (100, 2.4, "2.4 ms"), (1000, 26.0, "26 ms")];
     for (depth, python_ms, python_text) in python {
-        let db = Db::new(Config::default())?;
+        let db = Db::new(bench_config())?;
         build_chain(&db.store, depth)?;
         let deepest = node_id(depth);
 
@@ -566,9 +590,26 @@ fn chain_read(reps: &Reps) -> Result<(Vec<Row>, Value)> {
                 .value(median(&cold))
                 .p95(percentile(&cold, 95.0)),
         );
+        let mut renders = Vec::new();
+        let python_render = [(10, 0.40), (100, 2.4), (1000, 31.0)];
+        let python_ms = python_render.iter().find(|(d, _)| *d == depth).map_or(f64::NAN, |(_, ms)| *ms);
+        for budget in [4000, 24_000] {
+            let mut times = Vec::with_capacity(reps.warm_reads);
+            for _ in 0..reps.warm_reads {
+                let (_, t) = timed(|| db.store.render_context(&deepest, None, Budget::Chars(budget)))?;
+                times.push(millis(t));
+            }
+            rows.push(
+                Row::new(format!("e chain D={depth}"), format!("render, budget {budget} chars"), "ms")
+                    .value(median(&times))
+                    .p95(percentile(&times, 95.0))
+                    .python(Python::new(python_ms, &format!("{python_ms} ms"))),
+            );
+            renders.push(json!({"budget_chars": budget, "median_ms": median(&times)}));
+        }
         detail.insert(
             format!("D={depth}"),
-            json!({"full_view_warm_ms": {"median": median(&warm), "p95": percentile(&warm, 95.0)},
+            json!({"render": renders, "full_view_warm_ms": {"median": median(&warm), "p95": percentile(&warm, 95.0)},
                    "full_view_cold_ms": {"median": median(&cold), "p95": percentile(&cold, 95.0)},
                    "windowed_read_ms": {"median": median(&window), "p95": percentile(&window, 95.0)},
                    "view_rows": {"core": view.core.len(), "events": view.events.len(),
@@ -577,22 +618,13 @@ fn chain_read(reps: &Reps) -> Result<(Vec<Row>, Value)> {
                    "warm_reads": reps.warm_reads, "cold_reads": reps.cold_reads}),
         );
     }
-    rows.push(
-        Row::new("e/f render D=10/100/1000", "render, budget 4000 and 24000", "ms")
-            .python(Python::new(31.0, "0.40 / 2.4 / 31 ms"))
-            .note(
-                "render is not measured yet: it comes with the `context` command; \
-                 the full view read contains every row (2 events and 1 record per level), \
-                 so it grows with D by design",
-            ),
-    );
     Ok((rows, Value::Object(detail)))
 }
 
 /// h. Whole `memctl` processes on the tree of b: one append, one fork, one core set, each a
 /// fresh process, against the floor of a process that opens the database and inserts one row.
 fn cli_call(reps: &Reps) -> Result<(Vec<Row>, Value)> {
-    let db = Db::new(Config::default())?;
+    let db = Db::new(bench_config())?;
     for op in &tree_ops() {
         apply(&db.store, op)?;
     }
@@ -605,7 +637,11 @@ fn cli_call(reps: &Reps) -> Result<(Vec<Row>, Value)> {
     let db_arg = path.display().to_string();
     let run = |program: &Path, args: Vec<String>| -> Result<f64> {
         let start = Instant::now();
-        let output = std::process::Command::new(program).args(&args).output()?;
+        // As the tree was built: without automatic consolidation.
+        let output = std::process::Command::new(program)
+            .args(&args)
+            .env("MEMCTL_AUTO_CONSOLIDATE", "false")
+            .output()?;
         let elapsed = millis(start.elapsed());
         ensure!(
             output.status.success(),
@@ -628,6 +664,15 @@ fn cli_call(reps: &Reps) -> Result<(Vec<Row>, Value)> {
             "core set" => {
                 vec!["core".into(), "set".into(), deepest.clone(), format!("cli{}", i % 3), format!("v{i}")]
             }
+            "context, 4000 chars" => {
+                vec!["context".into(), deepest.clone(), "--budget-chars".into(), "4000".into()]
+            }
+            "context, 1000 tokens" => {
+                ["context", &deepest, "--budget-tokens", "1000", "--encoding", "cl100k_base"]
+                    .into_iter()
+                    .map(String::from)
+                    .collect()
+            }
             _ => return vec!["floor-insert".into(), db_arg.clone()],
         };
         [vec!["--db".to_string(), db_arg.clone()], words].concat()
@@ -635,13 +680,21 @@ fn cli_call(reps: &Reps) -> Result<(Vec<Row>, Value)> {
     let mut rows = Vec::new();
     let mut detail = Map::new();
     let mut medians = Vec::new();
-    for call in ["recall append", "fork", "core set", "floor: open + insert one row"] {
+    let calls = [
+        "recall append",
+        "fork",
+        "core set",
+        "context, 4000 chars",
+        "context, 1000 tokens",
+        "floor: open + insert one row",
+    ];
+    for call in calls {
         let program = if call.starts_with("floor") { &xtask } else { &memctl };
         let times =
             (0..reps.cli_calls).map(|i| run(program, arguments(call, i))).collect::<Result<Vec<f64>>>()?;
         let (m, p95) = (median(&times), percentile(&times, 95.0));
         let mut row = Row::new("h one CLI call, 1000 branches", call, "ms").value(m).p95(p95);
-        if !call.starts_with("floor") {
+        if !call.starts_with("floor") && !call.starts_with("context") {
             row = row.python(Python::new(150.0, "150 ms to 2.5 s"));
         }
         rows.push(row);
@@ -652,6 +705,12 @@ fn cli_call(reps: &Reps) -> Result<(Vec<Row>, Value)> {
     for (call, m) in &medians[..medians.len() - 1] {
         rows.push(Row::new("h one CLI call, 1000 branches", format!("{call} / floor"), "x").value(m / floor));
     }
+    let by = |name: &str| medians.iter().find(|(call, _)| *call == name).map_or(f64::NAN, |(_, m)| *m);
+    rows.push(
+        Row::new("h one CLI call, 1000 branches", "context: tokens / chars", "x")
+            .value(by("context, 1000 tokens") / by("context, 4000 chars"))
+            .note("target: a token-budgeted call costs at most 2x a char-budgeted one"),
+    );
     drop(dir);
     Ok((rows, Value::Object(detail)))
 }

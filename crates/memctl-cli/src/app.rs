@@ -2,7 +2,7 @@
 //! code of their kind (SPEC §9).
 
 use crate::cli::Cli;
-use crate::context::Context;
+use crate::invocation::Context;
 use crate::output;
 use clap::Parser;
 use memctl_core::{Error, ErrorKind};

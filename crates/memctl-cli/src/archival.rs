@@ -1,7 +1,7 @@
 //! `memctl archival add|get|update|delete|search`: long-term records.
 
-use crate::context::Context;
 use crate::input;
+use crate::invocation::Context;
 use crate::output::{excerpt, score, tags_suffix, timestamp};
 use crate::recall::report_added;
 use clap::{ArgGroup, Subcommand};

@@ -1,6 +1,6 @@
 //! `memctl branch create|list|show|set-uid` and `memctl fork`.
 
-use crate::context::Context;
+use crate::invocation::Context;
 use crate::output::{fields, timestamp};
 use clap::{Args, Subcommand};
 use memctl_core::{Branch, Error, ErrorKind, ForkOutcome, Store, Tx};

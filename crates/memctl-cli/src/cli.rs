@@ -1,7 +1,7 @@
 //! The command line: global options and the command tree. Each group's arguments live with the
 //! code that runs them (one file per group); this file only assembles them.
 
-use crate::{archival, branch, core_mem, init, log, quickstart, read, recall};
+use crate::{archival, branch, context, core_mem, init, log, pressure, quickstart, read, recall};
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
@@ -109,6 +109,18 @@ pub enum Command {
     #[command(after_help = read::EXAMPLES)]
     Read(read::ReadArgs),
 
+    /// The memory section for a prompt, within a budget of characters or tokens
+    #[command(after_help = context::EXAMPLES)]
+    Context(context::ContextArgs),
+
+    /// How full a branch's memory is, and what would relieve it
+    #[command(after_help = pressure::PRESSURE_EXAMPLES)]
+    Pressure(pressure::BranchArg),
+
+    /// Replace all but the newest events by per-kind summaries (copy-on-write)
+    #[command(after_help = pressure::CONSOLIDATE_EXAMPLES)]
+    Consolidate(pressure::BranchArg),
+
     /// The operation journal: every write, with its phase and actor
     #[command(after_help = log::EXAMPLES)]
     Log(log::LogArgs),
@@ -135,7 +147,7 @@ impl Command {
 }
 
 /// Dispatches a parsed command line.
-pub fn run(cli: Cli, ctx: &crate::context::Context) -> anyhow::Result<()> {
+pub fn run(cli: Cli, ctx: &crate::invocation::Context) -> anyhow::Result<()> {
     match cli.command {
         Command::Init => init::run(ctx),
         Command::Branch(command) => branch::run(ctx, command),
@@ -145,6 +157,9 @@ pub fn run(cli: Cli, ctx: &crate::context::Context) -> anyhow::Result<()> {
         Command::Archival(command) => archival::run(ctx, command),
         Command::Read(args) => read::run(ctx, args),
         Command::Log(args) => log::run(ctx, args),
+        Command::Context(args) => context::run(ctx, args),
+        Command::Pressure(args) => pressure::pressure(ctx, args),
+        Command::Consolidate(args) => pressure::consolidate(ctx, args),
         Command::Completions { shell } => {
             let mut command = <Cli as clap::CommandFactory>::command();
             let mut script = Vec::new();

@@ -1,74 +1,48 @@
-//! What every command needs: the resolved configuration, the database path, the output mode and
-//! the journal context.
+//! `memctl context`: the memory section a runner puts into a prompt.
 
-use crate::cli::GlobalArgs;
-use crate::config;
-use crate::output;
-use memctl_core::{Clock, Config, Error, OpContext, Result, Store};
-use std::path::PathBuf;
+use crate::invocation::Context;
+use clap::Args;
+use memctl_core::{Budget, Encoding};
 
-pub struct Context {
-    pub config: Config,
-    pub db: PathBuf,
-    pub json: bool,
-    pub quiet: bool,
-    pub clock: Clock,
-    op: OpContext,
-    /// Whether the command may create the database file.
-    creates: bool,
+pub const EXAMPLES: &str = "\
+Examples:
+  memctl context node-7                               # within memory_budget_chars
+  memctl context node-7 --query 'tiling speedup' --budget-chars 24000
+  memctl context node-7 --budget-tokens 2000 --encoding o200k_base
+  memctl --json context node-7 | jq .sections.recall.dropped
+Core lines come first; recall (summaries, then events newest first) and archival (best first for
+--query, else newest) share the rest. Whole lines are dropped, never cut, so the text never
+exceeds the budget. Reading the context writes nothing.";
+
+#[derive(Debug, Args)]
+pub struct ContextArgs {
+    /// Branch id or node_uid
+    pub branch: String,
+    /// Words to pick the archival records by (default: the newest)
+    #[arg(long)]
+    pub query: Option<String>,
+    /// Budget in characters [default: memory_budget_chars]
+    #[arg(long, value_name = "N", conflicts_with_all = ["budget_tokens", "no_limit"])]
+    pub budget_chars: Option<usize>,
+    /// Budget in tokens of --encoding
+    #[arg(long, value_name = "N", requires = "encoding", conflicts_with = "no_limit")]
+    pub budget_tokens: Option<usize>,
+    /// Tokenizer for --budget-tokens: cl100k_base or o200k_base
+    #[arg(long, value_name = "NAME", requires = "budget_tokens")]
+    pub encoding: Option<String>,
+    /// No budget: every line of the window
+    #[arg(long)]
+    pub no_limit: bool,
 }
 
-impl Context {
-    pub fn new(global: &GlobalArgs, creates: bool) -> anyhow::Result<Context> {
-        let config = config::load(global.config.as_deref())?;
-        let db = global
-            .db
-            .clone()
-            .or_else(|| config.db_path.as_ref().map(PathBuf::from))
-            .unwrap_or_else(|| PathBuf::from("memory.sqlite"));
-        Ok(Context {
-            config,
-            db,
-            json: global.json,
-            quiet: global.quiet,
-            clock: Clock::from_env()?,
-            op: OpContext { phase: global.phase.clone(), actor: global.actor.clone() },
-            creates,
-        })
-    }
-
-    /// Opens the database. Only `init` creates one (and its directory): elsewhere a missing or
-    /// empty file is an error, so a mistyped path never silently starts an empty run.
-    pub fn open(&self) -> Result<Store> {
-        let mut store = if self.creates {
-            if let Some(dir) = self.db.parent().filter(|d| !d.as_os_str().is_empty()) {
-                std::fs::create_dir_all(dir)
-                    .map_err(|e| Error::invalid(format!("cannot create directory {}: {e}", dir.display())))?;
-            }
-            Store::open(&self.db, self.config.clone(), self.clock)?
-        } else {
-            Store::open_existing(&self.db, self.config.clone(), self.clock)?
-        };
-        store.set_context(self.op.clone());
-        Ok(store)
-    }
-
-    /// Prints a command's result: `json` with `--json`, else the text `text` renders.
-    pub fn emit(&self, json: serde_json::Value, text: impl FnOnce() -> String) {
-        if self.json {
-            output::stdout(&json.to_string());
-        } else {
-            let text = text();
-            if !text.is_empty() {
-                output::stdout(text.trim_end_matches('\n'));
-            }
-        }
-    }
-
-    /// A message for people, on stderr: silent with `--quiet` or `--json`.
-    pub fn note(&self, message: &str) {
-        if !self.quiet && !self.json {
-            eprintln!("{message}");
-        }
-    }
+pub fn run(ctx: &Context, args: ContextArgs) -> anyhow::Result<()> {
+    let budget = match (args.budget_tokens, args.encoding.as_deref()) {
+        (Some(limit), Some(encoding)) => Budget::Tokens { limit, encoding: encoding.parse::<Encoding>()? },
+        _ if args.no_limit => Budget::Unlimited,
+        _ => Budget::Chars(args.budget_chars.unwrap_or(ctx.config.memory_budget_chars)),
+    };
+    let store = ctx.open()?;
+    let rendered = store.render_context(&args.branch, args.query.as_deref(), budget)?;
+    ctx.emit(serde_json::to_value(&rendered)?, || rendered.text.clone());
+    Ok(())
 }

@@ -1,7 +1,7 @@
 //! `memctl core set|get|del`: small key/value facts, inherited copy-on-write.
 
-use crate::context::Context;
 use crate::input;
+use crate::invocation::Context;
 use crate::output::{one_line, table, timestamp};
 use clap::Subcommand;
 use memctl_core::{parse_duration, CoreEntry, CoreWrite, DEFAULT_IMPORTANCE};

@@ -1,6 +1,6 @@
 //! `memctl init`: create the database (or bring an older one up to date).
 
-use crate::context::Context;
+use crate::invocation::Context;
 use memctl_core::SCHEMA_VERSION;
 use serde_json::json;
 

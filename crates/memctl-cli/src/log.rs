@@ -1,6 +1,6 @@
 //! `memctl log`: the operation journal.
 
-use crate::context::Context;
+use crate::invocation::Context;
 use crate::output::{table, timestamp};
 use clap::Args;
 use serde_json::json;

@@ -2,7 +2,7 @@
 //! keeps: the branch tree, one node's memory, and where the database is.
 
 use crate::branch::tree;
-use crate::context::Context;
+use crate::invocation::Context;
 use crate::read::{render, Scope};
 use clap::Args;
 use memctl_core::{CoreWrite, OpContext, Store};

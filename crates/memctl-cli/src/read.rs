@@ -1,7 +1,7 @@
 //! `memctl read`: what a branch sees, layer by layer.
 
 use crate::archival::record_line;
-use crate::context::Context;
+use crate::invocation::Context;
 use crate::output::{count, one_line, table};
 use crate::recall::{event_line, summary_line};
 use clap::{Args, ValueEnum};

@@ -1,7 +1,7 @@
 //! `memctl recall append|list|search|evict`: the timeline of events.
 
-use crate::context::Context;
 use crate::input;
+use crate::invocation::Context;
 use crate::output::{count, tags_suffix, timestamp};
 use clap::{ArgGroup, Subcommand};
 use memctl_core::{AppendOutcome, Event, EvictSelector, Summary};

@@ -151,6 +151,8 @@ fn run(command: &str, input: &str, timeout: Duration) -> std::result::Result<Str
         match child.try_wait() {
             Ok(Some(status)) => break status,
             Ok(None) if started.elapsed() >= timeout => {
+                // Processes the shell started may outlive it and hold the pipes: the reader
+                // threads are not waited for.
                 let _ = child.kill();
                 let _ = child.wait();
                 return Err(format!("timed out after {} s", timeout.as_secs()));

@@ -1,0 +1,209 @@
+//! The prompt section a runner injects (SPEC §4.5): `Core Memory:`, `Recall Memory:`,
+//! `Archival Memory:`, packed item by item into a budget of characters or tokens.
+//!
+//! Packing: core lines first, then recall (summaries, then events newest first) and archival
+//! (best first) take turns for the rest. An item that does not fit whole is dropped and the
+//! next is tried; nothing is ever cut, so the text never exceeds the budget. Rendering reads
+//! one snapshot of the view and writes nothing.
+
+use crate::archival::{Record, Search};
+use crate::error::Result;
+use crate::store::Store;
+use crate::tokens::{count_tokens, Encoding};
+use crate::view::View;
+use serde::Serialize;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+
+/// How much text a prompt section may hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Budget {
+    Chars(usize),
+    Tokens { limit: usize, encoding: Encoding },
+    Unlimited,
+}
+
+impl Budget {
+    fn measure(&self, text: &str) -> usize {
+        match self {
+            Budget::Tokens { encoding, .. } => count_tokens(*encoding, text),
+            Budget::Chars(_) | Budget::Unlimited => text.chars().count(),
+        }
+    }
+
+    fn limit(&self) -> usize {
+        match self {
+            Budget::Chars(limit) | Budget::Tokens { limit, .. } => *limit,
+            Budget::Unlimited => usize::MAX,
+        }
+    }
+}
+
+/// What went into one section and what did not fit.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct SectionReport {
+    /// Core keys, or recall/archival ids.
+    pub included: Vec<Value>,
+    pub dropped: Vec<Value>,
+}
+
+/// A rendered prompt section.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PromptContext {
+    pub text: String,
+    pub chars: usize,
+    /// Present when the budget was in tokens.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<usize>,
+    /// By section: `core`, `recall`, `archival`.
+    pub sections: BTreeMap<&'static str, SectionReport>,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Section {
+    Core,
+    Recall,
+    Archival,
+}
+
+impl Section {
+    const ALL: [Section; 3] = [Section::Core, Section::Recall, Section::Archival];
+
+    fn header(self) -> &'static str {
+        match self {
+            Section::Core => "Core Memory:",
+            Section::Recall => "Recall Memory:",
+            Section::Archival => "Archival Memory:",
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Section::Core => "core",
+            Section::Recall => "recall",
+            Section::Archival => "archival",
+        }
+    }
+}
+
+/// One line of the prompt, in display order within its section.
+struct Item {
+    line: String,
+    id: Value,
+}
+
+fn tags_suffix(tags: &[String]) -> String {
+    if tags.is_empty() {
+        String::new()
+    } else {
+        format!(" (tags: {})", tags.join(", "))
+    }
+}
+
+/// The candidate lines of each section, in display order.
+fn items(view: &View, records: &[Record]) -> [Vec<Item>; 3] {
+    let mut core: Vec<&crate::CoreEntry> = view.core.iter().collect();
+    core.sort_by(|a, b| a.key.cmp(&b.key));
+    let core = core
+        .into_iter()
+        .map(|e| Item { line: format!("- {}: {}", e.key, e.value), id: json!(e.key) })
+        .collect();
+    let summaries = view
+        .summaries
+        .iter()
+        .rev()
+        .map(|s| Item { line: format!("- [summary:{}] {}", s.kind, s.text), id: json!(s.id) });
+    let events = view.events.iter().map(|e| Item {
+        line: format!("- [{}] {}{}", e.kind, e.text, tags_suffix(&e.tags)),
+        id: json!(e.id),
+    });
+    let recall = summaries.chain(events).collect();
+    let archival = records
+        .iter()
+        .map(|r| Item { line: format!("- {}{}", r.text, tags_suffix(&r.tags)), id: json!(r.id) })
+        .collect();
+    [core, recall, archival]
+}
+
+/// Core first, then recall and archival in turns: the order items are offered to the budget.
+fn priority(sections: &[Vec<Item>; 3]) -> Vec<(usize, usize)> {
+    let [core, recall, archival] = sections;
+    let mut order: Vec<(usize, usize)> = (0..core.len()).map(|i| (0, i)).collect();
+    for i in 0..recall.len().max(archival.len()) {
+        if i < recall.len() {
+            order.push((1, i));
+        }
+        if i < archival.len() {
+            order.push((2, i));
+        }
+    }
+    order
+}
+
+fn assemble(sections: &[Vec<Item>; 3], included: &[Vec<bool>; 3]) -> String {
+    let mut parts: Vec<&str> = Vec::new();
+    for (s, section) in Section::ALL.iter().enumerate() {
+        if included[s].iter().any(|&i| i) {
+            parts.push(section.header());
+            parts.extend(
+                sections[s].iter().zip(&included[s]).filter(|(_, &i)| i).map(|(item, _)| item.line.as_str()),
+            );
+        }
+    }
+    parts.join("\n")
+}
+
+impl Store {
+    /// Renders the prompt section of a branch's view within `budget`. The archival lines are the
+    /// best `retrieval_k` records for `query`, or the newest without one. Writes nothing.
+    pub fn render_context(&self, branch: &str, query: Option<&str>, budget: Budget) -> Result<PromptContext> {
+        let (view, records) = self.read(|| {
+            let config = &self.config;
+            let view = self.view_window(branch, Some(config.recall_max_events), Some(0))?;
+            let search =
+                Search { query: query.unwrap_or("").to_string(), k: config.retrieval_k, tags: vec![] };
+            Ok((view, self.archival_search(branch, &search)?))
+        })?;
+        let sections = items(&view, &records);
+        let order = priority(&sections);
+        let limit = budget.limit();
+        let mut included: [Vec<bool>; 3] = sections.each_ref().map(|s| vec![false; s.len()]);
+        // Sizes add up: each part after the first costs its separating newline too. For tokens
+        // the sum is an estimate, checked on the assembled text below.
+        let mut used = 0usize;
+        let mut parts = 0usize;
+        for &(s, i) in &order {
+            let opens_section = !included[s].iter().any(|&x| x);
+            let (mut cost, mut new_parts) = (0, parts);
+            if opens_section {
+                cost += budget.measure(Section::ALL[s].header()) + usize::from(new_parts > 0);
+                new_parts += 1;
+            }
+            cost += budget.measure(&sections[s][i].line) + usize::from(new_parts > 0);
+            if used.saturating_add(cost) <= limit {
+                used += cost;
+                parts = new_parts + 1;
+                included[s][i] = true;
+            }
+        }
+        let mut text = assemble(&sections, &included);
+        let mut size = budget.measure(&text);
+        while size > limit {
+            // Token counts do not always add up across a newline: drop the last item offered.
+            let Some(&(s, i)) = order.iter().rev().find(|&&(s, i)| included[s][i]) else { break };
+            included[s][i] = false;
+            text = assemble(&sections, &included);
+            size = budget.measure(&text);
+        }
+        let mut reports = BTreeMap::new();
+        for (s, section) in Section::ALL.iter().enumerate() {
+            let mut report = SectionReport::default();
+            for (item, &inside) in sections[s].iter().zip(&included[s]) {
+                if inside { &mut report.included } else { &mut report.dropped }.push(item.id.clone());
+            }
+            reports.insert(section.name(), report);
+        }
+        let tokens = matches!(budget, Budget::Tokens { .. }).then_some(size);
+        Ok(PromptContext { chars: text.chars().count(), tokens, text, sections: reports })
+    }
+}

@@ -1,0 +1,235 @@
+//! Prompt context, pressure and copy-on-write consolidation (SPEC §2.1, §4.5, §4.6).
+
+use memctl_core::*;
+use proptest::prelude::*;
+
+const T0: f64 = 1_767_323_045.0;
+
+fn store_with(edit: impl FnOnce(&mut Config)) -> Store {
+    let mut config = Config::default();
+    edit(&mut config);
+    Store::open_in_memory(config, Clock::Fixed(T0)).unwrap()
+}
+
+fn append(s: &Store, branch: &str, n: usize, kinds: &[&str]) {
+    for i in 0..n {
+        let kind = kinds[i % kinds.len()];
+        s.recall_append(branch, kind, &format!("{branch} {kind} event {i}"), &[]).unwrap();
+    }
+}
+
+fn visible_events(s: &Store, branch: &str) -> usize {
+    s.recall_list(branch, None).unwrap().events.len()
+}
+
+#[test]
+fn consolidation_is_copy_on_write() {
+    let s = store_with(|c| {
+        c.recall_max_events = 20;
+        c.recall_consolidation_threshold = 1.5;
+        c.auto_consolidate = false;
+    });
+    s.create_root("P").unwrap();
+    append(&s, "P", 50, &["note", "metric", "error"]);
+    s.fork("P", Some("A")).unwrap();
+    s.fork("P", Some("B")).unwrap();
+    append(&s, "A", 20, &["plan"]);
+    append(&s, "B", 15, &["plan"]);
+    s.fork("A", Some("early")).unwrap(); // forked before the consolidation
+
+    let outcome = s.consolidate("A").unwrap();
+    assert_eq!(outcome.consolidated, 50);
+    assert_eq!(outcome.summaries.len(), 3, "one summary per kind");
+
+    let a = s.recall_list("A", None).unwrap();
+    assert_eq!(a.events.len(), 20);
+    assert!(a.events.iter().all(|e| e.branch == "A"), "the window keeps A's own, newest events");
+    assert_eq!(a.summaries.len(), 3);
+    let covered: usize = a.summaries.iter().map(|s| s.event_ids.len()).sum();
+    assert_eq!(covered, 50);
+    assert_eq!(visible_events(&s, "B"), 65);
+    assert_eq!(visible_events(&s, "P"), 50);
+    assert!(s.recall_list("P", None).unwrap().summaries.is_empty());
+    assert_eq!(visible_events(&s, "early"), 70, "a child forked before keeps the originals");
+
+    s.fork("A", Some("late")).unwrap();
+    let late = s.recall_list("late", None).unwrap();
+    assert_eq!(
+        (late.events.len(), late.summaries.len()),
+        (20, 3),
+        "a later child inherits the consolidated view"
+    );
+
+    // Nothing is lost: the originals are in A's archival, tagged.
+    let copies = s
+        .archival_search(
+            "A",
+            &Search { query: String::new(), k: 10, tags: vec!["RECALL_CONSOLIDATED".into()] },
+        )
+        .unwrap();
+    assert_eq!(copies.len(), 3);
+    assert!(copies.iter().any(|r| r.tags.contains(&"kind:metric".to_string())));
+    let texts: String = copies.iter().map(|r| r.text.as_str()).collect();
+    for i in 0..50 {
+        let kind = ["note", "metric", "error"][i % 3];
+        assert!(texts.contains(&format!("P {kind} event {i}")), "event {i} missing from the copies");
+    }
+    // Within bounds now: a second consolidation does nothing.
+    assert_eq!(s.consolidate("A").unwrap().consolidated, 0);
+}
+
+#[test]
+fn auto_consolidation_folds_summaries_instead_of_piling_them_up() {
+    let s = store_with(|c| {
+        c.recall_max_events = 4;
+        c.recall_consolidation_threshold = 1.5;
+    });
+    s.create_root("r").unwrap();
+    append(&s, "r", 40, &["note"]);
+    let r = s.recall_list("r", None).unwrap();
+    assert!(r.events.len() <= 6, "{} events", r.events.len());
+    assert_eq!(r.summaries.len(), 1, "one summary per kind, folded");
+    assert_eq!(r.summaries[0].event_ids.len() + r.events.len(), 40);
+    let auto = s
+        .archival_search("r", &Search { query: String::new(), k: 100, tags: vec!["AUTO_CONSOLIDATE".into()] })
+        .unwrap();
+    assert!(!auto.is_empty());
+}
+
+#[test]
+fn pressure_formula_levels_and_recommendations() {
+    let s = store_with(|c| {
+        c.core_max_chars = 100;
+        c.recall_max_events = 4;
+        c.auto_consolidate = false;
+    });
+    s.create_root("r").unwrap();
+    s.core_set("r", "goal", &"x".repeat(47), CoreWrite::default()).unwrap(); // "goal: " + 47 = 53
+    append(&s, "r", 6, &["note"]);
+    let p = s.pressure("r").unwrap();
+    assert_eq!((p.core.used, p.core.max), (53, 100));
+    assert_eq!((p.recall.count, p.recall.max), (6, 4));
+    assert!((p.overall_ratio - 0.718).abs() < 1e-9, "{}", p.overall_ratio);
+    assert_eq!(p.level, Level::Medium);
+    assert!(p.recommendations.contains(&"consolidate_recall"));
+    assert!(p.recommendations.contains(&"summarize_recall"));
+    assert!(!p.recommendations.contains(&"compress_core"));
+    let json = serde_json::to_value(&p).unwrap();
+    assert_eq!(json["level"], "medium");
+    for field in ["overall_ratio", "core", "recall", "archival", "recommendations"] {
+        assert!(json.get(field).is_some(), "{field}");
+    }
+}
+
+#[test]
+fn context_sections_lines_and_order() {
+    let s = store_with(|c| c.auto_consolidate = false);
+    s.create_root("r").unwrap();
+    s.core_set("r", "zeta", "last key", CoreWrite::default()).unwrap();
+    s.core_set("r", "alpha", "first key", CoreWrite::default()).unwrap();
+    let e1 = s.recall_append("r", "note", "older", &["a".into(), "b".into()]).unwrap();
+    s.recall_append("r", "metric", "newer", &[]).unwrap();
+    s.recall_summarize("r", "note", "the older note", &[e1.id]).unwrap();
+    s.archival_add("r", "tiling notes", &["BENCH".into()]).unwrap();
+    let out = s.render_context("r", None, Budget::Unlimited).unwrap();
+    assert_eq!(
+        out.text,
+        "Core Memory:\n- alpha: first key\n- zeta: last key\n\
+         Recall Memory:\n- [summary:note] the older note\n- [metric] newer\n\
+         Archival Memory:\n- tiling notes (tags: BENCH)"
+    );
+    assert_eq!(out.chars, out.text.chars().count());
+    assert!(out.tokens.is_none());
+    // Nothing fits but the core: recall and archival are dropped whole, never cut.
+    let tight = s.render_context("r", None, Budget::Chars(48)).unwrap(); // exactly the core
+    assert_eq!(tight.text, "Core Memory:\n- alpha: first key\n- zeta: last key");
+    assert_eq!(tight.sections["recall"].included.len(), 0);
+    assert_eq!(tight.sections["recall"].dropped.len(), 2);
+    assert_eq!(tight.sections["archival"].dropped.len(), 1);
+    // An empty view renders nothing.
+    s.create_root("empty").unwrap();
+    assert_eq!(s.render_context("empty", None, Budget::Chars(100)).unwrap().text, "");
+}
+
+#[test]
+fn context_query_picks_archival_and_rendering_writes_nothing() {
+    let s = store_with(|c| c.retrieval_k = 1);
+    s.create_root("r").unwrap();
+    s.archival_add("r", "gpu offload failed", &[]).unwrap();
+    s.archival_add("r", "cache tiling helped", &[]).unwrap();
+    let before = s.ops(None, None).unwrap().len();
+    let by_query = s.render_context("r", Some("gpu"), Budget::Unlimited).unwrap();
+    assert!(by_query.text.contains("gpu offload failed") && !by_query.text.contains("tiling"));
+    let newest = s.render_context("r", None, Budget::Unlimited).unwrap();
+    assert!(newest.text.contains("cache tiling helped"));
+    assert_eq!(s.ops(None, None).unwrap().len(), before);
+}
+
+#[test]
+fn token_budgets_count_tokens() {
+    let s = store_with(|_| {});
+    s.create_root("r").unwrap();
+    s.core_set("r", "goal", "tune the stencil kernel", CoreWrite::default()).unwrap();
+    append(&s, "r", 5, &["note"]);
+    for encoding in [Encoding::Cl100kBase, Encoding::O200kBase] {
+        let out = s.render_context("r", None, Budget::Tokens { limit: 20, encoding }).unwrap();
+        assert_eq!(out.tokens, Some(count_tokens(encoding, &out.text)));
+        assert!(out.tokens.unwrap() <= 20);
+        assert!(out.text.starts_with("Core Memory:\n- goal: tune the stencil kernel"));
+    }
+}
+
+/// A memory made of random lines, for the budget property.
+fn arbitrary_memory() -> impl Strategy<Value = (Vec<(String, String)>, Vec<String>, Vec<String>)> {
+    let text = "[a-z]{1,8}( [a-zA-Z0-9éあ]{1,10}){0,12}";
+    (
+        prop::collection::vec(("[a-z]{1,6}", text), 0..6),
+        prop::collection::vec(text, 0..12),
+        prop::collection::vec(text, 0..8),
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn rendered_context_never_exceeds_its_budget_and_core_comes_first(
+        (core, events, records) in arbitrary_memory(),
+        chars in 0usize..600,
+        tokens in 0usize..150,
+        o200k in any::<bool>(),
+    ) {
+        let s = store_with(|c| c.auto_consolidate = false);
+        s.create_root("r").unwrap();
+        for (key, value) in &core {
+            s.core_set("r", key, value, CoreWrite::default()).unwrap();
+        }
+        for text in &events {
+            s.recall_append("r", "note", text, &[]).unwrap();
+        }
+        for text in &records {
+            s.archival_add("r", text, &["t".into()]).unwrap();
+        }
+        let encoding = if o200k { Encoding::O200kBase } else { Encoding::Cl100kBase };
+        for budget in [Budget::Chars(chars), Budget::Tokens { limit: tokens, encoding }] {
+            let out = s.render_context("r", None, budget).unwrap();
+            match budget {
+                Budget::Chars(limit) => prop_assert!(out.text.chars().count() <= limit),
+                Budget::Tokens { limit, encoding } => prop_assert!(count_tokens(encoding, &out.text) <= limit),
+                Budget::Unlimited => unreachable!(),
+            }
+            // Core lines first: no core line after another section's header.
+            let first_other = out.text.find("Recall Memory:").into_iter().chain(out.text.find("Archival Memory:")).min();
+            if let (Some(core_at), Some(other_at)) = (out.text.find("Core Memory:"), first_other) {
+                prop_assert!(core_at < other_at);
+            }
+            // Whole items: every included core key is rendered with its whole value.
+            for key in &out.sections["core"].included {
+                let key = key.as_str().unwrap();
+                let value = &s.core("r").unwrap().into_iter().find(|e| e.key == key).unwrap().value;
+                let line = format!("- {key}: {value}");
+                prop_assert!(out.text.lines().any(|l| l == line));
+            }
+        }
+    }
+}
