@@ -214,6 +214,7 @@ fn simulate(store: &Store) -> memctl_core::Result<()> {
                     &[phase.into()],
                 )?;
                 store.core_set(node.id, "last_runtime_s", &format!("{runtime:.1}"), important)?;
+                store.core_set(node.id, "status", "ok", important)?;
                 store.archival_add(
                     node.id,
                     &format!("{}: {} -> {runtime:.1} s ({})", node.id, node.plan, node.outcome),

@@ -186,13 +186,12 @@ impl Tx<'_> {
     }
 
     /// The check `recall append` runs: consolidates only when the branch is over the threshold,
-    /// found by reading at most threshold + 1 events.
+    /// counted on the indexes.
     pub(crate) fn auto_consolidate(&self, path: &BranchPath) -> Result<()> {
         if !self.config.auto_consolidate {
             return Ok(());
         }
-        let limit = threshold(self) + 1;
-        if view::events(self, path, Some(limit))?.len() >= limit {
+        if view::event_count(self, path)? > threshold(self) {
             self.consolidate(&path.branch().id, true)?;
         }
         Ok(())

@@ -61,7 +61,7 @@ impl Store {
             let path = self.path(branch)?;
             Ok((
                 view::core(self, &path)?,
-                view::events(self, &path, None)?,
+                view::event_count(self, &path)?,
                 view::archival(self, &path, &[], None)?,
             ))
         })?;
@@ -71,9 +71,9 @@ impl Store {
         let core =
             CorePressure { used, max: config.core_max_chars, ratio: ratio(used, config.core_max_chars) };
         let recall = RecallPressure {
-            count: events.len(),
+            count: events,
             max: config.recall_max_events,
-            ratio: ratio(events.len(), config.recall_max_events),
+            ratio: ratio(events, config.recall_max_events),
         };
         let archival = ArchivalSize {
             count: archival.len(),

@@ -25,6 +25,7 @@ use crate::recall::{Event, Summary};
 use crate::store::Store;
 use rusqlite::Row;
 use serde::Serialize;
+use std::collections::HashSet;
 
 /// The visible rows of a layer table under the alias `t`, with their path entry `p`.
 fn visible(table: &str) -> String {
@@ -38,12 +39,6 @@ const NEWEST_FIRST: &str = "ORDER BY p.pos, t.seq DESC";
 const NOT_EXCLUDED: &str = "NOT EXISTS (
     SELECT 1 FROM inherited_exclusions x JOIN temp.view_path q ON q.bid = x.branch
     WHERE x.event_id = t.seq AND x.seq <= q.cutoff)";
-
-/// True when summary `t` is not folded into a newer visible summary.
-const NOT_REPLACED: &str = "NOT EXISTS (
-    SELECT 1 FROM temp.view_path q JOIN inherited_summaries r ON r.branch = q.bid AND r.seq <= q.cutoff,
-         json_each(r.replaced_summary_ids) j
-    WHERE r.replaced_summary_ids <> '[]' AND j.value = t.seq)";
 
 /// True when archival version `t` is its record's newest visible version.
 const CURRENT_VERSION: &str = "NOT EXISTS (
@@ -163,26 +158,52 @@ fn event_from_row(path: &BranchPath, row: &Row<'_>) -> rusqlite::Result<Event> {
     })
 }
 
-/// Visible summaries, oldest first.
+/// Visible summaries not folded into another visible summary, oldest first. The visible rows
+/// are read once and the folded ones dropped here: checking each row in SQL against every
+/// other row's list was quadratic in the rows a path accumulates.
 pub(crate) fn summaries(store: &Store, path: &BranchPath) -> Result<Vec<Summary>> {
     store.load_path(path)?;
     let sql = format!(
-        "SELECT t.seq, t.branch, t.kind, t.summary_text, t.summarized_event_ids, t.created_at
-         FROM {} WHERE {NOT_REPLACED} ORDER BY t.seq",
+        "SELECT t.seq, t.branch, t.kind, t.summary_text, t.summarized_event_ids, t.created_at,
+                t.replaced_summary_ids
+         FROM {} ORDER BY t.seq",
         visible("inherited_summaries")
     );
     let mut stmt = store.conn.prepare_cached(&sql)?;
     let rows = stmt.query_map([], |row| {
-        Ok(Summary {
+        let folded: Vec<i64> = serde_json::from_str(&row.get::<_, String>(6)?).unwrap_or_default();
+        let summary = Summary {
             id: row.get(0)?,
             branch: path.id_of(row.get(1)?).to_string(),
             kind: row.get(2)?,
             text: row.get(3)?,
             event_ids: serde_json::from_str(&row.get::<_, String>(4)?).unwrap_or_default(),
             ts: row.get(5)?,
-        })
+        };
+        Ok((summary, folded))
     })?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
+    let mut replaced: HashSet<i64> = HashSet::new();
+    let mut all = Vec::new();
+    for row in rows {
+        let (summary, folded) = row?;
+        replaced.extend(folded);
+        all.push(summary);
+    }
+    all.retain(|s| !replaced.contains(&s.id));
+    Ok(all)
+}
+
+/// How many events the view shows: the visible event rows less the visible exclusions (an
+/// event is excluded at most once on a path). Counted on the indexes, without reading rows.
+pub(crate) fn event_count(store: &Store, path: &BranchPath) -> Result<usize> {
+    store.load_path(path)?;
+    let sql = format!(
+        "SELECT (SELECT count(*) FROM {}) - (SELECT count(*) FROM {})",
+        visible("events"),
+        visible("inherited_exclusions")
+    );
+    let count: i64 = store.conn.prepare_cached(&sql)?.query_row([], |r| r.get(0))?;
+    Ok(count.max(0) as usize)
 }
 
 const RECORD_COLUMNS: &str = "t.record_id, t.branch, t.text, t.tags, t.created_at, t.seq";
