@@ -38,14 +38,7 @@ pub fn timestamp(epoch: f64) -> String {
     memctl_core::utc_datetime(epoch)
 }
 
-/// ` (tags: a, b)`, or nothing without tags.
-pub fn tags_suffix(tags: &[String]) -> String {
-    if tags.is_empty() {
-        String::new()
-    } else {
-        format!(" (tags: {})", tags.join(", "))
-    }
-}
+pub use memctl_core::tags_suffix;
 
 /// Columns padded to their widest cell; the last column is not padded.
 pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {

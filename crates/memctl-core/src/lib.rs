@@ -50,7 +50,7 @@ pub use journal::Op;
 pub use pressure::{ArchivalSize, CorePressure, Level, Pressure, RecallPressure};
 pub use recall::{AppendOutcome, Event, EvictOutcome, EvictSelector, RecallView, Summary};
 pub use redact::redact;
-pub use render::{Budget, PromptContext, SectionReport};
+pub use render::{tags_suffix, Budget, PromptContext, SectionReport};
 pub use schema::SCHEMA_VERSION;
 pub use store::{OpContext, Store, Tx};
 pub use summarizer::{Request as SummarizerRequest, Task as SummarizerTask};

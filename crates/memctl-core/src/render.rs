@@ -92,7 +92,8 @@ struct Item {
     id: Value,
 }
 
-fn tags_suffix(tags: &[String]) -> String {
+/// ` (tags: a, b)`, or nothing without tags: how tags follow a line in prompts and listings.
+pub fn tags_suffix(tags: &[String]) -> String {
     if tags.is_empty() {
         String::new()
     } else {
