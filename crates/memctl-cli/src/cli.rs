@@ -1,7 +1,7 @@
 //! The command line: global options and the command tree. Each group's arguments live with the
 //! code that runs them (one file per group); this file only assembles them.
 
-use crate::{archival, branch, context, core_mem, init, log, pressure, quickstart, read, recall};
+use crate::{apply, archival, branch, context, core_mem, init, log, pressure, quickstart, read, recall};
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
@@ -113,6 +113,14 @@ pub enum Command {
     #[command(after_help = context::EXAMPLES)]
     Context(context::ContextArgs),
 
+    /// Apply the <memory_update> block of an LLM's answer, in one transaction
+    #[command(after_help = apply::APPLY_EXAMPLES)]
+    Apply(apply::ApplyArgs),
+
+    /// Print an LLM's answer without its <memory_update> and <memory_results> blocks
+    #[command(after_help = apply::STRIP_EXAMPLES)]
+    Strip(apply::StripArgs),
+
     /// How full a branch's memory is, and what would relieve it
     #[command(after_help = pressure::PRESSURE_EXAMPLES)]
     Pressure(pressure::BranchArg),
@@ -158,6 +166,8 @@ pub fn run(cli: Cli, ctx: &crate::invocation::Context) -> anyhow::Result<()> {
         Command::Read(args) => read::run(ctx, args),
         Command::Log(args) => log::run(ctx, args),
         Command::Context(args) => context::run(ctx, args),
+        Command::Apply(args) => apply::apply(ctx, args),
+        Command::Strip(args) => apply::strip(ctx, args),
         Command::Pressure(args) => pressure::pressure(ctx, args),
         Command::Consolidate(args) => pressure::consolidate(ctx, args),
         Command::Completions { shell } => {

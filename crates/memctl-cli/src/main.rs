@@ -2,6 +2,7 @@
 //! everything about memory lives in the engine.
 
 mod app;
+mod apply;
 mod archival;
 mod branch;
 mod cli;

@@ -26,6 +26,7 @@ mod core_kv;
 mod error;
 mod journal;
 mod pressure;
+mod protocol;
 mod query;
 mod recall;
 mod redact;
@@ -48,6 +49,9 @@ pub use core_kv::{rendered_chars, CoreEntry, CoreSetOutcome, CoreWrite, DEFAULT_
 pub use error::{Error, ErrorKind, Result};
 pub use journal::Op;
 pub use pressure::{ArchivalSize, CorePressure, Level, Pressure, RecallPressure};
+pub use protocol::{
+    find_update_block, strip_blocks, ApplyOutcome, Skipped, LLM_IMPORTANCE, LLM_KIND, LLM_TAG,
+};
 pub use recall::{AppendOutcome, Event, EvictOutcome, EvictSelector, RecallView, Summary};
 pub use redact::redact;
 pub use render::{tags_suffix, Budget, PromptContext, SectionReport};

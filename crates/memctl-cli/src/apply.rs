@@ -1,0 +1,95 @@
+//! `memctl apply` and `memctl strip`: the `<memory_update>` blocks an LLM writes.
+
+use crate::invocation::Context;
+use crate::output::count;
+use clap::Args;
+use memctl_core::{strip_blocks, Error};
+use serde_json::json;
+use std::path::PathBuf;
+
+pub const APPLY_EXAMPLES: &str = "\
+Examples:
+  llm_call ... | memctl apply node-7 -                 # the LLM's whole answer, block inside
+  memctl apply node-7 response.txt --results-block     # prints <memory_results> for the LLM
+  memctl --json apply node-7 - --lenient <<< '{\"core\": {\"best\": \"tile-64\"}}'
+The first <memory_update>{…}</memory_update> block is used (or a bare JSON object). Keys, applied
+in this order in one transaction: core (mem_core_set), core_get (mem_core_get), core_delete
+(mem_core_del), archival (mem_archival_write), archival_update (mem_archival_update),
+archival_search (mem_archival_search), recall (mem_recall_append), recall_search
+(mem_recall_search), recall_evict (mem_recall_evict), recall_summarize, consolidate.
+Any problem rejects the whole block (exit 1, every problem listed); --lenient applies what is
+valid and lists the rest.";
+
+pub const STRIP_EXAMPLES: &str = "\
+Example:
+  memctl strip response.txt > answer.txt
+Removes every <memory_update> and <memory_results> block, including escaped closing tags
+(<\\/memory_update>) and malformed blocks ending in }}/>.";
+
+#[derive(Debug, Args)]
+pub struct ApplyArgs {
+    /// Branch id or node_uid
+    pub branch: String,
+    /// The LLM's text: a file, or `-` (or nothing, when piped) for stdin
+    pub input: Option<String>,
+    /// Apply the valid operations and list the skipped ones instead of rejecting the block
+    #[arg(long)]
+    pub lenient: bool,
+    /// Print the <memory_results> block to feed back to the LLM
+    #[arg(long)]
+    pub results_block: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct StripArgs {
+    /// The text: a file, or `-` (or nothing, when piped) for stdin
+    pub input: Option<String>,
+}
+
+/// The input text: a file's contents, or stdin for `-` or when piped.
+fn read_input(input: Option<&str>) -> memctl_core::Result<String> {
+    match input {
+        Some("-") | None => crate::input::text(input, "LLM text"),
+        Some(path) => std::fs::read_to_string(PathBuf::from(path))
+            .map_err(|e| Error::invalid(format!("cannot read {path}: {e}"))),
+    }
+}
+
+pub fn apply(ctx: &Context, args: ApplyArgs) -> anyhow::Result<()> {
+    let text = read_input(args.input.as_deref())?;
+    let store = ctx.open()?;
+    let outcome = store.apply_update(&args.branch, &text, args.lenient)?;
+    let block = outcome.results_block();
+    let mut json = serde_json::to_value(&outcome)?;
+    if args.results_block {
+        json["results_block"] = json!(block);
+    }
+    ctx.emit(json, || {
+        if args.results_block {
+            return block.clone();
+        }
+        let mut lines = vec![format!(
+            "Applied {} to {}{}",
+            count(outcome.applied, "operation", "operations"),
+            args.branch,
+            if outcome.results.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", outcome.results.keys().cloned().collect::<Vec<_>>().join(", "))
+            }
+        )];
+        lines.extend(outcome.skipped.iter().map(|s| format!("Skipped {}: {}", s.op, s.reason)));
+        if outcome.read_only {
+            lines.push("The block only read memory: ask the LLM again with --results-block".into());
+        }
+        lines.join("\n")
+    });
+    Ok(())
+}
+
+pub fn strip(ctx: &Context, args: StripArgs) -> anyhow::Result<()> {
+    let text = read_input(args.input.as_deref())?;
+    let stripped = strip_blocks(&text);
+    ctx.emit(json!({ "text": stripped }), || stripped.clone());
+    Ok(())
+}
