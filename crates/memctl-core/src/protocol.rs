@@ -444,6 +444,9 @@ impl Store {
                     }
                     Err(e) => {
                         tx.conn.execute_batch("ROLLBACK TO memctl_op; RELEASE memctl_op")?;
+                        // The rollback also undid the path table and paths cached since.
+                        tx.forget_loaded_path();
+                        tx.forget_paths();
                         failures.push(Skipped { op: name.to_string(), reason: e.message().to_string() });
                     }
                 }

@@ -241,6 +241,11 @@ impl Store {
         self.loaded_path.set(None);
     }
 
+    /// After a rollback to a savepoint: the path table may have lost rows loaded since.
+    pub(crate) fn forget_loaded_path(&self) {
+        self.loaded_path.set(None);
+    }
+
     /// Puts `path` into `temp.view_path` unless it is already there.
     pub(crate) fn load_path(&self, path: &BranchPath) -> Result<()> {
         let bid = path.branch().bid;
