@@ -1138,6 +1138,7 @@ fn every_command_has_help_with_an_example() {
     seen.sort();
     let expected = [
         "",
+        "apply",
         "archival",
         "archival add",
         "archival delete",
@@ -1167,6 +1168,7 @@ fn every_command_has_help_with_an_example() {
         "recall evict",
         "recall list",
         "recall search",
+        "strip",
     ];
     assert_eq!(seen, expected, "the command tree");
     for path in &without_example {

@@ -91,14 +91,12 @@ pub fn find_update_block(text: &str) -> Option<&str> {
     if let Some(start) = text.find("<memory_update") {
         let after_tag = &text[start..];
         let open_end = after_tag.find('>')?;
-        // `<memory_update/>` or a tag whose `>` closes a `}}/>` ending: no body before it.
         let body = &after_tag[open_end + 1..];
-        let end =
-            [body.find("</memory_update>"), body.find("<\\/memory_update>")].into_iter().flatten().min();
-        return Some(match end {
-            Some(end) => body[..end].trim(),
-            None => body.find("}}/>").map_or(body, |end| &body[..end + 2]).trim(),
-        });
+        // The earliest ending: a closing tag (escaped or not), or a malformed `}}/>`.
+        let closing = [body.find("</memory_update>"), body.find("<\\/memory_update>")].into_iter().flatten();
+        let malformed = body.find("}}/>").map(|end| end + 2);
+        let end = closing.chain(malformed).min().unwrap_or(body.len());
+        return Some(body[..end].trim());
     }
     let trimmed = text.trim();
     (trimmed.starts_with('{') && trimmed.ends_with('}')).then_some(trimmed)
@@ -129,21 +127,17 @@ pub fn strip_blocks(text: &str) -> String {
             ends.extend(block.find("}}/>").map(|i| i + 4));
         }
         match ends.into_iter().min() {
-            Some(end) => rest = &block[end..],
+            Some(end) => {
+                rest = &block[end..];
+                // A block on lines of its own takes its line break along, leaving no gap.
+                if out.is_empty() || out.ends_with('\n') {
+                    rest = rest.strip_prefix("\r\n").or_else(|| rest.strip_prefix('\n')).unwrap_or(rest);
+                }
+            }
             None => break,
         }
     }
-    // Removed blocks leave blank runs behind: keep at most one blank line.
-    let mut collapsed = String::with_capacity(out.len());
-    let mut blank_lines = 0;
-    for line in out.split('\n') {
-        blank_lines = if line.trim().is_empty() { blank_lines + 1 } else { 0 };
-        if blank_lines <= 1 {
-            collapsed.push_str(line);
-            collapsed.push('\n');
-        }
-    }
-    collapsed.trim().to_string()
+    out.trim().to_string()
 }
 
 /// The operations of a block and the problems of the keys that do not check out. A block that
@@ -193,26 +187,26 @@ fn text_of(value: &Value, what: &str) -> Check<String> {
     }
 }
 
-fn strings(value: &Value, what: &str) -> Check<Vec<String>> {
+fn strings(value: &Value, list: &str, item: &str) -> Check<Vec<String>> {
     match value {
-        Value::String(_) => Ok(vec![text_of(value, what)?]),
-        Value::Array(items) => items.iter().map(|v| text_of(v, what)).collect(),
-        other => Err(format!("{what} must be a string or a list of strings, not {other}")),
+        Value::String(_) => Ok(vec![text_of(value, item)?]),
+        Value::Array(items) => items.iter().map(|v| text_of(v, item)).collect(),
+        other => Err(format!("{list} must be a string or a list of strings, not {other}")),
     }
 }
 
 fn tags(value: Option<&Value>) -> Check<Vec<String>> {
-    value.map_or(Ok(vec![]), |v| strings(v, "tags"))
+    value.map_or(Ok(vec![]), |v| strings(v, "tags", "a tags entry"))
 }
 
-fn positive(value: Option<&Value>, default: usize) -> Check<usize> {
+fn positive(value: Option<&Value>, name: &str, default: usize) -> Check<usize> {
     match value {
         None => Ok(default),
         Some(v) => v
             .as_u64()
-            .filter(|&k| k > 0)
-            .map(|k| k as usize)
-            .ok_or_else(|| format!("k must be a positive integer, not {v}")),
+            .filter(|&n| n > 0)
+            .map(|n| n as usize)
+            .ok_or_else(|| format!("{name} must be a positive integer, not {v}")),
     }
 }
 
@@ -304,8 +298,8 @@ fn parse_op(name: &str, value: &Value) -> Check<Op> {
                     .collect::<Check<_>>()?,
             ),
         },
-        "core_get" => Op::CoreGet(strings(value, "core_get keys")?),
-        "core_delete" => Op::CoreDelete(strings(value, "core_delete keys")?),
+        "core_get" => Op::CoreGet(strings(value, "core_get", "a core_get key")?),
+        "core_delete" => Op::CoreDelete(strings(value, "core_delete", "a core_delete key")?),
         "archival" => Op::ArchivalAdd(match value {
             Value::String(_) => vec![(text_of(value, "archival text")?, vec![])],
             Value::Array(items) if items.iter().all(Value::is_string) => {
@@ -350,7 +344,7 @@ fn parse_op(name: &str, value: &Value) -> Check<Op> {
                 }
                 other => return Err(format!("must be a query string or an object, not {other}")),
             };
-            Op::ArchivalSearch(Search { query, k: positive(k, 5)?, tags })
+            Op::ArchivalSearch(Search { query, k: positive(k, "k", 5)?, tags })
         }
         "recall" => Op::RecallAppend(
             entries(value)?
@@ -376,7 +370,7 @@ fn parse_op(name: &str, value: &Value) -> Check<Op> {
                 only(e, &["query", "k"])?;
                 Op::RecallSearch(
                     text_of(e.get("query").unwrap_or(&Value::Null), "query")?,
-                    positive(e.get("k"), 5)?,
+                    positive(e.get("k"), "k", 5)?,
                 )
             }
             other => return Err(format!("must be a query string or an object, not {other}")),
@@ -386,7 +380,7 @@ fn parse_op(name: &str, value: &Value) -> Check<Op> {
                 only(e, &["ids", "oldest", "kind"])?;
                 match (e.get("ids"), e.get("oldest"), e.get("kind")) {
                     (Some(list), None, None) => EvictSelector::Ids(ids(list)?),
-                    (None, Some(n), None) => EvictSelector::Oldest(positive(Some(n), 1)?),
+                    (None, Some(n), None) => EvictSelector::Oldest(positive(Some(n), "oldest", 1)?),
                     (None, None, Some(k)) => EvictSelector::Kind(text_of(k, "kind")?),
                     _ => return Err("give exactly one of ids, oldest or kind".into()),
                 }
@@ -400,7 +394,11 @@ fn parse_op(name: &str, value: &Value) -> Check<Op> {
                 e.get("summary").or_else(|| e.get("text")).ok_or("recall_summarize needs a summary")?;
             let list = e.get("ids").or_else(|| e.get("event_ids")).ok_or("recall_summarize needs ids")?;
             let kind = e.get("kind").map_or(Ok(LLM_KIND.to_string()), |k| text_of(k, "kind"))?;
-            Op::RecallSummarize { kind, text: text_of(text, "summary")?, ids: ids(list)? }
+            let ids = ids(list)?;
+            if ids.is_empty() {
+                return Err("recall_summarize needs at least one event id".into());
+            }
+            Op::RecallSummarize { kind, text: text_of(text, "summary")?, ids }
         }
         "consolidate" => match value {
             Value::Bool(true) => Op::Consolidate,
@@ -581,6 +579,9 @@ impl ApplyOutcome {
                 .collect();
             sections.push(format!("**Recall Search Results:**\n{}", lines.join("\n")));
         }
+        if sections.is_empty() {
+            sections.push("(this update read nothing)".into());
+        }
         format!("<memory_results>\n{}\n</memory_results>", sections.join("\n\n"))
     }
 }
@@ -601,13 +602,16 @@ mod tests {
             Some("{\"core\":{\"a\":\"b\"}}")
         );
         assert_eq!(find_update_block("  {\"x\": 1} "), Some("{\"x\": 1}"));
+        let two = "<memory_update>{\"core\": {\"a\": \"1\"}}/> then <memory_update>{}</memory_update>";
+        assert_eq!(find_update_block(two), Some("{\"core\": {\"a\": \"1\"}}"));
         assert_eq!(find_update_block("no block here"), None);
     }
 
     #[test]
     fn strips_every_block() {
         let text = "Plan:\n<memory_update>{\"a\":1}</memory_update>\n\n\n<memory_results>\nx\n</memory_results>\nDone <memory_update>{\"core\":{\"a\":\"b\"}}/> end <memory_update>{}<\\/memory_update>!";
-        assert_eq!(strip_blocks(text), "Plan:\n\nDone  end !");
+        assert_eq!(strip_blocks(text), "Plan:\n\n\nDone  end !");
+        assert_eq!(strip_blocks("a\n\n\nb"), "a\n\n\nb", "text outside blocks is kept as it is");
         assert_eq!(strip_blocks("nothing"), "nothing");
         assert_eq!(strip_blocks(""), "");
         assert_eq!(strip_blocks("cut <memory_update>{\"a\":"), "cut");
