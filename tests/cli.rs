@@ -10,6 +10,7 @@ mod support;
 
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
+use std::path::Path;
 use std::time::{Duration, Instant};
 use support::*;
 
@@ -1021,6 +1022,36 @@ fn database_from_a_newer_memctl_is_exit_6_and_untouched() {
     let conn = rusqlite::Connection::open(&db).unwrap();
     let version: i64 = conn.query_row("PRAGMA user_version", [], |row| row.get(0)).unwrap();
     assert_eq!(version, 99);
+}
+
+#[test]
+fn database_of_schema_1_is_upgraded_with_its_counts() {
+    // Written by the first release's memctl: forks, evictions and a consolidation.
+    let sb = Sandbox::new();
+    let db = sb.file("memory.sqlite");
+    std::fs::copy(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/schema_v1.sqlite"), &db)
+        .unwrap();
+    // Each branch's events and summaries as the first release listed them.
+    let before = [("root", 5, 0), ("a", 2, 2), ("g", 8, 0), ("b", 5, 0), ("g2", 2, 2)];
+    for (branch, events, summaries) in before {
+        let list = sb.json(&["recall", "list", branch, "--limit", "100"]);
+        assert_eq!(array(&list, "events").len(), events, "{branch}");
+        assert_eq!(array(&list, "summaries").len(), summaries, "{branch}");
+        let pressure = sb.json(&["pressure", branch]);
+        assert_eq!(
+            int(field(&pressure, "recall"), "count"),
+            events as i64,
+            "{branch}: counted after the upgrade"
+        );
+    }
+    sb.ok(&["recall", "append", "g2", "--kind", "note", "after the upgrade"]);
+    sb.ok(&["fork", "g2", "g3"]);
+    for branch in ["g2", "g3"] {
+        assert_eq!(int(field(&sb.json(&["pressure", branch]), "recall"), "count"), 3, "{branch}");
+    }
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let version: i64 = conn.query_row("PRAGMA user_version", [], |row| row.get(0)).unwrap();
+    assert_eq!(version, memctl_core::SCHEMA_VERSION);
 }
 
 #[test]

@@ -241,15 +241,29 @@ impl Tx<'_> {
         }
         let fork_seq = self.next_seq()?;
         let depth = parent.map_or(0, |p| p.depth + 1);
+        // What the parent's view holds now is what the child inherits: kept so that counting a
+        // view's events stays O(1) however deep it is.
+        let inherited_events = match parent {
+            Some(p) => crate::view::event_count(self, p.bid)?,
+            None => 0,
+        };
         let bid = self
             .conn
             .prepare_cached(
-                "INSERT INTO branches(id, parent, fork_seq, depth, created_at) VALUES (?1, ?2, ?3, ?4, ?5)
-                 RETURNING bid",
+                "INSERT INTO branches(id, parent, fork_seq, depth, created_at, inherited_events)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6) RETURNING bid",
             )?
-            .query_row(rusqlite::params![id, parent.map(|p| p.bid), fork_seq, depth, self.now], |r| {
-                r.get::<_, i64>(0)
-            })?;
+            .query_row(
+                rusqlite::params![
+                    id,
+                    parent.map(|p| p.bid),
+                    fork_seq,
+                    depth,
+                    self.now,
+                    inherited_events as i64
+                ],
+                |r| r.get::<_, i64>(0),
+            )?;
         let op = if parent.is_some() { "fork" } else { "branch.create" };
         self.journal(Some(bid), op, json!({"parent": parent.map(|p| &p.id), "fork_seq": fork_seq}))?;
         Ok(ForkOutcome {

@@ -50,7 +50,7 @@ impl Group {
         for event in &self.events {
             text.push_str(&format!("[{}] {}\n", event.kind, event.text));
         }
-        let count = self.events.len() + self.previous.as_ref().map_or(0, |p| p.event_ids.len());
+        let count = self.events.len();
         Request::new(
             Task::Consolidate,
             text,
@@ -63,8 +63,7 @@ impl Group {
     /// The deterministic summary: count, time span, the first line of each event (newest kept
     /// when cut), after the earlier summary's lines.
     fn extract(&self) -> String {
-        let earlier = self.previous.as_ref().map_or(0, |p| p.event_ids.len());
-        let count = self.events.len() + earlier;
+        let count = self.events.len();
         let first = self.events.first().map_or(0.0, |e| e.ts);
         let last = self.events.last().map_or(0.0, |e| e.ts);
         let mut lines: Vec<String> = self
@@ -73,8 +72,9 @@ impl Group {
             .flat_map(|p| p.text.lines().skip(1).map(str::to_string).collect::<Vec<_>>())
             .collect();
         lines.extend(self.events.iter().map(|e| format!("- {}", e.text.lines().next().unwrap_or("").trim())));
+        let more = if self.previous.is_some() { " more" } else { "" };
         let header =
-            format!("{count} {} events, {} to {}:", self.kind, utc_datetime(first), utc_datetime(last));
+            format!("{count}{more} {} events, {} to {}:", self.kind, utc_datetime(first), utc_datetime(last));
         let mut kept: Vec<String> = Vec::new();
         let mut used = header.chars().count();
         for line in lines.iter().rev() {
@@ -98,10 +98,13 @@ fn threshold(store: &Store) -> usize {
 
 /// What consolidating `path`'s branch now would summarise, per kind; empty when within bounds.
 fn plan(store: &Store, path: &BranchPath) -> Result<Vec<Group>> {
-    let events = view::events(store, path, None)?;
-    if events.len() <= threshold(store) {
+    // The count is exact and constant-time; reading only that many events stops before the
+    // excluded ones that earlier consolidations left behind, however many they are.
+    let count = view::event_count(store, path.branch().bid)?;
+    if count <= threshold(store) {
         return Ok(vec![]);
     }
+    let events = view::events(store, path, Some(count))?;
     let summaries = view::summaries(store, path)?;
     let mut groups: Vec<Group> = Vec::new();
     // Newest first in the view: keep the window, take the rest oldest first.
@@ -168,10 +171,10 @@ impl Tx<'_> {
                 },
             )?;
             let new_ids: Vec<i64> = group.events.iter().map(|e| e.id).collect();
-            let mut covered = group.previous.as_ref().map_or_else(Vec::new, |p| p.event_ids.clone());
-            covered.extend(&new_ids);
+            // The new summary lists the events it newly covers; the ones before are covered by
+            // the summary it folds in (copying their ids forward would grow every row).
             let replaced: Vec<i64> = group.previous.iter().map(|p| p.id).collect();
-            outcome.summaries.push(self.insert_summary(bid, &group.kind, &text, &covered, &replaced)?);
+            outcome.summaries.push(self.insert_summary(bid, &group.kind, &text, &new_ids, &replaced)?);
             self.insert_exclusions(bid, &new_ids)?;
             outcome.consolidated += n;
         }
@@ -186,12 +189,12 @@ impl Tx<'_> {
     }
 
     /// The check `recall append` runs: consolidates only when the branch is over the threshold,
-    /// counted on the indexes.
+    /// counted in constant time.
     pub(crate) fn auto_consolidate(&self, path: &BranchPath) -> Result<()> {
         if !self.config.auto_consolidate {
             return Ok(());
         }
-        if view::event_count(self, path)? > threshold(self) {
+        if view::event_count(self, path.branch().bid)? > threshold(self) {
             self.consolidate(&path.branch().id, true)?;
         }
         Ok(())

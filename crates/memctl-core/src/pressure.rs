@@ -61,7 +61,7 @@ impl Store {
             let path = self.path(branch)?;
             Ok((
                 view::core(self, &path)?,
-                view::event_count(self, &path)?,
+                view::event_count(self, path.branch().bid)?,
                 view::archival(self, &path, &[], None)?,
             ))
         })?;

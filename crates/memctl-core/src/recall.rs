@@ -166,8 +166,10 @@ impl Tx<'_> {
         let inserted = self
             .conn
             .prepare_cached(
-                "INSERT INTO events(seq, branch, kind, text, tags, text_hash, created_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (branch, text_hash) DO NOTHING",
+                "INSERT INTO events(seq, branch, kind, text, tags, text_hash, created_at, ordinal)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7,
+                         coalesce((SELECT ordinal FROM events WHERE branch = ?2 ORDER BY seq DESC LIMIT 1), 0) + 1)
+                 ON CONFLICT (branch, text_hash) DO NOTHING",
             )?
             .execute(rusqlite::params![seq, bid, kind, text, tags_json, hash, self.now])?;
         if inserted == 0 {
@@ -205,7 +207,10 @@ impl Tx<'_> {
 
     pub(crate) fn insert_exclusions(&self, bid: i64, ids: &[i64]) -> Result<()> {
         let mut stmt = self.conn.prepare_cached(
-            "INSERT INTO inherited_exclusions(seq, branch, event_id, created_at) VALUES (?1, ?2, ?3, ?4)",
+            "INSERT INTO inherited_exclusions(seq, branch, event_id, created_at, ordinal)
+             VALUES (?1, ?2, ?3, ?4,
+                     coalesce((SELECT ordinal FROM inherited_exclusions WHERE branch = ?2
+                               ORDER BY seq DESC LIMIT 1), 0) + 1)",
         )?;
         for id in ids {
             stmt.execute(rusqlite::params![self.next_seq()?, bid, id, self.now])?;

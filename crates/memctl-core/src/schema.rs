@@ -17,9 +17,10 @@ struct Migration {
     fts_sql: &'static str,
 }
 
-const MIGRATIONS: &[Migration] = &[Migration {
-    name: "20261122_initial",
-    sql: r#"
+const MIGRATIONS: &[Migration] = &[
+    Migration {
+        name: "20261122_initial",
+        sql: r#"
 CREATE TABLE meta (
     key   TEXT PRIMARY KEY,
     value ANY NOT NULL
@@ -117,16 +118,50 @@ CREATE TABLE llm_cache (
 INSERT INTO meta(key, value) VALUES ('next_seq', 1);
 PRAGMA application_id = 1296387395;
 "#,
-    // External content: the index reads text and tags from `archival` by seq. Tags are indexed
-    // as their JSON text, whose words are the tags' words, so a rebuild gives the same index.
-    // Marks are word characters, as in the keyword fallback (query.rs), so both find the same.
-    fts_sql: r#"
+        // External content: the index reads text and tags from `archival` by seq. Tags are indexed
+        // as their JSON text, whose words are the tags' words, so a rebuild gives the same index.
+        // Marks are word characters, as in the keyword fallback (query.rs), so both find the same.
+        fts_sql: r#"
 CREATE VIRTUAL TABLE archival_fts USING fts5(
     text, tags, content='archival', content_rowid='seq',
     tokenize="unicode61 remove_diacritics 0 categories 'L* N* Co M*'"
 );
 "#,
-}];
+    },
+    // Running counts that make a view's event count O(1) at any depth (view::event_count):
+    // auto-consolidation checks it on every append. Existing rows are numbered here.
+    Migration {
+        name: "20261122_view_event_counts",
+        sql: r#"
+-- How many events the branch's view held from its ancestors when it was forked.
+ALTER TABLE branches ADD COLUMN inherited_events INTEGER NOT NULL DEFAULT 0;
+-- 1, 2, 3… per branch in seq order: a branch's newest row holds its count.
+ALTER TABLE events ADD COLUMN ordinal INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE inherited_exclusions ADD COLUMN ordinal INTEGER NOT NULL DEFAULT 0;
+
+UPDATE events SET ordinal = n.ordinal
+FROM (SELECT seq, row_number() OVER (PARTITION BY branch ORDER BY seq) AS ordinal FROM events) AS n
+WHERE events.seq = n.seq;
+UPDATE inherited_exclusions SET ordinal = n.ordinal
+FROM (SELECT seq, row_number() OVER (PARTITION BY branch ORDER BY seq) AS ordinal
+      FROM inherited_exclusions) AS n
+WHERE inherited_exclusions.seq = n.seq;
+
+-- A child inherits its parent's view as it was at the fork: what the parent inherited, plus
+-- its own events before the fork, less its own exclusions before the fork.
+WITH RECURSIVE counts(bid, inherited) AS (
+    SELECT bid, 0 FROM branches WHERE parent IS NULL
+    UNION ALL
+    SELECT b.bid, c.inherited
+        + (SELECT count(*) FROM events e WHERE e.branch = c.bid AND e.seq < b.fork_seq)
+        - (SELECT count(*) FROM inherited_exclusions x WHERE x.branch = c.bid AND x.seq < b.fork_seq)
+    FROM branches b JOIN counts c ON b.parent = c.bid
+)
+UPDATE branches SET inherited_events = counts.inherited FROM counts WHERE branches.bid = counts.bid;
+"#,
+        fts_sql: "",
+    },
+];
 
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

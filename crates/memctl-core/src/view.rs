@@ -193,16 +193,20 @@ pub(crate) fn summaries(store: &Store, path: &BranchPath) -> Result<Vec<Summary>
     Ok(all)
 }
 
-/// How many events the view shows: the visible event rows less the visible exclusions (an
-/// event is excluded at most once on a path). Counted on the indexes, without reading rows.
-pub(crate) fn event_count(store: &Store, path: &BranchPath) -> Result<usize> {
-    store.load_path(path)?;
-    let sql = format!(
-        "SELECT (SELECT count(*) FROM {}) - (SELECT count(*) FROM {})",
-        visible("events"),
-        visible("inherited_exclusions")
-    );
-    let count: i64 = store.conn.prepare_cached(&sql)?.query_row([], |r| r.get(0))?;
+/// How many events the view of branch `bid` shows, in constant time: the events it inherited at
+/// its fork, plus its own events, less its own exclusions (each hides one visible event). The
+/// newest row of each table carries the branch's running count (`ordinal`).
+pub(crate) fn event_count(store: &Store, bid: i64) -> Result<usize> {
+    let count: i64 = store
+        .conn
+        .prepare_cached(
+            "SELECT b.inherited_events
+                  + coalesce((SELECT ordinal FROM events WHERE branch = ?1 ORDER BY seq DESC LIMIT 1), 0)
+                  - coalesce((SELECT ordinal FROM inherited_exclusions WHERE branch = ?1
+                              ORDER BY seq DESC LIMIT 1), 0)
+             FROM branches b WHERE b.bid = ?1",
+        )?
+        .query_row([bid], |r| r.get(0))?;
     Ok(count.max(0) as usize)
 }
 

@@ -642,6 +642,9 @@ impl Harness {
             prop_assert_eq!(&actual.summaries, &expected.summaries, "summaries of {}", id);
             prop_assert_eq!(&actual.events, &expected.events, "events of {}", id);
             prop_assert_eq!(&actual.archival, &expected.archival, "archival of {}", id);
+            // The constant-time event count (pressure, auto-consolidation) agrees with the view.
+            let counted = expect_ok(self.store.pressure(&id), "pressure")?.recall.count;
+            prop_assert_eq!(counted, expected.events.len(), "event count of {}", id);
         }
         Ok(())
     }
