@@ -1,7 +1,9 @@
 //! The command line: global options and the command tree. Each group's arguments live with the
 //! code that runs them (one file per group); this file only assembles them.
 
-use crate::{apply, archival, branch, context, core_mem, init, log, pressure, quickstart, read, recall};
+use crate::{
+    apply, archival, branch, context, core_mem, export, import, init, log, pressure, quickstart, read, recall,
+};
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
@@ -133,6 +135,17 @@ pub enum Command {
     #[command(after_help = log::EXAMPLES)]
     Log(log::LogArgs),
 
+    /// Write the memory out: the paper memory, an HTML viewer, the journal as JSON lines
+    #[command(subcommand, after_help = export::EXAMPLES)]
+    Export(export::ExportCommand),
+
+    /// Bring in memory written by other tools (the Python store)
+    #[command(
+        subcommand,
+        after_help = "Example:\n  memctl --db run/memctl.sqlite import legacy run/memory/memory.sqlite"
+    )]
+    Import(import::ImportCommand),
+
     /// Print shell completions
     #[command(
         after_help = "Example:\n  memctl completions bash > ~/.local/share/bash-completion/completions/memctl"
@@ -150,7 +163,7 @@ pub enum Command {
 impl Command {
     /// Commands that may create the database file; every other one needs it to exist.
     pub fn creates_database(&self) -> bool {
-        matches!(self, Command::Init)
+        matches!(self, Command::Init | Command::Import(_))
     }
 }
 
@@ -165,6 +178,8 @@ pub fn run(cli: Cli, ctx: &crate::invocation::Context) -> anyhow::Result<()> {
         Command::Archival(command) => archival::run(ctx, command),
         Command::Read(args) => read::run(ctx, args),
         Command::Log(args) => log::run(ctx, args),
+        Command::Import(command) => import::run(ctx, command),
+        Command::Export(command) => export::run(ctx, command),
         Command::Context(args) => context::run(ctx, args),
         Command::Apply(args) => apply::apply(ctx, args),
         Command::Strip(args) => apply::strip(ctx, args),

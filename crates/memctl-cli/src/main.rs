@@ -9,6 +9,8 @@ mod cli;
 mod config;
 mod context;
 mod core_mem;
+mod export;
+mod import;
 mod init;
 mod input;
 mod invocation;

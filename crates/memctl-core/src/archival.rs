@@ -185,7 +185,7 @@ impl Tx<'_> {
                 "INSERT INTO archival(seq, record_id, branch, text, tags, text_hash, created_at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
             )?
-            .execute(rusqlite::params![seq, record_id, bid, text, tags_json, hash, self.now])?;
+            .execute(rusqlite::params![seq, record_id, bid, text, tags_json, hash, self.now()])?;
         if let (Some(text), true) = (text, self.fts_table()?) {
             self.conn
                 .prepare_cached("INSERT INTO archival_fts(rowid, text, tags) VALUES (?1, ?2, ?3)")?

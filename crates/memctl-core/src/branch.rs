@@ -112,7 +112,7 @@ impl Store {
         self.find_branch(name)?.ok_or_else(|| unknown_branch(name))
     }
 
-    fn find_branch(&self, name: &str) -> Result<Option<Branch>> {
+    pub(crate) fn find_branch(&self, name: &str) -> Result<Option<Branch>> {
         let sql = format!(
             "SELECT {BRANCH_COLUMNS} FROM branches b LEFT JOIN branches p ON p.bid = b.parent
              WHERE b.id = ?1
@@ -259,7 +259,7 @@ impl Tx<'_> {
                     parent.map(|p| p.bid),
                     fork_seq,
                     depth,
-                    self.now,
+                    self.now(),
                     inherited_events as i64
                 ],
                 |r| r.get::<_, i64>(0),

@@ -99,7 +99,7 @@ impl Store {
     }
 }
 
-fn validate_key(key: &str) -> Result<()> {
+pub(crate) fn validate_key(key: &str) -> Result<()> {
     if key.trim().is_empty() {
         return Err(Error::invalid("core key must not be empty"));
     }
@@ -166,22 +166,7 @@ impl Tx<'_> {
             oversize_record = Some(record.id);
         }
 
-        let seq = self.next_seq()?;
-        self.conn
-            .prepare_cached(
-                "INSERT INTO core(seq, branch, key, value, importance, ttl_s, created_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-            )?
-            .execute(rusqlite::params![
-                seq,
-                bid,
-                key,
-                stored_value,
-                options.importance,
-                options.ttl,
-                self.now
-            ])?;
-
+        let seq = self.insert_core_row(bid, key, &stored_value, options)?;
         let evicted = self.enforce_core_budget(&path, key)?;
         self.journal(
             Some(bid),
@@ -196,6 +181,24 @@ impl Tx<'_> {
             evicted,
             oversize_record,
         })
+    }
+
+    /// Writes one core row as given (the value already redacted); no budget check.
+    pub(crate) fn insert_core_row(
+        &self,
+        bid: i64,
+        key: &str,
+        value: &str,
+        options: CoreWrite,
+    ) -> Result<i64> {
+        let seq = self.next_seq()?;
+        self.conn
+            .prepare_cached(
+                "INSERT INTO core(seq, branch, key, value, importance, ttl_s, created_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            )?
+            .execute(rusqlite::params![seq, bid, key, value, options.importance, options.ttl, self.now()])?;
+        Ok(seq)
     }
 
     /// Evicts visible keys other than `written` — lowest importance first, then oldest, never
@@ -234,7 +237,7 @@ impl Tx<'_> {
                 "INSERT INTO core(seq, branch, key, value, importance, ttl_s, created_at)
                  VALUES (?1, ?2, ?3, NULL, ?4, NULL, ?5)",
             )?
-            .execute(rusqlite::params![seq, bid, key, DEFAULT_IMPORTANCE, self.now])?;
+            .execute(rusqlite::params![seq, bid, key, DEFAULT_IMPORTANCE, self.now()])?;
         Ok(())
     }
 

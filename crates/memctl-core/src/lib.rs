@@ -24,7 +24,9 @@ mod config;
 mod consolidate;
 mod core_kv;
 mod error;
+mod export;
 mod journal;
+mod legacy;
 mod pressure;
 mod protocol;
 mod query;
@@ -47,7 +49,9 @@ pub use config::{
 pub use consolidate::{ConsolidateOutcome, SUMMARY_MAX_CHARS};
 pub use core_kv::{rendered_chars, CoreEntry, CoreSetOutcome, CoreWrite, DEFAULT_IMPORTANCE, PINNED};
 pub use error::{Error, ErrorKind, Result};
+pub use export::{viewer_html, JsonlLine};
 pub use journal::Op;
+pub use legacy::{Converted, ImportReport, LegacyDatabase, SkippedRows};
 pub use pressure::{ArchivalSize, CorePressure, Level, Pressure, RecallPressure};
 pub use protocol::{
     find_update_block, strip_blocks, ApplyOutcome, Skipped, LLM_IMPORTANCE, LLM_KIND, LLM_TAG,

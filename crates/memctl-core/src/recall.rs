@@ -158,8 +158,29 @@ impl Tx<'_> {
         let bid = path.branch().bid;
         let text = self.redacted(text);
         let tags = normalize_tags(self, tags)?;
-        let tags_json = serde_json::to_string(&tags)?;
-        let hash = content_hash(&[kind, &text, &tags_json]);
+        let outcome = self.insert_event(bid, kind, &text, &tags)?;
+        if !outcome.skipped {
+            self.journal(
+                Some(bid),
+                "recall.append",
+                json!({"id": outcome.id, "kind": kind, "text": text, "tags": tags}),
+            )?;
+            self.auto_consolidate(&path)?;
+        }
+        Ok(outcome)
+    }
+
+    /// Stores one event in `bid` (text redacted and tags normalised by the caller) unless the
+    /// branch holds an identical one: then that one's id, skipped.
+    pub(crate) fn insert_event(
+        &self,
+        bid: i64,
+        kind: &str,
+        text: &str,
+        tags: &[String],
+    ) -> Result<AppendOutcome> {
+        let tags_json = serde_json::to_string(tags)?;
+        let hash = content_hash(&[kind, text, &tags_json]);
         // One statement in the common case: the unique (branch, text_hash) index turns a
         // duplicate into a no-op, and only then is the existing id looked up.
         let seq = self.peek_seq()?;
@@ -171,7 +192,7 @@ impl Tx<'_> {
                          coalesce((SELECT ordinal FROM events WHERE branch = ?2 ORDER BY seq DESC LIMIT 1), 0) + 1)
                  ON CONFLICT (branch, text_hash) DO NOTHING",
             )?
-            .execute(rusqlite::params![seq, bid, kind, text, tags_json, hash, self.now])?;
+            .execute(rusqlite::params![seq, bid, kind, text, tags_json, hash, self.now()])?;
         if inserted == 0 {
             let id = self
                 .conn
@@ -180,12 +201,6 @@ impl Tx<'_> {
             return Ok(AppendOutcome { id, skipped: true });
         }
         self.next_seq()?;
-        self.journal(
-            Some(bid),
-            "recall.append",
-            json!({"id": seq, "kind": kind, "text": text, "tags": tags}),
-        )?;
-        self.auto_consolidate(&path)?;
         Ok(AppendOutcome { id: seq, skipped: false })
     }
 
@@ -213,7 +228,7 @@ impl Tx<'_> {
                                ORDER BY seq DESC LIMIT 1), 0) + 1)",
         )?;
         for id in ids {
-            stmt.execute(rusqlite::params![self.next_seq()?, bid, id, self.now])?;
+            stmt.execute(rusqlite::params![self.next_seq()?, bid, id, self.now()])?;
         }
         Ok(())
     }
@@ -265,7 +280,7 @@ impl Tx<'_> {
                 self.redacted(text),
                 serde_json::to_string(event_ids)?,
                 serde_json::to_string(replaced)?,
-                self.now
+                self.now()
             ])?;
         Ok(seq)
     }

@@ -200,7 +200,7 @@ impl Store {
             next_seq: Cell::new(None),
             data_version: Cell::new(None),
             journalled: Cell::new(None),
-            now: self.clock.now(),
+            now: Cell::new(self.clock.now()),
         };
         let outcome = f(&tx).and_then(|value| {
             tx.flush_seq()?;
@@ -308,8 +308,8 @@ pub struct Tx<'s> {
     journalled: Cell<Option<i64>>,
     /// `PRAGMA data_version` when the counter was first needed.
     data_version: Cell<Option<i64>>,
-    /// One timestamp for everything the transaction writes.
-    pub(crate) now: f64,
+    /// One timestamp for everything the transaction writes (an import sets each row's own).
+    now: Cell<f64>,
 }
 
 impl<'s> std::ops::Deref for Tx<'s> {
@@ -321,6 +321,16 @@ impl<'s> std::ops::Deref for Tx<'s> {
 }
 
 impl Tx<'_> {
+    /// The timestamp rows written now get.
+    pub(crate) fn now(&self) -> f64 {
+        self.now.get()
+    }
+
+    /// Stamps the rows written from now on with `ts` (imports keep the original times).
+    pub(crate) fn set_now(&self, ts: f64) {
+        self.now.set(ts);
+    }
+
     /// Allocates the next seq. Safe without further locking: `BEGIN IMMEDIATE` holds the write lock.
     ///
     /// The counter is `meta.next_seq`, except that a transaction whose last seq went to its
@@ -386,7 +396,7 @@ impl Tx<'_> {
                 "INSERT INTO ops(seq, branch, op, args, phase, actor, created_at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
             )?
-            .execute(rusqlite::params![seq, bid, op, args, ctx.phase, ctx.actor, self.now])?;
+            .execute(rusqlite::params![seq, bid, op, args, ctx.phase, ctx.actor, self.now()])?;
         self.journalled.set(Some(seq));
         Ok(())
     }

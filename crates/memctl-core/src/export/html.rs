@@ -1,0 +1,135 @@
+//! `export html`: one self-contained page. The database goes in once, per branch, as the rows it
+//! wrote itself; the page computes any branch's view from its path (SPEC §2), so the file grows
+//! with the data, not with branches × depth.
+
+use crate::error::Result;
+use crate::store::Store;
+use serde_json::{json, Map, Value};
+
+/// The page, with `/*MEMCTL_DATA*/null` where the data goes.
+const TEMPLATE: &str = include_str!("viewer.html");
+const DATA_SLOT: &str = "/*MEMCTL_DATA*/null";
+
+/// The page for `data` (from [`Store::viewer_data`]).
+pub fn viewer_html(data: &Value) -> String {
+    // Inside <script>, "</script" or "<!--" in a text would end or confuse the element; "<"
+    // only occurs inside JSON strings, where \u003c means the same.
+    let json = data.to_string().replace('<', "\\u003c");
+    TEMPLATE.replacen(DATA_SLOT, &json, 1)
+}
+
+impl Store {
+    /// Every branch with its own rows, and the journal: what the viewer needs, nothing twice.
+    pub fn viewer_data(&self, title: &str) -> Result<Value> {
+        self.read(|| {
+            let mut branches: Vec<Value> = Vec::new();
+            let mut by_bid: std::collections::HashMap<i64, usize> = std::collections::HashMap::new();
+            let mut stmt = self.conn.prepare(
+                "SELECT b.bid, b.id, b.node_uid, p.id, b.depth, b.fork_seq, b.created_at, b.meta
+                 FROM branches b LEFT JOIN branches p ON p.bid = b.parent ORDER BY b.fork_seq",
+            )?;
+            let mut rows = stmt.query([])?;
+            while let Some(r) = rows.next()? {
+                by_bid.insert(r.get(0)?, branches.len());
+                branches.push(json!({
+                    "id": r.get::<_, String>(1)?,
+                    "node_uid": r.get::<_, Option<String>>(2)?,
+                    "parent": r.get::<_, Option<String>>(3)?,
+                    "depth": r.get::<_, i64>(4)?,
+                    "fork_seq": r.get::<_, i64>(5)?,
+                    "ts": r.get::<_, f64>(6)?,
+                    "meta": serde_json::from_str::<Value>(&r.get::<_, String>(7)?).unwrap_or(Value::Null),
+                    "core": [], "events": [], "archival": [], "exclusions": [], "summaries": [], "ops": [],
+                }));
+            }
+            drop(rows);
+            let mut unscoped_ops = Vec::new();
+            for (layer, sql) in LAYERS {
+                let mut stmt = self.conn.prepare(sql)?;
+                let mut rows = stmt.query([])?;
+                while let Some(r) = rows.next()? {
+                    let bid: Option<i64> = r.get(0)?;
+                    let row = layer_row(layer, r)?;
+                    match bid.and_then(|bid| by_bid.get(&bid)) {
+                        Some(&i) => branches[i][layer].as_array_mut().expect("layer list").push(row),
+                        None => unscoped_ops.push(row),
+                    }
+                }
+            }
+            Ok(json!({
+                "format": "memctl-viewer/1",
+                "title": title,
+                "generated_at": self.clock().now(),
+                "schema_version": crate::schema::SCHEMA_VERSION,
+                "branches": branches,
+                "ops": unscoped_ops,
+            }))
+        })
+    }
+}
+
+/// Per layer, its rows oldest first, the branch's bid in the first column.
+const LAYERS: [(&str, &str); 6] = [
+    ("core", "SELECT branch, seq, key, value, importance, ttl_s, created_at FROM core ORDER BY seq"),
+    ("events", "SELECT branch, seq, kind, text, tags, created_at FROM events ORDER BY seq"),
+    ("archival", "SELECT branch, seq, record_id, text, tags, created_at FROM archival ORDER BY seq"),
+    ("exclusions", "SELECT branch, seq, event_id, created_at FROM inherited_exclusions ORDER BY seq"),
+    (
+        "summaries",
+        "SELECT branch, seq, kind, summary_text, summarized_event_ids, replaced_summary_ids, created_at
+         FROM inherited_summaries ORDER BY seq",
+    ),
+    ("ops", "SELECT branch, seq, op, phase, actor, args, created_at FROM ops ORDER BY seq"),
+];
+
+fn json_column(r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<Value> {
+    Ok(serde_json::from_str(&r.get::<_, String>(i)?).unwrap_or(Value::Null))
+}
+
+fn layer_row(layer: &str, r: &rusqlite::Row<'_>) -> rusqlite::Result<Value> {
+    let mut row = Map::new();
+    let mut put = |name: &str, value: Value| {
+        row.insert(name.to_string(), value);
+    };
+    put("seq", json!(r.get::<_, i64>(1)?));
+    match layer {
+        "core" => {
+            put("key", json!(r.get::<_, String>(2)?));
+            put("value", json!(r.get::<_, Option<String>>(3)?));
+            put("importance", json!(r.get::<_, i64>(4)?));
+            put("ttl_s", json!(r.get::<_, Option<f64>>(5)?));
+            put("ts", json!(r.get::<_, f64>(6)?));
+        }
+        "events" => {
+            put("kind", json!(r.get::<_, String>(2)?));
+            put("text", json!(r.get::<_, String>(3)?));
+            put("tags", json_column(r, 4)?);
+            put("ts", json!(r.get::<_, f64>(5)?));
+        }
+        "archival" => {
+            put("id", json!(r.get::<_, i64>(2)?));
+            put("text", json!(r.get::<_, Option<String>>(3)?));
+            put("tags", json_column(r, 4)?);
+            put("ts", json!(r.get::<_, f64>(5)?));
+        }
+        "exclusions" => {
+            put("event_id", json!(r.get::<_, i64>(2)?));
+            put("ts", json!(r.get::<_, f64>(3)?));
+        }
+        "summaries" => {
+            put("kind", json!(r.get::<_, String>(2)?));
+            put("text", json!(r.get::<_, String>(3)?));
+            put("event_ids", json_column(r, 4)?);
+            put("replaces", json_column(r, 5)?);
+            put("ts", json!(r.get::<_, f64>(6)?));
+        }
+        _ => {
+            put("op", json!(r.get::<_, String>(2)?));
+            put("phase", json!(r.get::<_, Option<String>>(3)?));
+            put("actor", json!(r.get::<_, Option<String>>(4)?));
+            put("details", json_column(r, 5)?);
+            put("ts", json!(r.get::<_, f64>(6)?));
+        }
+    }
+    Ok(Value::Object(row))
+}

@@ -1,0 +1,3 @@
+//! Placeholder until the suite lands.
+
+mod support;
