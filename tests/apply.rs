@@ -89,48 +89,6 @@ fn add(sb: &Sandbox, branch: &str, text: &str, tags: &[&str]) -> i64 {
     int(&sb.json(&args), "id")
 }
 
-/// Every row of every table (FTS shadow tables, `meta` and the `ops` journal included), each
-/// table's rows sorted, plus `user_version`: equal dumps mean an unchanged database. Opened
-/// read-only, between two commands.
-fn dump(sb: &Sandbox) -> Vec<(String, Vec<String>)> {
-    let conn = rusqlite::Connection::open_with_flags(
-        sb.file("memory.sqlite"),
-        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )
-    .expect("open the database read-only");
-    let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
-    let mut tables: Vec<String> = conn
-        .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
-        .unwrap()
-        .query_map([], |r| r.get(0))
-        .unwrap()
-        .collect::<rusqlite::Result<_>>()
-        .unwrap();
-    for needed in ["archival", "core", "events", "inherited_exclusions", "inherited_summaries", "meta", "ops"]
-    {
-        assert!(tables.iter().any(|t| t == needed), "table {needed} in {tables:?}");
-    }
-    tables.retain(|t| !t.starts_with("sqlite_"));
-    let mut out = vec![("user_version".to_string(), vec![version.to_string()])];
-    for table in tables {
-        let mut stmt = conn.prepare(&format!("SELECT * FROM \"{table}\"")).unwrap();
-        let columns = stmt.column_count();
-        let mut rows: Vec<String> = stmt
-            .query_map([], |row| {
-                let values = (0..columns)
-                    .map(|i| row.get::<_, rusqlite::types::Value>(i))
-                    .collect::<rusqlite::Result<Vec<_>>>()?;
-                Ok(format!("{values:?}"))
-            })
-            .unwrap()
-            .collect::<rusqlite::Result<_>>()
-            .unwrap();
-        rows.sort();
-        out.push((table, rows));
-    }
-    out
-}
-
 /// The rows of one table in a dump.
 fn rows<'a>(dump: &'a [(String, Vec<String>)], table: &str) -> &'a [String] {
     &dump.iter().find(|(name, _)| name == table).unwrap().1

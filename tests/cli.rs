@@ -10,7 +10,6 @@ mod support;
 
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
-use std::path::Path;
 use std::time::{Duration, Instant};
 use support::*;
 
@@ -1029,8 +1028,7 @@ fn database_of_schema_1_is_upgraded_with_its_counts() {
     // Written by the first release's memctl: forks, evictions and a consolidation.
     let sb = Sandbox::new();
     let db = sb.file("memory.sqlite");
-    std::fs::copy(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/schema_v1.sqlite"), &db)
-        .unwrap();
+    std::fs::copy(fixture("schema_v1.sqlite"), &db).unwrap();
     // Each branch's events and summaries as the first release listed them.
     let before = [("root", 5, 0), ("a", 2, 2), ("g", 8, 0), ("b", 5, 0), ("g2", 2, 2)];
     for (branch, events, summaries) in before {

@@ -179,7 +179,7 @@ impl Tx<'_> {
                 if free {
                     self.set_node_uid(&branch.id, uid)?;
                 } else {
-                    tally.skip("branches", "node_uid invalid or already taken (branch kept without it)");
+                    tally.adjust("branches", "node_uid invalid or taken by another branch: dropped");
                 }
             }
             let mut rows = legacy.rows.remove(&branch.id).unwrap_or_default();
