@@ -3,7 +3,7 @@
 use crate::invocation::Context;
 use crate::output::count;
 use clap::Args;
-use memctl_core::{strip_blocks, Error};
+use memctl_core::strip_blocks;
 use serde_json::json;
 use std::path::PathBuf;
 
@@ -50,8 +50,7 @@ pub struct StripArgs {
 fn read_input(input: Option<&str>) -> memctl_core::Result<String> {
     match input {
         Some("-") | None => crate::input::text(input, "LLM text"),
-        Some(path) => std::fs::read_to_string(PathBuf::from(path))
-            .map_err(|e| Error::invalid(format!("cannot read {path}: {e}"))),
+        Some(path) => crate::input::file(&PathBuf::from(path)),
     }
 }
 

@@ -19,6 +19,7 @@ Examples:
         /// Branch id or node_uid
         branch: String,
         /// The text, or `-` (or nothing, when piped) to read stdin
+        #[arg(allow_hyphen_values = true)]
         text: Option<String>,
         /// A tag (repeatable)
         #[arg(long = "tag", short = 't', value_name = "TAG")]

@@ -22,7 +22,8 @@ keys are moved to archival (importance 5 is never evicted).")]
         branch: String,
         /// Key name, one line (e.g. best_runtime_s)
         key: String,
-        /// The value, or `-` to read it from stdin
+        /// The value, or `-` to read it from stdin (values may start with '-', e.g. -O3)
+        #[arg(allow_hyphen_values = true)]
         value: String,
         /// 1 (expendable) .. 5 (pinned)
         #[arg(long, short, default_value_t = DEFAULT_IMPORTANCE, value_parser = clap::value_parser!(u8).range(1..=5))]

@@ -1,20 +1,26 @@
 //! `memctl export paper|html|jsonl`: what researchers keep at the end of a run.
 
 use crate::invocation::Context;
+use anyhow::Context as _;
 use clap::{Args, Subcommand};
-use memctl_core::{viewer_html, Error};
+use memctl_core::{viewer_html, Artifacts, Error};
 use serde_json::json;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 pub const EXAMPLES: &str = "\
 Examples:
+  memctl export paper --branch node-42 --artifacts run/artifacts_index.json --out run/memory
   memctl export html --out run/memory_database.html
   memctl export jsonl --out run/memory_calls.jsonl
   memctl export jsonl | jq -c 'select(.op == \"mem_core_set\")'";
 
 #[derive(Debug, Subcommand)]
 pub enum ExportCommand {
+    /// final_memory_for_paper.md and .json for the best branch of the search
+    #[command(after_help = PAPER_EXAMPLES)]
+    Paper(PaperArgs),
+
     /// One self-contained HTML page to browse every branch's memory offline
     #[command(after_help = HTML_EXAMPLES)]
     Html(HtmlArgs),
@@ -23,6 +29,20 @@ pub enum ExportCommand {
     #[command(after_help = JSONL_EXAMPLES)]
     Jsonl(JsonlArgs),
 }
+
+const PAPER_EXAMPLES: &str = "\
+Examples:
+  memctl export paper --branch node-42                       # writes ./final_memory_for_paper.{md,json}
+  memctl export paper --branch node-42 --artifacts best.json --out run/memory
+The sections follow the Python store's final_memory_for_paper.md: Executive Summary, Best Node
+Details, VLM Analysis & Visual Feedback, Top Nodes Comparison, Memory-Based Analysis (title
+candidates, abstract material, problem, hypothesis, method, setup, phase-0 info, results,
+ablations, failure-modes timeline, threats, reproducibility, narrative), Resources Used, Execution
+Feedback, Negative Results & Lessons Learned, Provenance Chain (root -> best). Without an LLM every
+section is filled from memory; --artifacts (the runner's JSON with best_node_data and
+top_nodes_data) fills the summary, best-node, VLM and top-nodes sections. With [summarizer]
+command set, each Memory-Based Analysis part is rewritten through the paper_section prompt (one
+cached call per part). The JSON holds every section plus the branch's whole view.";
 
 const HTML_EXAMPLES: &str = "\
 Examples:
@@ -42,6 +62,19 @@ run_id, details} as the Python store logged them (op names mapped, e.g. core.set
 plus seq, actor and memctl_op.";
 
 #[derive(Debug, Args)]
+pub struct PaperArgs {
+    /// The best branch (id or node_uid)
+    #[arg(long, short, value_name = "BRANCH")]
+    pub branch: String,
+    /// The runner's artifacts index (JSON with best_node_data and top_nodes_data)
+    #[arg(long, value_name = "FILE")]
+    pub artifacts: Option<PathBuf>,
+    /// Directory to write final_memory_for_paper.md and .json into
+    #[arg(long, short, value_name = "DIR", default_value = ".")]
+    pub out: PathBuf,
+}
+
+#[derive(Debug, Args)]
 pub struct HtmlArgs {
     /// Where to write the page
     #[arg(long, short, value_name = "FILE", default_value = "memory_database.html")]
@@ -57,9 +90,37 @@ pub struct JsonlArgs {
 
 pub fn run(ctx: &Context, command: ExportCommand) -> anyhow::Result<()> {
     match command {
+        ExportCommand::Paper(args) => paper(ctx, args),
         ExportCommand::Html(args) => html(ctx, args),
         ExportCommand::Jsonl(args) => jsonl(ctx, args),
     }
+}
+
+fn paper(ctx: &Context, args: PaperArgs) -> anyhow::Result<()> {
+    let artifacts = match &args.artifacts {
+        Some(path) => {
+            let text = crate::input::file(path)?;
+            Some(Artifacts::parse(&text).with_context(|| path.display().to_string())?)
+        }
+        None => None,
+    };
+    let store = ctx.open()?;
+    let paper = store.paper_memory(&args.branch, artifacts.as_ref())?;
+    for warning in &paper.warnings {
+        ctx.warn(warning);
+    }
+    let markdown_path = args.out.join("final_memory_for_paper.md");
+    let json_path = args.out.join("final_memory_for_paper.json");
+    let mut document = serde_json::to_value(&paper)?;
+    document["format"] = json!("memctl-paper/1");
+    write_file(&markdown_path, paper.markdown().as_bytes())?;
+    write_file(&json_path, (serde_json::to_string_pretty(&document)? + "\n").as_bytes())?;
+    ctx.emit(
+        json!({"branch": paper.branch, "markdown": markdown_path, "json": json_path,
+               "sections": paper.sections.len()}),
+        || format!("Wrote {} and {}", markdown_path.display(), json_path.display()),
+    );
+    Ok(())
 }
 
 fn html(ctx: &Context, args: HtmlArgs) -> anyhow::Result<()> {

@@ -23,3 +23,14 @@ fn read_stdin(what: &str) -> Result<String> {
     let trimmed = buffer.strip_suffix('\n').map(|t| t.strip_suffix('\r').unwrap_or(t));
     Ok(trimmed.map(str::to_string).unwrap_or(buffer))
 }
+
+/// A whole text file: a missing one is not-found (exit 3), an unreadable one invalid input.
+pub fn file(path: &std::path::Path) -> Result<String> {
+    std::fs::read_to_string(path).map_err(|e| {
+        let message = format!("cannot read {}: {e}", path.display());
+        match e.kind() {
+            std::io::ErrorKind::NotFound => Error::not_found(message),
+            _ => Error::invalid(message),
+        }
+    })
+}

@@ -21,6 +21,7 @@ Examples:
         #[arg(long, short)]
         kind: String,
         /// The text, or `-` (or nothing, when piped) to read stdin
+        #[arg(allow_hyphen_values = true)]
         text: Option<String>,
         /// A tag (repeatable)
         #[arg(long = "tag", short = 't', value_name = "TAG")]

@@ -49,7 +49,7 @@ pub use config::{
 pub use consolidate::{ConsolidateOutcome, SUMMARY_MAX_CHARS};
 pub use core_kv::{rendered_chars, CoreEntry, CoreSetOutcome, CoreWrite, DEFAULT_IMPORTANCE, PINNED};
 pub use error::{Error, ErrorKind, Result};
-pub use export::{viewer_html, JsonlLine};
+pub use export::{viewer_html, Artifacts, JsonlLine, PaperMemory, PaperSection};
 pub use journal::Op;
 pub use legacy::{Converted, ImportReport, LegacyDatabase, SkippedRows};
 pub use pressure::{ArchivalSize, CorePressure, Level, Pressure, RecallPressure};

@@ -2,6 +2,8 @@
 
 mod html;
 mod jsonl;
+mod paper;
 
 pub use html::viewer_html;
 pub use jsonl::JsonlLine;
+pub use paper::{Artifacts, PaperMemory, PaperSection};
