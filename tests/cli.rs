@@ -822,6 +822,18 @@ fn quickstart_builds_a_demo() {
     assert_eq!(string(&value, "db"), "[TMP]/demo/memory.sqlite");
     assert_eq!(int(&value, "branches"), 13);
     assert_eq!(string(&value, "best"), "tile-64-simd");
+    assert_eq!(string(&value, "paper_markdown"), "[TMP]/demo/final_memory_for_paper.md");
+    assert_eq!(string(&value, "paper_json"), "[TMP]/demo/final_memory_for_paper.json");
+    assert_eq!(string(&value, "html"), "[TMP]/demo/memory_database.html");
+    let paper = std::fs::read_to_string(sb.file("demo/final_memory_for_paper.md")).unwrap();
+    assert!(
+        paper.starts_with("# Final Memory For Paper\n\n_Best `node-9` (branch `tile-64-simd`)"),
+        "{paper}"
+    );
+    assert!(paper.contains("## Provenance Chain\n\n1. `node-0` (branch `root`, depth 0)"), "{paper}");
+    assert!(!paper.contains("CUDA error"), "the failing GPU line is not on the best path");
+    let page = std::fs::read_to_string(sb.file("demo/memory_database.html")).unwrap();
+    assert!(page.contains("\"id\":\"tile-64-simd\""), "the viewer holds the branches");
 
     // The database it leaves is an ordinary one.
     let list = sb.json(&["--db", "demo/memory.sqlite", "branch", "list"]);
@@ -1186,7 +1198,13 @@ fn every_command_has_help_with_an_example() {
         "core del",
         "core get",
         "core set",
+        "export",
+        "export html",
+        "export jsonl",
+        "export paper",
         "fork",
+        "import",
+        "import legacy",
         "init",
         "log",
         "pressure",

@@ -3,7 +3,7 @@
 use crate::invocation::Context;
 use anyhow::Context as _;
 use clap::{Args, Subcommand};
-use memctl_core::{viewer_html, Artifacts, Error};
+use memctl_core::{viewer_html, Artifacts, Error, Store};
 use serde_json::json;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -105,20 +105,14 @@ fn paper(ctx: &Context, args: PaperArgs) -> anyhow::Result<()> {
         None => None,
     };
     let store = ctx.open()?;
-    let paper = store.paper_memory(&args.branch, artifacts.as_ref())?;
-    for warning in &paper.warnings {
+    let written = write_paper(&store, &args.branch, artifacts.as_ref(), &args.out)?;
+    for warning in &written.warnings {
         ctx.warn(warning);
     }
-    let markdown_path = args.out.join("final_memory_for_paper.md");
-    let json_path = args.out.join("final_memory_for_paper.json");
-    let mut document = serde_json::to_value(&paper)?;
-    document["format"] = json!("memctl-paper/1");
-    write_file(&markdown_path, paper.markdown().as_bytes())?;
-    write_file(&json_path, (serde_json::to_string_pretty(&document)? + "\n").as_bytes())?;
     ctx.emit(
-        json!({"branch": paper.branch, "markdown": markdown_path, "json": json_path,
-               "sections": paper.sections.len()}),
-        || format!("Wrote {} and {}", markdown_path.display(), json_path.display()),
+        json!({"branch": written.branch, "markdown": written.markdown, "json": written.json,
+               "sections": written.sections}),
+        || format!("Wrote {} and {}", written.markdown.display(), written.json.display()),
     );
     Ok(())
 }
@@ -127,12 +121,9 @@ fn html(ctx: &Context, args: HtmlArgs) -> anyhow::Result<()> {
     let store = ctx.open()?;
     let title =
         ctx.db.file_name().map_or_else(|| ctx.db.display().to_string(), |n| n.to_string_lossy().into());
-    let data = store.viewer_data(&title)?;
-    let branches = data["branches"].as_array().map_or(0, Vec::len);
-    let page = viewer_html(&data);
-    write_file(&args.out, page.as_bytes())?;
-    ctx.emit(json!({"out": args.out, "bytes": page.len(), "branches": branches}), || {
-        format!("Wrote {} ({} bytes, {branches} branches)", args.out.display(), page.len())
+    let (bytes, branches) = write_viewer(&store, &title, &args.out)?;
+    ctx.emit(json!({"out": args.out, "bytes": bytes, "branches": branches}), || {
+        format!("Wrote {} ({bytes} bytes, {branches} branches)", args.out.display())
     });
     Ok(())
 }
@@ -163,6 +154,47 @@ fn jsonl(ctx: &Context, args: JsonlArgs) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// What [`write_paper`] wrote.
+pub struct WrittenPaper {
+    pub branch: String,
+    pub markdown: PathBuf,
+    pub json: PathBuf,
+    pub sections: usize,
+    pub warnings: Vec<String>,
+}
+
+/// Writes final_memory_for_paper.md and .json for `branch` into `dir`.
+pub fn write_paper(
+    store: &Store,
+    branch: &str,
+    artifacts: Option<&Artifacts>,
+    dir: &Path,
+) -> anyhow::Result<WrittenPaper> {
+    let paper = store.paper_memory(branch, artifacts)?;
+    let markdown = dir.join("final_memory_for_paper.md");
+    let json_path = dir.join("final_memory_for_paper.json");
+    let mut document = serde_json::to_value(&paper)?;
+    document["format"] = json!("memctl-paper/1");
+    write_file(&markdown, paper.markdown().as_bytes())?;
+    write_file(&json_path, (serde_json::to_string_pretty(&document)? + "\n").as_bytes())?;
+    Ok(WrittenPaper {
+        branch: paper.branch,
+        markdown,
+        json: json_path,
+        sections: paper.sections.len(),
+        warnings: paper.warnings,
+    })
+}
+
+/// Writes the HTML viewer of the whole database to `out`: its size in bytes and branch count.
+pub fn write_viewer(store: &Store, title: &str, out: &Path) -> anyhow::Result<(usize, usize)> {
+    let data = store.viewer_data(title)?;
+    let branches = data["branches"].as_array().map_or(0, Vec::len);
+    let page = viewer_html(&data);
+    write_file(out, page.as_bytes())?;
+    Ok((page.len(), branches))
 }
 
 /// Writes a whole file through a temporary sibling, so a reader never sees half of it.

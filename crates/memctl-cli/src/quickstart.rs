@@ -2,6 +2,7 @@
 //! keeps: the branch tree, one node's memory, and where the database is.
 
 use crate::branch::tree;
+use crate::export::{write_paper, write_viewer};
 use crate::invocation::Context;
 use crate::read::{render, Scope};
 use clap::Args;
@@ -11,7 +12,8 @@ use std::path::PathBuf;
 
 pub const EXAMPLES: &str = "\
 Examples:
-  memctl quickstart                     # writes ./memctl-quickstart/memory.sqlite
+  memctl quickstart                     # writes ./memctl-quickstart/: memory.sqlite,
+                                        # final_memory_for_paper.md/.json, memory_database.html
   memctl quickstart --dir /tmp/demo
   memctl --db memctl-quickstart/memory.sqlite branch list   # then explore it";
 
@@ -150,17 +152,27 @@ pub fn run(ctx: &Context, args: QuickstartArgs) -> anyhow::Result<()> {
     let branches = store.branches()?;
     let view =
         store.view_window(BEST, Some(store.config().recall_max_events), Some(store.config().retrieval_k))?;
-    let shown_db = std::fs::canonicalize(&db).unwrap_or(db);
-    ctx.emit(json!({"db": shown_db, "branches": branches.len(), "best": BEST}), || {
+    let dir = std::fs::canonicalize(&args.dir).unwrap_or(args.dir);
+    let paper = write_paper(&store, BEST, None, &dir)?;
+    let html = dir.join("memory_database.html");
+    write_viewer(&store, "memctl quickstart", &html)?;
+    let shown_db = dir.join("memory.sqlite");
+    let outputs = json!({"db": shown_db, "branches": branches.len(), "best": BEST,
+                         "paper_markdown": paper.markdown, "paper_json": paper.json, "html": html});
+    ctx.emit(outputs, || {
         let db = shown_db.display();
         format!(
             "Simulated a tree search over {count} branches (kernel tuning, one failing line of work):\n\n{tree}\n\n\
              What the best node, {BEST}, sees (its own memory plus its ancestors' up to its fork):\n\n{view}\n\n\
              Database: {db}\n\
+             Paper memory of {BEST}: {markdown} (and .json)\n\
+             Viewer (open in a browser): {html}\n\
              Explore it:\n  memctl --db {db} branch list\n  memctl --db {db} read gpu-half\n  memctl --db {db} log {BEST}",
             count = branches.len(),
             tree = tree(&branches),
             view = render(&view, Scope::All),
+            markdown = paper.markdown.display(),
+            html = html.display(),
         )
     });
     Ok(())

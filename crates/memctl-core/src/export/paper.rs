@@ -398,6 +398,7 @@ impl<'v> Material<'v> {
         let found = self
             .idea(&["Problem Statement", "Problem", "Motivation", "Background"])
             .map(|p| p.trim().to_string())
+            .or_else(|| self.core("task").map(str::to_string))
             .or_else(|| self.idea(&["Abstract"]).map(first_paragraph));
         or_not_recorded(found.into_iter().collect())
     }
