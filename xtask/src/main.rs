@@ -42,13 +42,17 @@ Workloads (NAME for --only):
       write rate, search median and p95, with FTS5 and with the keyword fallback (fts = off)
   e   chain of D = 10, 100, 1000 (one core key, 2 events, 1 archival record per level):
       full read of the deepest branch's view (alias: f)
+  g   on the tree of b: the paper export of node 999, and the HTML viewer's size per branch
+      for trees of 100, 300 and 1,000 branches
   h   one CLI call on the tree of b: fresh `memctl` processes appending, forking, setting a
       core key (50 each), against the floor of a process that opens the database and inserts
       one row
+  i   import of the Python store's 1,000-branch database (MEMCTL_BENCH_LEGACY=PATH, default
+      ../shared/reference/legacy/tree1000/memory.sqlite; not in the repository)
 
 Options:
   --quick       fewer repetitions (same workloads, same sizes); well under two minutes
-  --only NAME   run one workload (a, b, c, d, e or h)
+  --only NAME   run one workload (a, b, c, d, e, g, h or i)
   -h, --help    this text
 ";
 
@@ -114,7 +118,7 @@ fn wants_help(args: &[String]) -> bool {
 #[derive(Debug, Clone, Default)]
 pub struct BenchOptions {
     pub quick: bool,
-    /// One workload letter, `a`..`e` or `h`.
+    /// One workload letter, `a`..`e`, `g`, `h` or `i`.
     pub only: Option<char>,
 }
 
@@ -126,7 +130,7 @@ impl BenchOptions {
             match arg.as_str() {
                 "--quick" => options.quick = true,
                 "--only" => {
-                    let name = args.next().context("--only needs a workload name (a..e, h)")?;
+                    let name = args.next().context("--only needs a workload name (a..e, g, h, i)")?;
                     options.only = Some(parse_workload(name)?);
                 }
                 other => match other.strip_prefix("--only=") {
@@ -153,8 +157,10 @@ fn parse_workload(name: &str) -> Result<char> {
         "c" => Ok('c'),
         "d" => Ok('d'),
         "e" | "f" | "e/f" | "ef" => Ok('e'),
+        "g" => Ok('g'),
         "h" => Ok('h'),
-        _ => bail!("unknown workload '{name}': choose a, b, c, d, e or h"),
+        "i" => Ok('i'),
+        _ => bail!("unknown workload '{name}': choose a, b, c, d, e, g, h or i"),
     }
 }
 

@@ -1,4 +1,4 @@
-//! BENCH.md's in-process workloads a–e, run through memctl-core on file databases.
+//! BENCH.md's workloads a–e, g and i in-process through memctl-core, h through the binary.
 
 use crate::gen::{node_id, vocab, Rng, EVENT_KINDS, PHASES};
 use crate::report::{median, micros, millis, percentile, table, Python, Row};
@@ -27,6 +27,10 @@ struct Reps {
     cold_reads: usize,
     /// Processes per CLI call kind (workload h).
     cli_calls: usize,
+    /// Paper exports and HTML viewers per tree (workload g).
+    exports: usize,
+    /// Imports of the 1,000-branch legacy database (workload i).
+    imports: usize,
 }
 
 impl Reps {
@@ -41,6 +45,8 @@ impl Reps {
                 warm_reads: 20,
                 cold_reads: 3,
                 cli_calls: 20,
+                exports: 5,
+                imports: 1,
             }
         } else {
             Reps {
@@ -52,6 +58,8 @@ impl Reps {
                 warm_reads: 100,
                 cold_reads: 10,
                 cli_calls: 50,
+                exports: 20,
+                imports: 3,
             }
         }
     }
@@ -110,13 +118,15 @@ pub fn run(options: &BenchOptions, out_dir: &Path) -> Result<()> {
     let mut rows = Vec::new();
     let mut details = Map::new();
     type Workload = fn(&Reps) -> Result<(Vec<Row>, Value)>;
-    let workloads: [(char, &str, Workload); 6] = [
+    let workloads: [(char, &str, Workload); 8] = [
         ('a', "fork chain", fork_chain),
         ('b', "1000-branch tree", tree),
         ('c', "recall appends", recall_appends),
         ('d', "archival writes and search", archival),
         ('e', "read on a chain", chain_read),
+        ('g', "paper export and HTML viewer", exports),
         ('h', "one CLI call", cli_call),
+        ('i', "legacy import", legacy_import),
     ];
     for (name, title, workload) in workloads {
         if !options.runs(name) {
@@ -345,6 +355,90 @@ fn tree(reps: &Reps) -> Result<(Vec<Row>, Value)> {
         "repetitions": reps.trees,
     });
     Ok((rows, detail))
+}
+
+/// g. The paper memory of node 999 on the tree of b, and the HTML viewer of trees of 100, 300
+/// and 1,000 branches (its bytes per branch must not grow with the tree).
+fn exports(reps: &Reps) -> Result<(Vec<Row>, Value)> {
+    let ops = tree_ops();
+    let mut rows = Vec::new();
+    let mut viewer = Vec::new();
+    for branches in [100, 300, TREE_BRANCHES] {
+        let db = Db::new(bench_config())?;
+        for op in &ops[..branches * 29] {
+            apply(&db.store, op)?;
+        }
+        let mut html_ms = Vec::new();
+        let mut bytes = 0;
+        for _ in 0..reps.exports {
+            let t = Instant::now();
+            let page = memctl_core::viewer_html(&db.store.viewer_data("bench")?);
+            html_ms.push(millis(t.elapsed()));
+            bytes = page.len();
+        }
+        let per_branch = bytes as f64 / branches as f64;
+        rows.push(
+            Row::new(format!("g HTML viewer, {branches} branches"), "bytes per branch", "B")
+                .value(per_branch)
+                .note(format!("{:.1} MB in all, built in {:.0} ms", bytes as f64 / 1e6, median(&html_ms))),
+        );
+        viewer.push(json!({"branches": branches, "bytes": bytes, "ms": median(&html_ms)}));
+        if branches == TREE_BRANCHES {
+            let best = node_id(TREE_BRANCHES - 1);
+            let mut paper_ms = Vec::new();
+            for _ in 0..reps.exports {
+                let t = Instant::now();
+                let paper = db.store.paper_memory(&best, None)?;
+                let markdown = paper.markdown();
+                let json = serde_json::to_string_pretty(&paper)?;
+                paper_ms.push(millis(t.elapsed()));
+                ensure!(markdown.contains("## Provenance Chain") && !json.is_empty());
+            }
+            rows.push(
+                Row::new("g paper export, node 999 of b", "final_memory_for_paper .md + .json", "ms")
+                    .value(median(&paper_ms))
+                    .note("the Python store crashes here (NameError) and writes nothing; target <= 100 ms"),
+            );
+            viewer.push(json!({"paper_ms": paper_ms}));
+        }
+    }
+    Ok((rows, json!({ "viewer": viewer })))
+}
+
+/// i. Importing the Python store's 1,000-branch database (reference legacy/tree1000). It is not
+/// in the repository (21 MB): `MEMCTL_BENCH_LEGACY=PATH`, else `../shared/reference/legacy/
+/// tree1000/memory.sqlite` beside the workspace.
+fn legacy_import(reps: &Reps) -> Result<(Vec<Row>, Value)> {
+    let source = std::env::var_os("MEMCTL_BENCH_LEGACY")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| crate::workspace_root().join("../shared/reference/legacy/tree1000/memory.sqlite"));
+    if !source.is_file() {
+        let row = Row::new("i import legacy tree1000", "not run", "s").note(format!(
+            "no legacy database at {}: set MEMCTL_BENCH_LEGACY to the Python store's tree1000 memory.sqlite",
+            source.display()
+        ));
+        return Ok((vec![row], json!({"skipped": source})));
+    }
+    let mut seconds = Vec::new();
+    let mut report = Value::Null;
+    for _ in 0..reps.imports {
+        let db = Db::new(bench_config())?;
+        // A copy: opening the original would leave -wal/-shm files beside it.
+        let copy = db.dir.path().join("legacy.sqlite");
+        std::fs::copy(&source, &copy).with_context(|| format!("copying {}", source.display()))?;
+        let t = Instant::now();
+        let legacy = memctl_core::LegacyDatabase::read(&copy)?;
+        let imported = db.store.import_legacy(legacy)?;
+        seconds.push(t.elapsed().as_secs_f64());
+        report = serde_json::to_value(&imported)?;
+    }
+    let rows = vec![Row::new("i import legacy tree1000", "read + import, one transaction", "s")
+        .value(median(&seconds))
+        .note(format!(
+            "{} branches, {} events, {} archival records; target <= 2 s",
+            report["branches"], report["converted"]["events"], report["converted"]["archival"]
+        ))];
+    Ok((rows, json!({"seconds": seconds, "report": report})))
 }
 
 /// c. 10,000 unique appends on one branch: the rate of each 1,000-append window.

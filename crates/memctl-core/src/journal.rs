@@ -26,12 +26,17 @@ pub struct Op {
 /// Arguments as journalled: every string cut to [`MAX_ARG_CHARS`]. Callers pass text as it was
 /// stored, so it is already redacted.
 pub(crate) fn cap(value: &mut Value) {
+    cap_strings(value, MAX_ARG_CHARS);
+}
+
+/// Cuts every string inside `value` to `max` characters, marking the cut with "…".
+pub(crate) fn cap_strings(value: &mut Value, max: usize) {
     match value {
-        Value::String(s) if s.len() > MAX_ARG_CHARS && s.chars().count() > MAX_ARG_CHARS => {
-            *s = s.chars().take(MAX_ARG_CHARS).collect::<String>() + "…";
+        Value::String(s) if s.len() > max && s.chars().count() > max => {
+            *s = s.chars().take(max).collect::<String>() + "…";
         }
-        Value::Array(items) => items.iter_mut().for_each(cap),
-        Value::Object(map) => map.values_mut().for_each(cap),
+        Value::Array(items) => items.iter_mut().for_each(|item| cap_strings(item, max)),
+        Value::Object(map) => map.values_mut().for_each(|item| cap_strings(item, max)),
         _ => {}
     }
 }

@@ -10,6 +10,10 @@ use serde_json::{json, Map, Value};
 const TEMPLATE: &str = include_str!("viewer.html");
 const DATA_SLOT: &str = "/*MEMCTL_DATA*/null";
 
+/// Longest text kept from a journal row's arguments: the page shows the full text from the row
+/// the operation wrote, so the data is not stored twice.
+const OP_TEXT_CHARS: usize = 80;
+
 /// The page for `data` (from [`Store::viewer_data`]).
 pub fn viewer_html(data: &Value) -> String {
     // Inside <script>, "</script" or "<!--" in a text would end or confuse the element; "<"
@@ -127,7 +131,10 @@ fn layer_row(layer: &str, r: &rusqlite::Row<'_>) -> rusqlite::Result<Value> {
             put("op", json!(r.get::<_, String>(2)?));
             put("phase", json!(r.get::<_, Option<String>>(3)?));
             put("actor", json!(r.get::<_, Option<String>>(4)?));
-            put("details", json_column(r, 5)?);
+            // The rows themselves hold the texts: the journal's copies are cut short here.
+            let mut details = json_column(r, 5)?;
+            crate::journal::cap_strings(&mut details, OP_TEXT_CHARS);
+            put("details", details);
             put("ts", json!(r.get::<_, f64>(6)?));
         }
     }
