@@ -47,12 +47,14 @@ Workloads (NAME for --only):
   h   one CLI call on the tree of b: fresh `memctl` processes appending, forking, setting a
       core key (50 each), against the floor of a process that opens the database and inserts
       one row
+  p   16 processes x 500 mixed CLI calls on the tree of b: total time, one call (median,
+      p95), worst call, lost writes and lock errors (both must be 0)
   i   import of the Python store's 1,000-branch database (MEMCTL_BENCH_LEGACY=PATH, default
       ../shared/reference/legacy/tree1000/memory.sqlite; not in the repository)
 
 Options:
   --quick       fewer repetitions (same workloads, same sizes); well under two minutes
-  --only NAME   run one workload (a, b, c, d, e, g, h or i)
+  --only NAME   run one workload (a, b, c, d, e, g, h, i or p)
   -h, --help    this text
 ";
 
@@ -118,7 +120,7 @@ fn wants_help(args: &[String]) -> bool {
 #[derive(Debug, Clone, Default)]
 pub struct BenchOptions {
     pub quick: bool,
-    /// One workload letter, `a`..`e`, `g`, `h` or `i`.
+    /// One workload letter, `a`..`e`, `g`, `h`, `i` or `p`.
     pub only: Option<char>,
 }
 
@@ -130,7 +132,7 @@ impl BenchOptions {
             match arg.as_str() {
                 "--quick" => options.quick = true,
                 "--only" => {
-                    let name = args.next().context("--only needs a workload name (a..e, g, h, i)")?;
+                    let name = args.next().context("--only needs a workload name (a..e, g, h, i, p)")?;
                     options.only = Some(parse_workload(name)?);
                 }
                 other => match other.strip_prefix("--only=") {
@@ -160,7 +162,8 @@ fn parse_workload(name: &str) -> Result<char> {
         "g" => Ok('g'),
         "h" => Ok('h'),
         "i" => Ok('i'),
-        _ => bail!("unknown workload '{name}': choose a, b, c, d, e, g, h or i"),
+        "p" => Ok('p'),
+        _ => bail!("unknown workload '{name}': choose a, b, c, d, e, g, h, i or p"),
     }
 }
 

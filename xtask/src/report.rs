@@ -193,6 +193,8 @@ fn with_unit(x: f64, unit: &str) -> String {
         return "-".into();
     }
     match unit {
+        // Counts.
+        "" if x.fract() == 0.0 => group_thousands(x as i64),
         "" => fmt_num(x),
         "x" => format!("{}x", fmt_num(x)),
         "/s" => format!("{}/s", fmt_num(x)),

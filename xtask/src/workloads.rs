@@ -31,6 +31,8 @@ struct Reps {
     exports: usize,
     /// Imports of the 1,000-branch legacy database (workload i).
     imports: usize,
+    /// CLI calls per process of workload p (BENCH.md: 500).
+    parallel_calls: usize,
 }
 
 impl Reps {
@@ -47,6 +49,7 @@ impl Reps {
                 cli_calls: 20,
                 exports: 5,
                 imports: 1,
+                parallel_calls: 100,
             }
         } else {
             Reps {
@@ -60,6 +63,7 @@ impl Reps {
                 cli_calls: 50,
                 exports: 20,
                 imports: 3,
+                parallel_calls: 500,
             }
         }
     }
@@ -118,7 +122,7 @@ pub fn run(options: &BenchOptions, out_dir: &Path) -> Result<()> {
     let mut rows = Vec::new();
     let mut details = Map::new();
     type Workload = fn(&Reps) -> Result<(Vec<Row>, Value)>;
-    let workloads: [(char, &str, Workload); 8] = [
+    let workloads: [(char, &str, Workload); 9] = [
         ('a', "fork chain", fork_chain),
         ('b', "1000-branch tree", tree),
         ('c', "recall appends", recall_appends),
@@ -127,6 +131,7 @@ pub fn run(options: &BenchOptions, out_dir: &Path) -> Result<()> {
         ('g', "paper export and HTML viewer", exports),
         ('h', "one CLI call", cli_call),
         ('i', "legacy import", legacy_import),
+        ('p', "16 parallel CLI processes", parallel),
     ];
     for (name, title, workload) in workloads {
         if !options.runs(name) {
@@ -439,6 +444,129 @@ fn legacy_import(reps: &Reps) -> Result<(Vec<Row>, Value)> {
             report["branches"], report["converted"]["events"], report["converted"]["archival"]
         ))];
     Ok((rows, json!({"seconds": seconds, "report": report})))
+}
+
+/// p. 16 workers, each making `parallel_calls` sequential `memctl` calls (appends to its own
+/// branch and to a shared one, core sets, archival adds, forks, reads) on the tree of b; then
+/// every write is counted in the database.
+fn parallel(reps: &Reps) -> Result<(Vec<Row>, Value)> {
+    const WORKERS: usize = 16;
+    let db = Db::new(bench_config())?;
+    for op in &tree_ops() {
+        apply(&db.store, op)?;
+    }
+    let shared = node_id(TREE_BRANCHES - 1);
+    for w in 0..WORKERS {
+        db.store.fork(&node_id(w), Some(&format!("worker-{w}")))?;
+    }
+    let Db { dir, path, store } = db;
+    drop(store);
+    let memctl = crate::release_binary("memctl");
+    ensure!(memctl.exists(), "{} is missing: run `cargo xtask bench`, which builds it", memctl.display());
+    let db_arg = path.display().to_string();
+    let calls = reps.parallel_calls;
+    let call = |w: usize, j: usize| -> Vec<String> {
+        let own = format!("worker-{w}");
+        let args: Vec<String> = match j % 6 {
+            0 => vec![
+                "recall".into(),
+                "append".into(),
+                own,
+                "--kind".into(),
+                "note".into(),
+                format!("par {w} {j}"),
+            ],
+            1 => vec![
+                "recall".into(),
+                "append".into(),
+                shared.clone(),
+                "--kind".into(),
+                "note".into(),
+                format!("par {w} {j}"),
+            ],
+            2 => vec!["core".into(), "set".into(), own, format!("k{}", j % 5), format!("{w}.{j}")],
+            3 => vec!["archival".into(), "add".into(), own, format!("par record {w} {j}")],
+            4 => vec!["fork".into(), own, format!("par-fork-{w}-{j}")],
+            _ => vec!["read".into(), own],
+        };
+        [vec!["--db".to_string(), db_arg.clone(), "--json".to_string()], args].concat()
+    };
+    let started = Instant::now();
+    let results: Vec<Result<Vec<(usize, f64, i32, String)>>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..WORKERS)
+            .map(|w| {
+                let (memctl, call) = (&memctl, &call);
+                scope.spawn(move || -> Result<Vec<(usize, f64, i32, String)>> {
+                    let mut out = Vec::with_capacity(calls);
+                    for j in 0..calls {
+                        let t = Instant::now();
+                        let output = std::process::Command::new(memctl)
+                            .args(call(w, j))
+                            .env("MEMCTL_AUTO_CONSOLIDATE", "false")
+                            .output()?;
+                        let code = output.status.code().unwrap_or(-1);
+                        out.push((
+                            j,
+                            millis(t.elapsed()),
+                            code,
+                            String::from_utf8_lossy(&output.stderr).into(),
+                        ));
+                    }
+                    Ok(out)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().expect("worker thread")).collect()
+    });
+    let total = started.elapsed().as_secs_f64();
+    let mut times = Vec::new();
+    let (mut failures, mut lock_errors) = (0usize, 0usize);
+    let mut ok_by_kind = [0usize; 6];
+    for worker in results {
+        for (j, ms, code, stderr) in worker? {
+            times.push(ms);
+            if code == 0 {
+                ok_by_kind[j % 6] += 1;
+            } else {
+                failures += 1;
+                if code == 5 || stderr.contains("locked") || stderr.contains("busy") {
+                    lock_errors += 1;
+                }
+            }
+        }
+    }
+    // Every successful write must be in the database.
+    let conn = rusqlite::Connection::open(&path)?;
+    let count =
+        |sql: &str| -> Result<usize> { Ok(conn.query_row(sql, [], |r| r.get::<_, i64>(0))? as usize) };
+    let events = count("SELECT count(*) FROM events WHERE text LIKE 'par %'")?;
+    let records = count("SELECT count(*) FROM archival WHERE text LIKE 'par record %'")?;
+    let forks = count("SELECT count(*) FROM branches WHERE id LIKE 'par-fork-%'")?;
+    let core =
+        count("SELECT count(*) FROM core c JOIN branches b ON b.bid = c.branch WHERE b.id LIKE 'worker-%'")?;
+    let lost = (ok_by_kind[0] + ok_by_kind[1]).abs_diff(events)
+        + ok_by_kind[3].abs_diff(records)
+        + ok_by_kind[4].abs_diff(forks)
+        + ok_by_kind[2].abs_diff(core);
+    drop(conn);
+    drop(dir);
+    let n = times.len();
+    let worst = times.iter().copied().fold(0.0, f64::max);
+    let label = format!("p {WORKERS} processes x {calls} calls");
+    let rows = vec![
+        Row::new(label.clone(), "total wall time", "s").value(total).note(format!(
+            "{n} calls (appends to own and shared branches, core sets, archival adds, forks, reads) on the tree of b"
+        )),
+        Row::new(label.clone(), "one call", "ms").value(median(&times)).p95(percentile(&times, 95.0)),
+        Row::new(label.clone(), "worst single call", "ms").value(worst),
+        Row::new(label.clone(), "lost writes", "").value(lost as f64),
+        Row::new(label.clone(), "lock errors", "").value(lock_errors as f64),
+        Row::new(label, "failed calls", "").value(failures as f64),
+    ];
+    let detail = json!({"workers": WORKERS, "calls_per_worker": calls, "total_s": total, "worst_ms": worst,
+                        "lost_writes": lost, "lock_errors": lock_errors, "failures": failures,
+                        "written": {"events": events, "records": records, "forks": forks, "core": core}});
+    Ok((rows, detail))
 }
 
 /// c. 10,000 unique appends on one branch: the rate of each 1,000-append window.
