@@ -491,12 +491,14 @@ fn parallel(reps: &Reps) -> Result<(Vec<Row>, Value)> {
         };
         [vec!["--db".to_string(), db_arg.clone(), "--json".to_string()], args].concat()
     };
+    /// One call: its index, wall time (ms), exit code and stderr.
+    type Call = (usize, f64, i32, String);
     let started = Instant::now();
-    let results: Vec<Result<Vec<(usize, f64, i32, String)>>> = std::thread::scope(|scope| {
+    let results: Vec<Result<Vec<Call>>> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..WORKERS)
             .map(|w| {
                 let (memctl, call) = (&memctl, &call);
-                scope.spawn(move || -> Result<Vec<(usize, f64, i32, String)>> {
+                scope.spawn(move || -> Result<Vec<Call>> {
                     let mut out = Vec::with_capacity(calls);
                     for j in 0..calls {
                         let t = Instant::now();
