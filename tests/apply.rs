@@ -954,8 +954,8 @@ fn strip_removes_every_block() {
         transcripts.extend(outcomes.into_iter().skip(1)); // the stdin run shows its input
     }
     snap_all("strip_cases", &transcripts);
-    // A missing file is an error, not an empty text.
-    sb.run(&["strip", "no-such-file.txt"]).text_error(1);
+    // A missing file is not found (exit 3), not an empty text.
+    sb.run(&["strip", "no-such-file.txt"]).text_error(3);
 }
 
 // ---- a realistic LLM response, end to end -------------------------------------------------------
