@@ -83,17 +83,50 @@ const HEADINGS: [&str; 23] = [
     "## Provenance Chain",
 ];
 
+/// The lines of `markdown`, each with whether it is in a fenced code block (CommonMark: a fence
+/// closes on a run of its character at least as long as the opening one).
+fn fenced_lines(markdown: &str) -> Vec<(&str, bool)> {
+    let mut open: Option<(char, usize)> = None;
+    let run = |line: &str, c: char| line.len() - line.trim_start_matches(c).len();
+    markdown
+        .lines()
+        .map(|line| match open {
+            Some((c, n)) => {
+                if run(line, c) >= n && line.trim_start_matches(c).trim().is_empty() {
+                    open = None;
+                }
+                (line, true)
+            }
+            None => {
+                open = ['`', '~'].into_iter().map(|c| (c, run(line, c))).find(|&(_, n)| n >= 3);
+                (line, open.is_some())
+            }
+        })
+        .collect()
+}
+
+/// The headings, never a `#` line inside a code block; a fence left open hides all after it.
 fn headings(markdown: &str) -> Vec<&str> {
-    markdown.lines().filter(|l| l.starts_with('#')).collect()
+    fenced_lines(markdown)
+        .into_iter()
+        .filter(|(l, fenced)| !fenced && l.starts_with('#'))
+        .map(|(l, _)| l)
+        .collect()
 }
 
 /// The body under `heading`, up to the next heading.
-fn body<'a>(markdown: &'a str, heading: &str) -> &'a str {
-    let start =
-        markdown.find(&format!("{heading}\n")).unwrap_or_else(|| panic!("no {heading}")) + heading.len();
-    let rest = &markdown[start..];
-    let end = rest.find("\n#").unwrap_or(rest.len());
-    rest[..end].trim()
+fn body(markdown: &str, heading: &str) -> String {
+    let lines = fenced_lines(markdown);
+    let start = lines
+        .iter()
+        .position(|(l, fenced)| !fenced && *l == heading)
+        .unwrap_or_else(|| panic!("no {heading}"));
+    let body: Vec<&str> = lines[start + 1..]
+        .iter()
+        .take_while(|(l, fenced)| *fenced || !l.starts_with('#'))
+        .map(|(l, _)| *l)
+        .collect();
+    body.join("\n").trim().to_string()
 }
 
 fn export(sb: &Sandbox, args: &[&str]) -> (String, Value) {
@@ -141,6 +174,13 @@ fn paper_from_memory_alone_has_every_section_filled() {
     assert_eq!(body(&md, "## Resources Used"), "- RESOURCE_gpu_hours: 0");
     assert!(body(&md, "### Threats To Validity").starts_with("One node type only."));
     assert!(body(&md, "## Top Nodes Comparison").contains("No artifacts given"));
+    let source = |key: &str| {
+        let section = array(&json, "sections").iter().find(|s| string(s, "key") == key).unwrap();
+        string(section, "source").to_string()
+    };
+    assert_eq!(source("vlm_analysis"), "none", "nothing to write it from without artifacts");
+    assert_eq!(source("top_nodes_comparison"), "none");
+    assert_eq!(source("results"), "memory");
 
     let provenance = body(&md, "## Provenance Chain");
     let lines: Vec<&str> = provenance.lines().collect();
@@ -253,8 +293,10 @@ fn bad_artifacts_and_unknown_branches_write_nothing() {
     assert!(!sb.file("paper").exists(), "nothing written");
 }
 
-const SECTION_SCRIPT: &str = "#!/bin/sh\nrequest=$(cat)\necho x >> calls.txt\n\
-section=$(printf '%s' \"$request\" | sed 's/.*\"section\":\"\\([a-z0-9_]*\\)\".*/\\1/')\nprintf 'LLM text for %s' \"$section\"\n";
+/// Answers with the section's key and logs the key of each call to calls.txt.
+const SECTION_SCRIPT: &str = "#!/bin/sh\nrequest=$(cat)\n\
+section=$(printf '%s' \"$request\" | sed 's/.*\"section\":\"\\([a-z0-9_]*\\)\".*/\\1/')\n\
+echo \"$section\" >> calls.txt\nprintf 'LLM text for %s' \"$section\"\n";
 
 #[test]
 fn a_summarizer_writes_the_memory_sections_once_and_the_cache_serves_them_again() {
@@ -263,8 +305,11 @@ fn a_summarizer_writes_the_memory_sections_once_and_the_cache_serves_them_again(
     let env = [("MEMCTL_SUMMARIZER__COMMAND", "sh ./summarize.sh")];
     let first = sb.exec(&["export", "paper", "--branch", "node-3", "--out", "paper"], None, &env).success();
     assert_eq!(first.stderr, "");
-    let calls = || std::fs::read_to_string(sb.file("calls.txt")).unwrap().lines().count();
-    assert_eq!(calls(), 13, "one call per Memory-Based Analysis part");
+    let sent = || -> Vec<String> {
+        std::fs::read_to_string(sb.file("calls.txt")).unwrap().lines().map(str::to_string).collect()
+    };
+    let calls = || sent().len();
+    assert_eq!(calls(), 13, "one call per Memory-Based Analysis part: node-3 has material for each");
     let md = std::fs::read_to_string(sb.file("paper/final_memory_for_paper.md")).unwrap();
     assert_eq!(headings(&md), HEADINGS);
     assert_eq!(body(&md, "### Hypothesis"), "LLM text for hypothesis");
@@ -275,6 +320,20 @@ fn a_summarizer_writes_the_memory_sections_once_and_the_cache_serves_them_again(
     assert_eq!(calls(), 13, "an identical export is served from llm_cache");
     let again = std::fs::read_to_string(sb.file("again/final_memory_for_paper.md")).unwrap();
     assert_eq!(again, md);
+
+    // node-2, the failing sibling, has no result and no ablation: those parts keep their note
+    // and are never sent (an LLM given nothing would invent them).
+    let out = sb.exec(&["export", "paper", "--branch", "node-2", "--out", "sparse"], None, &env).success();
+    assert_eq!(out.stderr, "");
+    let sparse_calls = sent()[13..].to_vec();
+    assert_eq!(sparse_calls.len(), 11, "{sparse_calls:?}");
+    for key in ["results", "ablations_negative"] {
+        assert!(!sparse_calls.iter().any(|k| k == key), "{key} sent: {sparse_calls:?}");
+    }
+    let sparse = std::fs::read_to_string(sb.file("sparse/final_memory_for_paper.md")).unwrap();
+    assert_eq!(body(&sparse, "### Results"), "_Not recorded in memory._");
+    assert_eq!(body(&sparse, "### Ablations Negative"), "_Not recorded in memory._");
+    assert_eq!(body(&sparse, "### Failure Modes Timeline"), "LLM text for failure_modes_timeline");
 
     let failing = [("MEMCTL_SUMMARIZER__COMMAND", "exit 3")];
     let out = sb.exec(&["export", "paper", "--branch", "node-3", "--out", "plain"], None, &failing).success();
@@ -310,4 +369,150 @@ fn jsonl_lists_the_journal_in_the_python_log_format() {
     let out = sb.json(&["export", "jsonl", "--out", "log/memory_calls.jsonl"]);
     assert_eq!(int(&out, "lines") as usize, ops);
     assert_eq!(std::fs::read_to_string(sb.file("log/memory_calls.jsonl")).unwrap(), text);
+}
+
+const FENCED_IDEA: &str = "# Idea: fenced steps\n\n## Experiments\nBuild, then sweep:\n```bash\n\
+# build with 64-wide tiles\nmake TILE=64\n## not a heading either\n```\nThen sweep the threads.\n\n\
+## Risk Factors and Limitations\nOne node type only.\n~~~\nleft open by its writer\n";
+
+#[test]
+fn fenced_code_in_the_idea_is_never_a_heading_and_never_left_open() {
+    let sb = Sandbox::initialized();
+    sb.ok(&["branch", "create", "root"]);
+    sb.ok(&["archival", "add", "root", FENCED_IDEA, "--tag", "IDEA_MD"]);
+    sb.ok(&["export", "paper", "--branch", "root", "--out", "paper"]);
+    let md = std::fs::read_to_string(sb.file("paper/final_memory_for_paper.md")).unwrap();
+    assert_eq!(headings(&md), HEADINGS, "{md}");
+    assert!(
+        body(&md, "### Method").starts_with(
+            "Build, then sweep:\n```bash\n# build with 64-wide tiles\nmake TILE=64\n## not a heading either\n```\n\
+             Then sweep the threads."
+        ),
+        "{md}"
+    );
+    assert_eq!(body(&md, "### Title Candidates"), "- fenced steps", "a `#` line in code is no title");
+    // The writer's unclosed fence is closed inside its own section.
+    assert!(
+        body(&md, "### Threats To Validity").starts_with(
+            "One node type only.\n~~~\nleft open by its writer\n~~~\n\nThe best node is the root"
+        ),
+        "{md}"
+    );
+    assert!(!fenced_lines(&md).last().unwrap().1, "the document ends outside any fence");
+}
+
+#[test]
+fn negative_results_list_the_failures_consolidation_folded_into_summaries() {
+    let sb = Sandbox::new();
+    std::fs::copy(fixture("legacy/search_run/memory.sqlite"), sb.file("legacy.sqlite")).unwrap();
+    sb.ok(&["import", "legacy", "legacy.sqlite"]);
+    // node-16's path met 10 failures, all consolidated: the view has only their summaries.
+    sb.ok(&["export", "paper", "--branch", "node-16", "--out", "paper"]);
+    let md = std::fs::read_to_string(sb.file("paper/final_memory_for_paper.md")).unwrap();
+    let timeline = body(&md, "### Failure Modes Timeline");
+    assert!(timeline.starts_with("Earlier failures (consolidated):"), "{timeline}");
+    let negative = body(&md, "## Negative Results & Lessons Learned");
+    assert!(negative.contains(&format!("What failed:\n{timeline}")), "the timeline's failures: {negative}");
+    for failure in ["Build attempt 3 of 3 aborted", "cannot find -lnuma"] {
+        assert!(negative.contains(failure), "{failure}: {negative}");
+    }
+}
+
+fn write_artifacts(sb: &Sandbox, artifacts: &Value) {
+    std::fs::write(sb.file("artifacts.json"), artifacts.to_string()).unwrap();
+}
+
+#[test]
+fn empty_artifact_fields_count_as_absent() {
+    let sb = search();
+    sb.ok(&["core", "set", "node-3", "last_result", "runtime 1.9 s at 32 threads"]);
+    write_artifacts(
+        &sb,
+        &json!({"best_node_data": {
+            "id": "node-3", "analysis": "  ", "plan": "", "plot_paths": [], "plot_analyses": [],
+            "datasets_successfully_tested": [""], "vlm_feedback_summary": "", "exec_time_feedback": "",
+            "metric": {"value": 1.9, "name": ""}, "phase_artifacts": {}, "code": "\n"
+        }}),
+    );
+    let (md, json) = export(&sb, &["--artifacts", "artifacts.json"]);
+    assert_eq!(body(&md, "## Execution Feedback"), "- last_result: runtime 1.9 s at 32 threads");
+    let feedback =
+        array(&json, "sections").iter().find(|s| string(s, "key") == "execution_feedback").unwrap();
+    assert_eq!(string(feedback, "source"), "memory");
+    assert_eq!(body(&md, "## Best Node Details"), "- **id**: node-3\n- **metric**: 1.9");
+    assert_eq!(body(&md, "## VLM Analysis & Visual Feedback"), "_No visual feedback in the artifacts._");
+    assert!(body(&md, "## Executive Summary").starts_with("Best node `node-3`: 1.9.\n\nMemory:"), "{md}");
+}
+
+/// The artifacts index as the runner writes it: nested metrics, plot analyses as objects, code
+/// with its own fences.
+fn runner_artifacts() -> Value {
+    let metric = |best: f64, last: f64| {
+        json!({"value": {"metric_names": [{
+            "metric_name": "runtime_s", "lower_is_better": true, "description": "Wall time of one sweep.",
+            "data": [{"dataset_name": "512^3 grid", "final_value": last, "best_value": best},
+                     {"dataset_name": "128^3 grid", "final_value": 0.31, "best_value": 0.3}]
+        }]}, "maximize": false, "name": null, "description": null})
+    };
+    json!({
+        "best_node_data": {
+            "id": "node-3", "branch_id": "node-3", "plan": "Tile 64 with 32 threads.",
+            "code": "/* Build:\n```\ncc -O3 stencil.c\n```\n*/\nint main() { return 0; }",
+            "metric": metric(1.8, 1.9), "analysis": "Runtime 1.9 s.",
+            "plot_analyses": [{"plot_path": "plots/speedup.png", "analysis": "Speed-up flattens past 32 threads."},
+                              {"plot_path": "plots/tiles.png", "analysis": "Tile 64 is best."}],
+            "vlm_feedback_summary": "The plots are clean and labelled.", "exec_time_feedback": ""
+        },
+        "top_nodes_data": [
+            {"id": "node-3", "metric": metric(1.8, 1.9), "plan": "Tile 64", "analysis": "best",
+             "vlm_feedback_summary": "clean plots"},
+            {"id": "node-9", "metric": metric(2.3, 2.4), "plan": "Tile 128", "analysis": "close second",
+             "vlm_feedback_summary": ["axis unlabelled", "no error bars"]}
+        ]
+    })
+}
+
+#[test]
+fn runner_artifacts_read_as_text_not_json() {
+    let sb = search();
+    write_artifacts(&sb, &runner_artifacts());
+    let (md, _) = export(&sb, &["--artifacts", "artifacts.json"]);
+    assert_eq!(headings(&md), HEADINGS, "the code's own fence does not break the document");
+    assert!(!md.contains("{\""), "no raw JSON: {md}");
+    let metric = "runtime_s (lower is better): final 1.9 (best 1.8) on 512^3 grid, final 0.31 (best 0.3) on 128^3 grid";
+    assert!(body(&md, "## Executive Summary").starts_with(&format!("Best node `node-3`: {metric}.")), "{md}");
+    let details = body(&md, "## Best Node Details");
+    assert!(details.contains(&format!("- **metric**: {metric}")), "{details}");
+    assert!(
+        details.ends_with("````\n/* Build:\n```\ncc -O3 stencil.c\n```\n*/\nint main() { return 0; }\n````")
+    );
+    assert_eq!(
+        body(&md, "## VLM Analysis & Visual Feedback"),
+        "The plots are clean and labelled.\n\nPlot analyses:\n\
+         - `plots/speedup.png`: Speed-up flattens past 32 threads.\n- `plots/tiles.png`: Tile 64 is best."
+    );
+    let top = body(&md, "## Top Nodes Comparison");
+    assert!(top.contains(&format!("| 1 | node-3 | {metric} | Tile 64 | best | clean plots |")), "{top}");
+    assert!(top.contains("| close second | axis unlabelled; no error bars |"), "{top}");
+    insta::assert_snapshot!("paper_with_runner_artifacts", md);
+}
+
+#[test]
+fn html_to_stdout_and_help_that_fits_80_columns() {
+    let sb = search();
+    let page = sb.ok(&["export", "html", "--out", "-"]);
+    assert!(page.starts_with("<!doctype html>") && page.contains("memctl-viewer/1"));
+    assert!(!sb.file("-").exists(), "`-` is stdout, not a file");
+    assert_eq!(sb.ok(&["export", "jsonl", "--out", "-"]), sb.ok(&["export", "jsonl"]));
+    assert!(!sb.file("-").exists());
+
+    // The examples are hard-wrapped: an 80-column terminal shows them as a wide one does.
+    let examples = |command: &str, columns: &str| {
+        let help = sb.run_env(&["export", command, "--help"], &[("COLUMNS", columns)]).success().stdout;
+        help.split_once("Examples:\n").unwrap().1.to_string()
+    };
+    for command in ["paper", "html", "jsonl"] {
+        assert_eq!(examples(command, "80"), examples(command, "200"), "export {command} --help");
+    }
+    assert!(examples("html", "80").contains("--out - |"), "`-` is documented");
 }

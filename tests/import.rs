@@ -241,6 +241,35 @@ fn a_careless_legacy_file_is_imported_with_everything_accounted_for() {
 }
 
 #[test]
+fn unreadable_timestamps_and_null_values_are_converted_and_reported() {
+    let sb = Sandbox::new();
+    let conn = python_store(&sb.file("legacy.sqlite"));
+    conn.execute_batch(
+        "INSERT INTO branches VALUES ('r', NULL, 'root', 1), ('a', 'r', 'node-a', 'notanumber'),
+                                     ('q', NULL, NULL, NULL), ('b', 'r', NULL, '3.5');
+         INSERT INTO core_kv VALUES ('r', 'task', 'tune the stencil', 'soon'), ('a', 'unset', NULL, 2.1);
+         INSERT INTO events(branch_id, kind, text, tags, created_at) VALUES
+             ('a', 'note', 'written at an unknown time', '[]', 'notanumber'),
+             ('a', 'note', 'written at 7.5', '[]', 7.5),
+             ('q', 'note', 'in a root of unknown time', '[]', X'00');
+         INSERT INTO inherited_exclusions VALUES ('a', 'first', 8);",
+    )
+    .unwrap();
+    drop(conn);
+    let outcome = sb.run(&["import", "legacy", "legacy.sqlite"]).success();
+    insta::assert_snapshot!("import_unreadable_values_text", outcome.transcript());
+
+    // A branch of unknown time takes its parent's, a row its branch's; a root's is 0.
+    let ts = |branch: &str| field(field(&sb.json(&["branch", "show", branch]), "branch"), "ts").as_f64();
+    assert_eq!((ts("a"), ts("b"), ts("q")), (Some(1.0), Some(3.5), Some(0.0)));
+    let events = array(field(&sb.json(&["read", "node-a", "--all"]), "recall"), "events").clone();
+    let times: Vec<(&str, f64)> =
+        events.iter().map(|e| (string(e, "text"), e["ts"].as_f64().unwrap())).collect();
+    assert_eq!(times, [("written at 7.5", 7.5), ("written at an unknown time", 1.0)]);
+    assert_eq!(field(&sb.json(&["core", "get", "node-a"]), "core")["task"], "tune the stencil");
+}
+
+#[test]
 fn files_that_are_not_python_store_databases_are_refused_untouched() {
     let sb = Sandbox::new();
     std::fs::write(sb.file("notes.txt"), "not a database at all, just some text\n".repeat(200)).unwrap();
@@ -248,12 +277,14 @@ fn files_that_are_not_python_store_databases_are_refused_untouched() {
     other.execute_batch("CREATE TABLE branches (id TEXT); CREATE TABLE things (x);").unwrap();
     drop(other);
     sb.ok(&["--db", "memctl.sqlite", "init"]);
+    std::fs::create_dir(sb.file("run")).unwrap();
 
     for (file, code, message) in [
         ("notes.txt", 6, "not a database of the Python memory store"),
         ("other.sqlite", 6, "table branches has no column parent_id"),
         ("memctl.sqlite", 6, "it is a memctl database already"),
         ("missing.sqlite", 3, "no such file"),
+        ("run", 1, "run: is a directory, not a database file"),
     ] {
         let before = std::fs::read(sb.file(file)).ok();
         let outcome = sb.run(&["--db", "new.sqlite", "import", "legacy", file]).text_error(code);
@@ -265,6 +296,13 @@ fn files_that_are_not_python_store_databases_are_refused_untouched() {
     json.json_error(6, "incompatible_db");
 
     copy_legacy(&sb, "tiny");
+    std::fs::copy(sb.file("legacy.sqlite"), sb.file("run/memory.sqlite")).unwrap();
+    let directory = sb.run(&["--db", "new.sqlite", "import", "legacy", "run"]).text_error(1);
+    assert!(
+        directory.stderr.contains("memctl import legacy run/memory.sqlite"),
+        "{}",
+        directory.transcript()
+    );
     let same = sb.run(&["--db", "legacy.sqlite", "import", "legacy", "legacy.sqlite"]).text_error(1);
     insta::assert_snapshot!("import_same_file", same.transcript());
 }

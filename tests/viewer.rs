@@ -637,3 +637,128 @@ fn the_page_matches_the_engine_on_an_imported_search() {
         assert!(!shown.summaries.is_empty() && !shown.excluded.is_empty(), "{name}: {shown:?}");
     }
 }
+
+/// Runs after the viewer's script in a copy of the page: types each of `QUERIES` (`[name,
+/// text]`, set before it) into the tree's search box and presses Enter, clears the search, then
+/// folds and unfolds subtrees, recording after each step which tree nodes are displayed, which
+/// match and which branch the view shows. The record goes into `<pre data-testid="probe">`.
+const PROBE: &str = r#"<script>
+(async () => {
+  const $ = (id) => document.getElementById(id);
+  const tree = $('tree');
+  const search = $('search');
+  const settle = () => new Promise((resolve) => setTimeout(resolve, 300));
+  const ids = (selector) => Array.from(tree.querySelectorAll(selector)).map((li) => li.dataset.branch);
+  const displayed = () => ids('li.tnode').filter((id) =>
+    tree.querySelector('li.tnode[data-branch="' + CSS.escape(id) + '"]').getClientRects().length > 0).sort();
+  const record = {};
+  try {
+    for (const [name, text] of QUERIES) {
+      search.value = text;
+      search.dispatchEvent(new Event('input'));
+      await settle();
+      record[name] = { displayed: displayed(), hits: ids('li.tnode.hit').sort(), count: $('search-count').textContent };
+      search.dispatchEvent(new KeyboardEvent('keydown', { key: 'Enter' }));
+      await settle();
+      record[name].selected = $('view').dataset.branch;
+    }
+    search.dispatchEvent(new KeyboardEvent('keydown', { key: 'Escape' }));
+    await settle();
+    record.cleared = displayed();
+    const fold = (id) => tree.querySelector('button[data-toggle="' + CSS.escape(id) + '"]').click();
+    fold('a');
+    record.folded_a = displayed();
+    fold('a');
+    record.unfolded_a = displayed();
+    fold('root');
+    record.folded_root = displayed();
+    $('collapse-all').click();
+    record.collapsed_all = displayed();
+    $('expand-all').click();
+    record.expanded_all = displayed();
+  } catch (error) {
+    record.error = String(error && error.stack || error);
+  }
+  const out = document.createElement('pre');
+  out.dataset.testid = 'probe';
+  out.textContent = JSON.stringify(record);
+  document.body.append(out);
+})();
+</script>"#;
+
+#[test]
+fn the_tree_search_and_fold_controls_work_in_chromium() {
+    let Some(chromium) = find_chromium() else {
+        assert!(std::env::var_os("CI").is_none(), "no Chromium: CI must run the viewer test");
+        eprintln!("NOTICE: viewer test skipped: no Chromium found (/usr/bin/chromium or chromium on PATH).");
+        return;
+    };
+    let tree = build();
+    let sb = &tree.sb;
+    let g = tree.g.as_str();
+    sb.ok(&["export", "html", "--out", "page.html"]);
+    let html = std::fs::read_to_string(sb.file("page.html")).unwrap();
+    // The generated id by its tail alone, in capitals: the search ignores case.
+    let g_tail = g[g.len() - 8..].to_uppercase();
+    let queries = serde_json::json!([["node_uid", "node-a"], ["id", "a1"], ["generated_id", g_tail]]);
+    let end = html.rfind("</body>").expect("end of body");
+    let probed =
+        format!("{}<script>const QUERIES = {queries};</script>{PROBE}{}", &html[..end], &html[end..]);
+    std::fs::write(sb.file("probe.html"), probed).unwrap();
+    let page = std::fs::canonicalize(sb.file("probe.html")).unwrap();
+    let dom = dump_dom(&chromium, &page, "root");
+    let record: Value = serde_json::from_str(&find_one(&dom, "probe").text()).expect("probe record");
+    assert!(record.get("error").is_none(), "the probe failed: {record}");
+    let list = |value: &Value| -> BTreeSet<String> {
+        value.as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_string()).collect()
+    };
+    let set = |items: &[&str]| -> BTreeSet<String> { items.iter().map(|s| s.to_string()).collect() };
+
+    // A search keeps the branches whose id or node_uid holds the text (any case) and their
+    // ancestors, nothing else; Enter selects a match. Generated ids are random hex, so which
+    // branches hold "a1" is worked out from the branch list.
+    let listed = sb.json(&["branch", "list"]);
+    let branches = array(&listed, "branches");
+    let parent_of = |id: &str| {
+        let branch = branches.iter().find(|b| string(b, "id") == id).unwrap();
+        opt_string(branch, "parent").map(str::to_string)
+    };
+    for (name, text, wanted) in
+        [("node_uid", "node-a", "a"), ("id", "a1", "a1"), ("generated_id", &g_tail, g)]
+    {
+        let text = text.to_lowercase();
+        let holds = |field: Option<&str>| field.is_some_and(|f| f.to_lowercase().contains(&text));
+        let hits: BTreeSet<String> = branches
+            .iter()
+            .filter(|b| holds(Some(string(b, "id"))) || holds(opt_string(b, "node_uid")))
+            .map(|b| string(b, "id").to_string())
+            .collect();
+        assert!(hits.contains(wanted), "{name}: {hits:?}");
+        let mut displayed = BTreeSet::new();
+        for hit in &hits {
+            let mut at = Some(hit.clone());
+            while let Some(id) = at {
+                at = parent_of(&id);
+                displayed.insert(id);
+            }
+        }
+        let step = &record[name];
+        assert_eq!(list(&step["hits"]), hits, "{name}: {step}");
+        assert_eq!(list(&step["displayed"]), displayed, "{name}: {step}");
+        let count = if hits.len() == 1 { "1 match".to_string() } else { format!("{} matches", hits.len()) };
+        assert_eq!(string(step, "count"), count, "{name}");
+        assert!(hits.contains(string(step, "selected")), "{name}: Enter shows a match's view: {step}");
+    }
+    assert_eq!(list(&record["node_uid"]["hits"]), set(&["a"]), "node-a is a's node_uid only");
+    assert_eq!(string(&record["node_uid"], "selected"), "a");
+    assert_eq!(list(&record["generated_id"]["displayed"]), set(&["root", "b", g]));
+    let all = set(&["root", "a", "a1", "b", g, "c"]);
+    assert_eq!(list(&record["cleared"]), all, "Escape clears the filter");
+    // Folding hides a node's descendants only, and unfolding brings them back.
+    assert_eq!(list(&record["folded_a"]), set(&["root", "a", "b", g, "c"]));
+    assert_eq!(list(&record["unfolded_a"]), all);
+    assert_eq!(list(&record["folded_root"]), set(&["root"]));
+    // Collapse all keeps the path to the selected branch (g) open.
+    assert_eq!(list(&record["collapsed_all"]), set(&["root", "a", "b", g, "c"]));
+    assert_eq!(list(&record["expanded_all"]), all);
+}

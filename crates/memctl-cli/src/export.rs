@@ -30,36 +30,43 @@ pub enum ExportCommand {
     Jsonl(JsonlArgs),
 }
 
+// Hard-wrapped to read well in an 80-column terminal.
 const PAPER_EXAMPLES: &str = "\
 Examples:
-  memctl export paper --branch node-42                       # writes ./final_memory_for_paper.{md,json}
+  # ./final_memory_for_paper.md and .json, from memory alone
+  memctl export paper --branch node-42
   memctl export paper --branch node-42 --artifacts best.json --out run/memory
-The sections follow the Python store's final_memory_for_paper.md: Executive Summary, Best Node
-Details, VLM Analysis & Visual Feedback, Top Nodes Comparison, Memory-Based Analysis (title
-candidates, abstract material, problem, hypothesis, method, setup, phase-0 info, results,
-ablations, failure-modes timeline, threats, reproducibility, narrative), Resources Used, Execution
-Feedback, Negative Results & Lessons Learned, Provenance Chain (root -> best). Without an LLM every
-section is filled from memory; --artifacts (the runner's JSON with best_node_data and
-top_nodes_data) fills the summary, best-node, VLM and top-nodes sections. With [summarizer]
-command set, each Memory-Based Analysis part is rewritten through the paper_section prompt (one
-cached call per part). The JSON holds every section plus the branch's whole view.";
+The sections follow the Python store's final_memory_for_paper.md: Executive
+Summary, Best Node Details, VLM Analysis & Visual Feedback, Top Nodes
+Comparison, Memory-Based Analysis (title candidates, abstract material,
+problem, hypothesis, method, setup, phase-0 info, results, ablations,
+failure-modes timeline, threats, reproducibility, narrative), Resources Used,
+Execution Feedback, Negative Results & Lessons Learned, Provenance Chain
+(root -> best). Without an LLM every section is filled from memory; --artifacts
+(the runner's JSON with best_node_data and top_nodes_data) fills the summary,
+best-node, VLM and top-nodes sections. With [summarizer] command set, each
+Memory-Based Analysis part with something recorded is rewritten through the
+paper_section prompt (one cached call per part). The JSON holds every section
+plus the branch's whole view.";
 
 const HTML_EXAMPLES: &str = "\
 Examples:
-  memctl export html                              # ./memory_database.html
+  memctl export html                    # ./memory_database.html
   memctl export html --out run/memory_database.html
-The page needs no network: open it in any browser. It draws the branch tree (search by id or
-node_uid, fold subtrees) and, for the branch you select, its view: core, recall timeline,
-summaries and excluded events, archival records (own rows marked apart from inherited ones), and
-the operations that wrote them. Open FILE#branch=ID to start at a branch.";
+  memctl export html --out - | gzip > memory_database.html.gz
+The page needs no network: open it in any browser. It draws the branch tree
+(search by id or node_uid, fold subtrees) and, for the branch you select, its
+view: core, recall timeline, summaries and excluded events, archival records
+(own rows marked apart from inherited ones), and the operations that wrote
+them. Open FILE#branch=ID to start at a branch.";
 
 const JSONL_EXAMPLES: &str = "\
 Examples:
   memctl export jsonl > memory_calls.jsonl
   memctl export jsonl --out run/memory_calls.jsonl
-One line per journal row, oldest first: {ts, op, layer, memory_type, branch_id, node_id, phase,
-run_id, details} as the Python store logged them (op names mapped, e.g. core.set -> mem_core_set),
-plus seq, actor and memctl_op.";
+One line per journal row, oldest first: {ts, op, layer, memory_type, branch_id,
+node_id, phase, run_id, details} as the Python store logged them (op names
+mapped, e.g. core.set -> mem_core_set), plus seq, actor and memctl_op.";
 
 #[derive(Debug, Args)]
 pub struct PaperArgs {
@@ -76,14 +83,14 @@ pub struct PaperArgs {
 
 #[derive(Debug, Args)]
 pub struct HtmlArgs {
-    /// Where to write the page
+    /// Where to write the page (- for stdout)
     #[arg(long, short, value_name = "FILE", default_value = "memory_database.html")]
     pub out: PathBuf,
 }
 
 #[derive(Debug, Args)]
 pub struct JsonlArgs {
-    /// Write to FILE instead of stdout
+    /// Write to FILE instead of stdout (- is stdout too)
     #[arg(long, short, value_name = "FILE")]
     pub out: Option<PathBuf>,
 }
@@ -121,6 +128,10 @@ fn html(ctx: &Context, args: HtmlArgs) -> anyhow::Result<()> {
     let store = ctx.open()?;
     let title =
         ctx.db.file_name().map_or_else(|| ctx.db.display().to_string(), |n| n.to_string_lossy().into());
+    // The page is the data; --json changes nothing here.
+    if is_stdout(&args.out) {
+        return write_stdout(viewer_page(&store, &title)?.0.as_bytes());
+    }
     let (bytes, branches) = write_viewer(&store, &title, &args.out)?;
     ctx.emit(json!({"out": args.out, "bytes": bytes, "branches": branches}), || {
         format!("Wrote {} ({bytes} bytes, {branches} branches)", args.out.display())
@@ -136,24 +147,31 @@ fn jsonl(ctx: &Context, args: JsonlArgs) -> anyhow::Result<()> {
         text += &serde_json::to_string(line)?;
         text.push('\n');
     }
-    match &args.out {
+    match args.out.as_deref().filter(|out| !is_stdout(out)) {
         Some(out) => {
             write_file(out, text.as_bytes())?;
             ctx.emit(json!({"out": out, "lines": lines.len()}), || {
                 format!("Wrote {} ({} lines)", out.display(), lines.len())
             });
+            Ok(())
         }
         // The lines are the data; --json changes nothing here.
-        None => {
-            let mut stdout = std::io::stdout().lock();
-            if let Err(e) = stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()) {
-                if e.kind() != std::io::ErrorKind::BrokenPipe {
-                    return Err(e.into());
-                }
-            }
-        }
+        None => write_stdout(text.as_bytes()),
     }
-    Ok(())
+}
+
+/// `-` names stdout, as everywhere in memctl.
+fn is_stdout(out: &Path) -> bool {
+    out.as_os_str() == "-"
+}
+
+/// Writes data to stdout; a reader that stops early (`| head`) is not an error.
+fn write_stdout(bytes: &[u8]) -> anyhow::Result<()> {
+    let mut stdout = std::io::stdout().lock();
+    match stdout.write_all(bytes).and_then(|()| stdout.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+        _ => Ok(()),
+    }
 }
 
 /// What [`write_paper`] wrote.
@@ -190,11 +208,16 @@ pub fn write_paper(
 
 /// Writes the HTML viewer of the whole database to `out`: its size in bytes and branch count.
 pub fn write_viewer(store: &Store, title: &str, out: &Path) -> anyhow::Result<(usize, usize)> {
-    let data = store.viewer_data(title)?;
-    let branches = data["branches"].as_array().map_or(0, Vec::len);
-    let page = viewer_html(&data);
+    let (page, branches) = viewer_page(store, title)?;
     write_file(out, page.as_bytes())?;
     Ok((page.len(), branches))
+}
+
+/// The HTML viewer of the whole database and its branch count.
+fn viewer_page(store: &Store, title: &str) -> anyhow::Result<(String, usize)> {
+    let data = store.viewer_data(title)?;
+    let branches = data["branches"].as_array().map_or(0, Vec::len);
+    Ok((viewer_html(&data), branches))
 }
 
 /// Writes a whole file through a temporary sibling, so a reader never sees half of it.

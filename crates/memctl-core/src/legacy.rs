@@ -4,9 +4,11 @@
 //! Branches are created parents first and each branch's rows are written before its children are
 //! forked, so every child sees everything its ancestors ever wrote (the Python store's end-of-run
 //! view); where two ancestors wrote one core key, the nearest wins (SPEC §2). Rows keep their
-//! original timestamps. The Python store did not inherit exclusions and summaries, so each level
-//! re-summarised its ancestors' events: an exclusion of an event an ancestor already excluded is
-//! dropped, and a summary that covers all the events of a visible summary of its kind folds it in.
+//! original timestamps; one missing or not a number becomes its branch's creation time (a
+//! branch's own, its parent's) and is reported. The Python store did not inherit exclusions and
+//! summaries, so each level re-summarised its ancestors' events: an exclusion of an event an
+//! ancestor already excluded is dropped, and a summary that covers all the events of a visible
+//! summary of its kind folds it in.
 
 use crate::archival::ArchivalWrite;
 use crate::branch::{validate_branch_id, Branch};
@@ -15,6 +17,7 @@ use crate::error::{Error, Result};
 use crate::recall::normalize_tags;
 use crate::store::{Store, Tx};
 use crate::view;
+use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OpenFlags};
 use serde::Serialize;
 use serde_json::Value;
@@ -71,15 +74,17 @@ struct LegacyBranch {
     id: String,
     parent: Option<String>,
     node_uid: Option<String>,
-    created_at: f64,
+    /// None when missing or not a number.
+    created_at: Option<f64>,
 }
 
-/// One row of a legacy branch, in the order it is written.
+/// One row of a legacy branch, in the order it is written. An exclusion's `event_id` is None when
+/// the column holds no integer.
 enum LegacyRow {
-    Core { key: String, value: String, importance: Option<i64>, ttl: Option<String> },
+    Core { key: String, value: Option<String>, importance: Option<i64>, ttl: Option<String> },
     Event { id: i64, kind: String, text: String, tags: Option<String> },
     Archival { text: String, tags: Option<String> },
-    Exclusion { event_id: i64 },
+    Exclusion { event_id: Option<i64> },
     Summary { kind: String, text: String, event_ids: Option<String> },
 }
 
@@ -108,8 +113,8 @@ impl LegacyRow {
 pub struct LegacyDatabase {
     source: PathBuf,
     branches: Vec<LegacyBranch>,
-    /// Per branch id: (timestamp, legacy id, row), unsorted.
-    rows: HashMap<String, Vec<(f64, i64, LegacyRow)>>,
+    /// Per branch id: (timestamp if readable, legacy id, row), unsorted.
+    rows: HashMap<String, Vec<(Option<f64>, i64, LegacyRow)>>,
 }
 
 #[derive(Default)]
@@ -164,8 +169,16 @@ impl Tx<'_> {
         let mut event_ids: HashMap<i64, i64> = HashMap::new();
         for index in order {
             let branch = &legacy.branches[index];
-            self.set_now(branch.created_at);
             let parent = branch.parent.as_deref().and_then(|p| created.get(p));
+            // No branch is older than its parent: the nearest time known to be on its side.
+            let created_at = branch.created_at.unwrap_or_else(|| {
+                tally.adjust(
+                    "branches",
+                    "created_at missing or not a number: its parent's creation time used (0 for a root)",
+                );
+                parent.map_or(0.0, |p| p.created_at)
+            });
+            self.set_now(created_at);
             let outcome = self.create_branch(parent, &branch.id)?;
             if !outcome.created {
                 return Err(Error::conflict(format!(
@@ -182,7 +195,22 @@ impl Tx<'_> {
                     tally.adjust("branches", "node_uid invalid or taken by another branch: dropped");
                 }
             }
-            let mut rows = legacy.rows.remove(&branch.id).unwrap_or_default();
+            let mut rows: Vec<(f64, i64, LegacyRow)> = legacy
+                .rows
+                .remove(&branch.id)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(ts, id, row)| {
+                    let ts = ts.unwrap_or_else(|| {
+                        tally.adjust(
+                            row.table(),
+                            "timestamp missing or not a number: its branch's creation time used",
+                        );
+                        created_at
+                    });
+                    (ts, id, row)
+                })
+                .collect();
             rows.sort_by(|a, b| (a.2.rank(), a.0, a.1).partial_cmp(&(b.2.rank(), b.0, b.1)).unwrap());
             self.import_rows(&branch.id, rows, &mut event_ids, &mut tally)?;
             created.insert(&branch.id, self.branch(&branch.id)?);
@@ -218,6 +246,10 @@ impl Tx<'_> {
             self.set_now(ts);
             match row {
                 LegacyRow::Core { key, value, importance, ttl } => {
+                    let Some(value) = value else {
+                        tally.skip("core_kv", "value is NULL");
+                        continue;
+                    };
                     if validate_key(&key).is_err() {
                         tally.skip("core_kv", "invalid key");
                         continue;
@@ -269,6 +301,10 @@ impl Tx<'_> {
                     }
                 }
                 LegacyRow::Exclusion { event_id } => {
+                    let Some(event_id) = event_id else {
+                        tally.skip("inherited_exclusions", "excluded_event_id not a number");
+                        continue;
+                    };
                     let Some(&id) = event_ids.get(&event_id) else {
                         tally.skip("inherited_exclusions", "event deleted or not imported");
                         continue;
@@ -387,6 +423,17 @@ fn tree_order(branches: &[LegacyBranch], tally: &mut Tally) -> Vec<usize> {
 /// Opens the legacy file read-only. Without a `-wal` file beside it, it is opened immutable so
 /// that reading it creates no `-wal`/`-shm` files; with one, SQLite must read the WAL too.
 fn open_legacy(source: &Path) -> Result<Connection> {
+    if source.is_dir() {
+        let inside = source.join("memory.sqlite");
+        let error = Error::invalid(format!("{}: is a directory, not a database file", source.display()));
+        return Err(if inside.is_file() {
+            error.with_hint(format!("import the database in it: memctl import legacy {}", inside.display()))
+        } else {
+            error.with_hint(
+                "give the memory.sqlite file the Python store wrote, e.g. run/memory/memory.sqlite",
+            )
+        });
+    }
     if !source.is_file() {
         return Err(Error::not_found(format!("{}: no such file", source.display())));
     }
@@ -455,90 +502,104 @@ fn read_legacy(source: &Path) -> Result<LegacyDatabase> {
     let conn = open_legacy(source)?;
     let optional = check_schema(&conn, source)?;
     let mut branches = Vec::new();
-    let mut stmt =
-        conn.prepare("SELECT id, parent_id, node_uid, coalesce(created_at, 0) FROM branches ORDER BY rowid")?;
-    let mut rows = stmt.query([])?;
+    query_each(
+        &conn,
+        source,
+        "branches",
+        "SELECT id, parent_id, node_uid, created_at FROM branches ORDER BY rowid",
+        |row| {
+            branches.push(LegacyBranch {
+                id: text(row, 0)?,
+                parent: optional_text(row, 1)?,
+                node_uid: optional_text(row, 2)?,
+                created_at: timestamp(row, 3)?,
+            });
+            Ok(())
+        },
+    )?;
     let mut seen = HashSet::new();
-    while let Some(row) = rows.next()? {
-        let id: String = row.get(0)?;
-        if !seen.insert(id.clone()) || validate_branch_id(&id, "branch id").is_err() {
-            return Err(not_legacy(
-                source,
-                &format!("branch id {id:?} is duplicated or not usable as a memctl id"),
-            ));
-        }
-        branches.push(LegacyBranch {
-            id,
-            parent: row.get(1)?,
-            node_uid: row.get(2)?,
-            created_at: row.get::<_, Option<f64>>(3)?.unwrap_or(0.0),
-        });
+    if let Some(bad) =
+        branches.iter().find(|b| !seen.insert(&b.id) || validate_branch_id(&b.id, "branch id").is_err())
+    {
+        return Err(not_legacy(
+            source,
+            &format!("branch id {:?} is duplicated or not usable as a memctl id", bad.id),
+        ));
     }
-    drop(rows);
-    drop(stmt);
 
     let mut legacy = LegacyDatabase { source: source.to_path_buf(), branches, rows: HashMap::new() };
-    let mut push = |branch: String, ts: f64, id: i64, row: LegacyRow| {
-        legacy.rows.entry(branch).or_default().push((ts, id, row));
+    let mut push = |row: &rusqlite::Row<'_>, legacy_row: LegacyRow| -> rusqlite::Result<()> {
+        let ts = timestamp(row, 1)?;
+        let id = row.get(2)?;
+        legacy.rows.entry(text(row, 0)?).or_default().push((ts, id, legacy_row));
+        Ok(())
     };
+    // Every query reads the branch id, the timestamp and the legacy id first.
     let core_sql = if optional.contains("core_meta") {
-        "SELECT k.branch_id, coalesce(k.updated_at, 0), k.rowid, k.key, k.value, m.importance, m.ttl
-         FROM core_kv k LEFT JOIN core_meta m ON m.branch_id = k.branch_id AND m.key = k.key
-         WHERE k.value IS NOT NULL"
+        "SELECT k.branch_id, k.updated_at, k.rowid, k.key, k.value, m.importance, m.ttl
+         FROM core_kv k LEFT JOIN core_meta m ON m.branch_id = k.branch_id AND m.key = k.key"
     } else {
-        "SELECT branch_id, coalesce(updated_at, 0), rowid, key, value, NULL, NULL FROM core_kv
-         WHERE value IS NOT NULL"
+        "SELECT branch_id, updated_at, rowid, key, value, NULL, NULL FROM core_kv"
     };
-    query_each(&conn, core_sql, |r| {
+    query_each(&conn, source, "core_kv", core_sql, |r| {
         let row = LegacyRow::Core {
-            key: r.get(3)?,
-            value: text(r, 4)?,
+            key: text(r, 3)?,
+            value: optional_text(r, 4)?,
             importance: r.get::<_, Option<i64>>(5).unwrap_or(None),
-            ttl: r.get::<_, Option<String>>(6).unwrap_or(None),
+            ttl: optional_text(r, 6)?,
         };
-        push(r.get(0)?, r.get(1)?, r.get(2)?, row);
-        Ok(())
+        push(r, row)
     })?;
-    query_each(&conn, "SELECT branch_id, coalesce(created_at, 0), id, kind, text, tags FROM events", |r| {
-        let row = LegacyRow::Event {
-            id: r.get(2)?,
-            kind: text(r, 3)?,
-            text: text(r, 4)?,
-            tags: r.get::<_, Option<String>>(5).unwrap_or(None),
-        };
-        push(r.get(0)?, r.get(1)?, r.get(2)?, row);
-        Ok(())
-    })?;
-    query_each(&conn, "SELECT branch_id, coalesce(created_at, 0), id, text, tags FROM archival", |r| {
-        let row =
-            LegacyRow::Archival { text: text(r, 3)?, tags: r.get::<_, Option<String>>(4).unwrap_or(None) };
-        push(r.get(0)?, r.get(1)?, r.get(2)?, row);
-        Ok(())
-    })?;
+    query_each(
+        &conn,
+        source,
+        "events",
+        "SELECT branch_id, created_at, id, kind, text, tags FROM events",
+        |r| {
+            let row = LegacyRow::Event {
+                id: r.get(2)?,
+                kind: text(r, 3)?,
+                text: text(r, 4)?,
+                tags: optional_text(r, 5)?,
+            };
+            push(r, row)
+        },
+    )?;
+    query_each(
+        &conn,
+        source,
+        "archival",
+        "SELECT branch_id, created_at, id, text, tags FROM archival",
+        |r| push(r, LegacyRow::Archival { text: text(r, 3)?, tags: optional_text(r, 4)? }),
+    )?;
     if optional.contains("inherited_exclusions") {
         query_each(
             &conn,
-            "SELECT branch_id, coalesce(excluded_at, 0), excluded_event_id, excluded_event_id
-             FROM inherited_exclusions",
+            source,
+            "inherited_exclusions",
+            "SELECT branch_id, excluded_at, rowid, excluded_event_id FROM inherited_exclusions",
             |r| {
-                push(r.get(0)?, r.get(1)?, r.get(2)?, LegacyRow::Exclusion { event_id: r.get(3)? });
-                Ok(())
+                let event_id = match r.get_ref(3)? {
+                    ValueRef::Integer(id) => Some(id),
+                    _ => None,
+                };
+                push(r, LegacyRow::Exclusion { event_id })
             },
         )?;
     }
     if optional.contains("inherited_summaries") {
         query_each(
             &conn,
-            "SELECT branch_id, coalesce(created_at, 0), id, kind, summary_text, summarized_event_ids
-             FROM inherited_summaries",
+            source,
+            "inherited_summaries",
+            "SELECT branch_id, created_at, id, kind, summary_text, summarized_event_ids FROM inherited_summaries",
             |r| {
                 let row = LegacyRow::Summary {
-                    kind: r.get::<_, Option<String>>(3)?.unwrap_or_else(|| "event".into()),
+                    kind: optional_text(r, 3)?.unwrap_or_else(|| "event".into()),
                     text: text(r, 4)?,
-                    event_ids: r.get::<_, Option<String>>(5).unwrap_or(None),
+                    event_ids: optional_text(r, 5)?,
                 };
-                push(r.get(0)?, r.get(1)?, r.get(2)?, row);
-                Ok(())
+                push(r, row)
             },
         )?;
     }
@@ -546,26 +607,45 @@ fn read_legacy(source: &Path) -> Result<LegacyDatabase> {
 }
 
 /// A text column that may hold NULL or, from a careless writer, a number.
-fn text(row: &rusqlite::Row<'_>, index: usize) -> rusqlite::Result<String> {
+fn optional_text(row: &rusqlite::Row<'_>, index: usize) -> rusqlite::Result<Option<String>> {
     Ok(match row.get_ref(index)? {
-        rusqlite::types::ValueRef::Null => String::new(),
-        rusqlite::types::ValueRef::Text(t) | rusqlite::types::ValueRef::Blob(t) => {
-            String::from_utf8_lossy(t).into()
-        }
-        rusqlite::types::ValueRef::Integer(i) => i.to_string(),
-        rusqlite::types::ValueRef::Real(f) => f.to_string(),
+        ValueRef::Null => None,
+        ValueRef::Text(t) | ValueRef::Blob(t) => Some(String::from_utf8_lossy(t).into()),
+        ValueRef::Integer(i) => Some(i.to_string()),
+        ValueRef::Real(f) => Some(f.to_string()),
     })
 }
 
+/// [`optional_text`] with NULL read as empty.
+fn text(row: &rusqlite::Row<'_>, index: usize) -> rusqlite::Result<String> {
+    Ok(optional_text(row, index)?.unwrap_or_default())
+}
+
+/// A timestamp column (float epoch seconds): a number, or text holding one; None otherwise.
+fn timestamp(row: &rusqlite::Row<'_>, index: usize) -> rusqlite::Result<Option<f64>> {
+    let ts = match row.get_ref(index)? {
+        ValueRef::Integer(i) => Some(i as f64),
+        ValueRef::Real(f) => Some(f),
+        ValueRef::Text(t) => std::str::from_utf8(t).ok().and_then(|t| t.trim().parse().ok()),
+        ValueRef::Null | ValueRef::Blob(_) => None,
+    };
+    Ok(ts.filter(|ts: &f64| ts.is_finite()))
+}
+
+/// Runs `sql` on the legacy file and hands each row to `each`. The readers above take any value
+/// SQLite may hold; what still fails (an id that is no integer) is an `incompatible_db` error
+/// naming the table and the column.
 fn query_each(
     conn: &Connection,
+    source: &Path,
+    table: &str,
     sql: &str,
     mut each: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<()>,
 ) -> Result<()> {
     let mut stmt = conn.prepare(sql)?;
     let mut rows = stmt.query([])?;
     while let Some(row) = rows.next()? {
-        each(row)?;
+        each(row).map_err(|e| not_legacy(source, &format!("table {table}: a row cannot be read ({e})")))?;
     }
     Ok(())
 }

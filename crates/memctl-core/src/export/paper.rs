@@ -4,8 +4,10 @@
 //! Every section is filled from memory without an LLM: the idea markdown in archival (`IDEA_MD`,
 //! `ROOT_IDEA`), core facts, result, metric and error events along the best path, and the
 //! runner's artifacts index when one is given. With a summarizer configured, each memory-based
-//! section is rewritten through the `paper_section` prompt from that material (one cached call
-//! per section); on failure the deterministic text stays and a warning says so.
+//! section with something recorded is rewritten through the `paper_section` prompt from that
+//! material (one cached call per section); a section with nothing recorded keeps its note, so
+//! the LLM has nothing to invent from. On failure the deterministic text stays and a warning
+//! says so.
 
 use crate::archival::Record;
 use crate::branch::Branch;
@@ -47,7 +49,8 @@ pub struct PaperSection {
     pub level: u8,
     /// Markdown body.
     pub text: String,
-    /// `memory`, `artifacts`, or `summarizer` (rewritten by the configured command).
+    /// `memory`, `artifacts`, `summarizer` (rewritten by the configured command), or `none`
+    /// (no artifacts given for an artifacts-only section: the text is a note saying so).
     pub source: &'static str,
 }
 
@@ -112,33 +115,31 @@ impl Store {
         let mut provenance = self.path(branch)?.branches().to_vec();
         provenance.reverse();
         let material = Material::new(&view, &provenance);
-        let none = Artifacts::default();
-        let artifacts = artifacts.unwrap_or(&none);
+        let best = artifacts.and_then(|a| a.best.as_ref());
 
         let mut sections = Vec::new();
         let mut add = |key: &str, heading: &str, level: u8, text: String, source: &'static str| {
             sections.push(PaperSection { key: key.into(), heading: heading.into(), level, text, source });
         };
-        let (summary, source) = match &artifacts.best {
+        let (summary, source) = match best {
             Some(best) => (executive_from_artifacts(best, &material), "artifacts"),
             None => (material.executive_summary(), "memory"),
         };
         add("executive_summary", "Executive Summary", 2, summary, source);
-        let (details, source) = match &artifacts.best {
+        let (details, source) = match best {
             Some(best) => (best_node_details(best), "artifacts"),
             None => (material.best_node_from_memory(), "memory"),
         };
         add("best_node_details", "Best Node Details", 2, details, source);
-        add("vlm_analysis", "VLM Analysis & Visual Feedback", 2, vlm_section(artifacts), "artifacts");
-        add("top_nodes_comparison", "Top Nodes Comparison", 2, top_nodes(artifacts), "artifacts");
+        let from_artifacts = if artifacts.is_some() { "artifacts" } else { "none" };
+        add("vlm_analysis", "VLM Analysis & Visual Feedback", 2, vlm_section(artifacts), from_artifacts);
+        add("top_nodes_comparison", "Top Nodes Comparison", 2, top_nodes(artifacts), from_artifacts);
         add("memory_based_analysis", "Memory-Based Analysis", 2, String::new(), "memory");
         for (key, heading) in MEMORY_SECTIONS {
             add(key, heading, 3, material.memory_section(key), "memory");
         }
         add("resources_used", "Resources Used", 2, material.resources(), "memory");
-        let feedback = artifacts
-            .best
-            .as_ref()
+        let feedback = best
             .and_then(|b| text_of(b.get("exec_time_feedback")?))
             .map(|t| (t, "artifacts"))
             .unwrap_or_else(|| (material.execution_feedback(), "memory"));
@@ -153,7 +154,8 @@ impl Store {
         add("provenance_chain", "Provenance Chain", 2, material.provenance(), "memory");
 
         let mut warnings = Vec::new();
-        for section in sections.iter_mut().filter(|s| s.level == 3) {
+        // A section with nothing recorded keeps its note: an LLM given no material would invent.
+        for section in sections.iter_mut().filter(|s| s.level == 3 && s.text != NOT_RECORDED) {
             let request = Request::new(
                 Task::PaperSection,
                 section.text.clone(),
@@ -171,6 +173,11 @@ impl Store {
                 }
                 Answer::None => {}
             }
+        }
+        // Whatever went in (idea markdown, artifacts, an LLM's answer), no section may leave a
+        // code fence open over the headings after it.
+        for section in &mut sections {
+            section.text = close_fence(&section.text);
         }
         Ok(PaperMemory {
             branch: view.branch.id.clone(),
@@ -487,14 +494,25 @@ impl<'v> Material<'v> {
         or_none_listed(lines)
     }
 
-    fn failure_timeline(&self) -> String {
-        let mut lines: Vec<String> =
+    /// The failures on the best path, for the timeline and the negative results alike: the
+    /// visible failure events, oldest first, then the summaries that stand in for the failure
+    /// events consolidation hid.
+    fn failures(&self) -> Vec<String> {
+        let mut parts = Vec::new();
+        let events: Vec<String> =
             self.events_where(|e| is_failure(&e.kind)).iter().map(|e| self.dated(e)).collect();
+        if !events.is_empty() {
+            parts.push(events.join("\n"));
+        }
         let earlier = self.summaries_where(is_failure);
         if !earlier.is_empty() {
-            lines.push(format!("Earlier failures (consolidated):\n{}", earlier.join("\n")));
+            parts.push(format!("Earlier failures (consolidated):\n{}", earlier.join("\n")));
         }
-        or_none_listed(lines)
+        parts
+    }
+
+    fn failure_timeline(&self) -> String {
+        or_not_recorded(self.failures())
     }
 
     fn threats(&self) -> String {
@@ -587,10 +605,9 @@ impl<'v> Material<'v> {
         if !negative.is_empty() {
             parts.push(format!("Runs that produced no valid result:\n{}", negative.join("\n")));
         }
-        let failures: Vec<String> =
-            self.events_where(|e| is_failure(&e.kind)).iter().map(|e| self.dated(e)).collect();
+        let failures = self.failures();
         if !failures.is_empty() {
-            parts.push(format!("What failed:\n{}", failures.join("\n")));
+            parts.push(format!("What failed:\n{}", failures.join("\n\n")));
         }
         let lessons: Vec<String> = self
             .events_where(|e| e.kind == "discovery" || e.kind == "llm_insight")
@@ -628,7 +645,7 @@ fn executive_from_artifacts(best: &Value, material: &Material<'_>) -> String {
     let id = best.get("id").and_then(text_of).unwrap_or_else(|| "(unknown)".into());
     lines.push(format!(
         "Best node `{id}`{}.",
-        best.get("metric").map(metric_text).map(|m| format!(": {m}")).unwrap_or_default()
+        best.get("metric").and_then(metric_text).map(|m| format!(": {m}")).unwrap_or_default()
     ));
     if let Some(analysis) = best.get("analysis").and_then(text_of) {
         lines.push(String::new());
@@ -660,105 +677,254 @@ fn best_node_details(best: &Value) -> String {
         "plot_paths",
         "phase_artifacts",
     ] {
-        let Some(value) = best.get(key).filter(|v| !v.is_null()) else { continue };
-        let text = if key == "metric" { metric_text(value) } else { text_of(value).unwrap_or_default() };
-        if text.contains('\n') {
-            lines.push(format!("- **{key}**:\n\n{}\n", indent(&text)));
-        } else if !text.is_empty() {
-            lines.push(format!("- **{key}**: {text}"));
+        let Some(value) = best.get(key) else { continue };
+        let text = if key == "metric" { metric_text(value) } else { text_of(value) };
+        match text {
+            Some(text) if text.contains('\n') => lines.push(format!("- **{key}**:\n\n{}\n", indent(&text))),
+            Some(text) => lines.push(format!("- **{key}**: {text}")),
+            None => {}
         }
     }
-    if let Some(code) = best.get("code").and_then(Value::as_str).filter(|c| !c.trim().is_empty()) {
-        lines.push(format!("\n```\n{}\n```", code.trim_end()));
+    if let Some(code) = best.get("code").and_then(text_of) {
+        let fence = code_fence(&code);
+        lines.push(format!("\n{fence}\n{}\n{fence}", code.trim_end()));
     }
     or_none_listed(lines)
 }
 
-fn vlm_section(artifacts: &Artifacts) -> String {
-    let Some(best) = &artifacts.best else { return NO_ARTIFACTS.into() };
-    let mut lines = Vec::new();
-    match best.get("vlm_feedback_summary") {
-        Some(Value::Array(items)) => lines.extend(items.iter().filter_map(text_of).map(|t| bullet(&t))),
-        Some(value) => lines.extend(text_of(value).filter(|t| !t.trim().is_empty())),
-        None => {}
-    }
+fn vlm_section(artifacts: Option<&Artifacts>) -> String {
+    let Some(artifacts) = artifacts else { return NO_ARTIFACTS.into() };
+    let Some(best) = &artifacts.best else { return "_No best_node_data in the artifacts._".into() };
+    let mut parts: Vec<String> =
+        best.get("vlm_feedback_summary").and_then(bullets_or_text).into_iter().collect();
     match best.get("plot_analyses") {
-        Some(Value::Array(items)) if !items.is_empty() => {
-            lines.push("Plot analyses:".into());
-            lines.extend(items.iter().filter_map(text_of).map(|t| bullet(&t)));
+        Some(Value::Array(items)) => {
+            let lines: Vec<String> =
+                items.iter().filter_map(plot_analysis_text).map(|t| bullet(&t)).collect();
+            if !lines.is_empty() {
+                parts.push(format!("Plot analyses:\n{}", lines.join("\n")));
+            }
         }
-        Some(value) => lines.extend(text_of(value).filter(|t| !t.trim().is_empty())),
+        Some(value) => parts.extend(text_of(value)),
         None => {}
     }
-    if lines.is_empty() {
+    if parts.is_empty() {
         "_No visual feedback in the artifacts._".into()
     } else {
-        lines.join("\n")
+        parts.join("\n\n")
     }
 }
 
-fn top_nodes(artifacts: &Artifacts) -> String {
+fn top_nodes(artifacts: Option<&Artifacts>) -> String {
+    let Some(artifacts) = artifacts else { return NO_ARTIFACTS.into() };
     if artifacts.top.is_empty() {
-        return if artifacts.best.is_some() {
-            "_No top_nodes_data in the artifacts._".into()
-        } else {
-            NO_ARTIFACTS.into()
-        };
+        return "_No top_nodes_data in the artifacts._".into();
     }
-    let cell = |v: Option<&Value>, max: usize| {
-        let text = v.and_then(text_of).map(|t| one_line(&t)).unwrap_or_default();
-        excerpt(&text, max).replace('|', "\\|")
-    };
-    let mut lines =
-        vec!["| # | node | metric | plan | analysis |".to_string(), "|---|---|---|---|---|".to_string()];
+    let cell = |text: Option<String>, max: usize| excerpt(&text.unwrap_or_default(), max).replace('|', "\\|");
+    let mut lines = vec![
+        "| # | node | metric | plan | analysis | visual feedback |".to_string(),
+        "|---|---|---|---|---|---|".to_string(),
+    ];
     for (i, node) in artifacts.top.iter().enumerate() {
-        let metric = node.get("metric").map(metric_text).unwrap_or_default().replace('|', "\\|");
         lines.push(format!(
-            "| {} | {} | {metric} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} |",
             i + 1,
-            cell(node.get("id"), 40),
-            cell(node.get("plan"), 160),
-            cell(node.get("analysis"), 160)
+            cell(node.get("id").and_then(inline), 40),
+            // The metric is what the table compares: never cut.
+            cell(node.get("metric").and_then(metric_text), usize::MAX),
+            cell(node.get("plan").and_then(inline), 160),
+            cell(node.get("analysis").and_then(inline), 160),
+            cell(node.get("vlm_feedback_summary").and_then(inline), 160)
         ));
     }
     lines.join("\n")
 }
 
-/// A metric as the runner writes it: `{value, name}`, a number, or a nested object.
-fn metric_text(metric: &Value) -> String {
-    match metric {
-        Value::Object(m) if m.contains_key("value") => {
-            let value =
-                m.get("value").map(|v| text_of(v).unwrap_or_else(|| v.to_string())).unwrap_or_default();
-            match m.get("name").and_then(Value::as_str) {
-                Some(name) => format!("{name} = {value}"),
-                None => value,
-            }
-        }
-        Value::Null => String::new(),
-        other => text_of(other).unwrap_or_else(|| other.to_string()),
+/// A metric as the runner writes it: `{value, name}` where the value is a number or the nested
+/// per-metric object, that nested object alone, or a bare value.
+fn metric_text(metric: &Value) -> Option<String> {
+    let Value::Object(fields) = metric else { return text_of(metric) };
+    if let Some(names) = fields.get("metric_names") {
+        return metric_names_text(names);
+    }
+    let Some(value) = fields.get("value") else { return text_of(metric) };
+    if value.get("metric_names").is_some() {
+        // The nested object names its metrics itself.
+        return metric_text(value);
+    }
+    let value = text_of(value)?;
+    Some(match fields.get("name").and_then(text_of) {
+        Some(name) => format!("{name} = {value}"),
+        None => value,
+    })
+}
+
+/// The runner's nested metric, `[{metric_name, lower_is_better, data: [{dataset_name,
+/// final_value, best_value}]}]`, as `name (lower is better): final X (best Y) on DATASET`, one
+/// part per metric; what does not read that way stays JSON rather than being lost.
+fn metric_names_text(names: &Value) -> Option<String> {
+    let Value::Array(metrics) = names else { return text_of(names) };
+    let readable: Option<Vec<String>> = metrics
+        .iter()
+        .map(|metric| {
+            let name = metric.get("metric_name").and_then(text_of)?;
+            let direction = match metric.get("lower_is_better").and_then(Value::as_bool) {
+                Some(true) => " (lower is better)",
+                Some(false) => " (higher is better)",
+                None => "",
+            };
+            let values: Vec<String> =
+                metric.get("data")?.as_array()?.iter().filter_map(dataset_value).collect();
+            (!values.is_empty()).then(|| format!("{name}{direction}: {}", values.join(", ")))
+        })
+        .collect();
+    match readable {
+        Some(parts) if !parts.is_empty() => Some(parts.join("; ")),
+        _ if metrics.is_empty() => None,
+        _ => Some(names.to_string()),
     }
 }
 
-/// A JSON value as text: strings as they are, lists one item per line, the rest as JSON.
+/// One dataset's entry of a nested metric: `final X (best Y) on DATASET`.
+fn dataset_value(data: &Value) -> Option<String> {
+    let value = match (data.get("final_value").and_then(text_of), data.get("best_value").and_then(text_of)) {
+        (Some(last), Some(best)) => format!("final {last} (best {best})"),
+        (Some(last), None) => format!("final {last}"),
+        (None, Some(best)) => format!("best {best}"),
+        (None, None) => return None,
+    };
+    Some(match data.get("dataset_name").and_then(text_of) {
+        Some(dataset) => format!("{value} on {dataset}"),
+        None => value,
+    })
+}
+
+/// One of the runner's plot analyses: a text, or `{plot_path, analysis}`.
+fn plot_analysis_text(item: &Value) -> Option<String> {
+    let analysis = item.get("analysis").and_then(text_of);
+    match (item.get("plot_path").and_then(text_of), analysis) {
+        (Some(path), Some(analysis)) => Some(format!("`{path}`: {analysis}")),
+        (None, Some(analysis)) => Some(analysis),
+        _ => text_of(item),
+    }
+}
+
+/// A JSON value as text: strings as they are, lists one item per line, the rest as JSON. Empty
+/// or blank strings, empty lists and objects are absent, as runners write them for "nothing".
 fn text_of(value: &Value) -> Option<String> {
     match value {
         Value::Null => None,
-        Value::String(s) => Some(s.clone()),
-        Value::Array(items) => Some(items.iter().filter_map(text_of).collect::<Vec<_>>().join("\n")),
+        Value::String(s) => (!s.trim().is_empty()).then(|| s.clone()),
+        Value::Array(items) => {
+            let lines: Vec<String> = items.iter().filter_map(text_of).collect();
+            (!lines.is_empty()).then(|| lines.join("\n"))
+        }
+        Value::Object(fields) if fields.is_empty() => None,
         other => Some(other.to_string()),
     }
 }
 
+/// A list as bullets, anything else as its text.
+fn bullets_or_text(value: &Value) -> Option<String> {
+    match value {
+        Value::Array(items) => {
+            let lines: Vec<String> = items.iter().filter_map(text_of).map(|t| bullet(&t)).collect();
+            (!lines.is_empty()).then(|| lines.join("\n"))
+        }
+        other => text_of(other),
+    }
+}
+
+/// A value on one line, list items separated by `; `.
+fn inline(value: &Value) -> Option<String> {
+    match value {
+        Value::Array(items) => {
+            let parts: Vec<String> = items.iter().filter_map(text_of).map(|t| one_line(&t)).collect();
+            (!parts.is_empty()).then(|| parts.join("; "))
+        }
+        other => text_of(other).map(|t| one_line(&t)),
+    }
+}
+
+/// A fence longer than any run of backticks in `code`, so no line of the code can close it.
+fn code_fence(code: &str) -> String {
+    let longest = code.split(|c| c != '`').map(str::len).max().unwrap_or(0);
+    "`".repeat(longest.max(2) + 1)
+}
+
+/// Fenced code blocks of markdown read line by line (CommonMark: a run of 3+ backticks or
+/// tildes opens one; a run of the same character at least as long, alone on its line, closes it).
+#[derive(Default)]
+struct Fences {
+    /// The open fence's character and length.
+    open: Option<(char, usize)>,
+}
+
+impl Fences {
+    /// Reads the next line; true when it opens, closes or is inside a fenced block.
+    fn read(&mut self, line: &str) -> bool {
+        let rest = line.trim_start_matches(' ');
+        if line.len() - rest.len() > 3 {
+            return self.open.is_some();
+        }
+        let run = |c: char| rest.len() - rest.trim_start_matches(c).len();
+        match self.open {
+            Some((c, n)) => {
+                if run(c) >= n && rest.trim_start_matches(c).trim().is_empty() {
+                    self.open = None;
+                }
+                true
+            }
+            None => {
+                let opened = ['`', '~'].into_iter().map(|c| (c, run(c))).find(|&(c, n)| {
+                    // A backtick fence's info string may not hold backticks (that is inline code).
+                    n >= 3 && !(c == '`' && rest[n..].contains('`'))
+                });
+                self.open = opened;
+                opened.is_some()
+            }
+        }
+    }
+
+    /// The line that closes the open fence, if one is open.
+    fn closing(&self) -> Option<String> {
+        self.open.map(|(c, n)| c.to_string().repeat(n))
+    }
+}
+
+/// `text` with a fence it leaves open closed at its end.
+fn close_fence(text: &str) -> String {
+    let mut fences = Fences::default();
+    for line in text.lines() {
+        fences.read(line);
+    }
+    match fences.closing() {
+        Some(closing) => format!("{}\n{closing}", text.trim_end()),
+        None => text.to_string(),
+    }
+}
+
+/// `# ` and `## ` headings with the text under each; lines in fenced code are never headings,
+/// and a fence the document leaves open is closed at the end of its section.
 fn markdown_sections(text: &str) -> Vec<(String, String)> {
     let mut sections: Vec<(String, String)> = Vec::new();
+    let mut fences = Fences::default();
     for line in text.lines() {
-        if let Some(heading) = line.strip_prefix("## ").or_else(|| line.strip_prefix("# ")) {
+        let heading = if fences.read(line) {
+            None
+        } else {
+            line.strip_prefix("## ").or_else(|| line.strip_prefix("# "))
+        };
+        if let Some(heading) = heading {
             sections.push((heading.trim().to_string(), String::new()));
         } else if let Some((_, body)) = sections.last_mut() {
             body.push_str(line);
             body.push('\n');
         }
+    }
+    if let (Some(closing), Some((_, body))) = (fences.closing(), sections.last_mut()) {
+        body.push_str(&closing);
+        body.push('\n');
     }
     sections
 }
@@ -822,7 +988,7 @@ fn indent(text: &str) -> String {
 }
 
 fn first_paragraph(text: &str) -> String {
-    text.trim().split("\n\n").next().unwrap_or_default().trim().to_string()
+    close_fence(text.trim().split("\n\n").next().unwrap_or_default().trim())
 }
 
 fn short_time(ts: f64) -> String {
@@ -856,5 +1022,74 @@ fn or_not_recorded(parts: Vec<String>) -> String {
         NOT_RECORDED.into()
     } else {
         parts.join("\n\n")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_in_fenced_code_are_never_headings() {
+        let text =
+            "# Idea\n## Method\n```sh\n# a comment\n```\n~~~~\n## code\n~~~\nstill code\n~~~~\nafter\n";
+        let sections = markdown_sections(text);
+        let headings: Vec<&str> = sections.iter().map(|(h, _)| h.as_str()).collect();
+        assert_eq!(headings, ["Idea", "Method"]);
+        assert!(sections[1].1.ends_with("still code\n~~~~\nafter\n"), "{:?}", sections[1].1);
+        // An info string with a backtick is inline code, not a fence.
+        assert_eq!(markdown_sections("# A\n``` `x` ```\n# B\n").len(), 2);
+        // Indented four spaces: code, not a fence.
+        assert_eq!(markdown_sections("# A\n    ```\n# B\n").len(), 2);
+    }
+
+    #[test]
+    fn a_fence_left_open_is_closed_where_its_text_ends() {
+        let sections = markdown_sections("# A\n````py\nx = 1\n```\n");
+        assert_eq!(sections[0].1, "````py\nx = 1\n```\n````\n", "a shorter run does not close it");
+        assert_eq!(close_fence("see\n~~~\ncode\n\n"), "see\n~~~\ncode\n~~~");
+        assert_eq!(close_fence("```\ncode\n```\n"), "```\ncode\n```\n", "a closed fence is left as it is");
+        assert_eq!(first_paragraph("```\na\n\nb\n```"), "```\na\n```");
+    }
+
+    #[test]
+    fn a_code_fence_is_longer_than_any_backtick_run_in_the_code() {
+        assert_eq!(code_fence("int x;"), "```");
+        assert_eq!(code_fence("a ``` b ````` c"), "``````");
+    }
+
+    #[test]
+    fn blank_artifact_values_are_absent() {
+        for blank in [json!(null), json!(""), json!(" \n"), json!([]), json!(["", null]), json!({})] {
+            assert_eq!(text_of(&blank), None, "{blank}");
+        }
+        assert_eq!(text_of(&json!(["a", "", 2])).as_deref(), Some("a\n2"));
+    }
+
+    #[test]
+    fn metrics_read_as_text() {
+        assert_eq!(
+            metric_text(&json!({"value": 1.9, "name": "runtime_s"})).as_deref(),
+            Some("runtime_s = 1.9")
+        );
+        assert_eq!(metric_text(&json!(2.4)).as_deref(), Some("2.4"));
+        let nested = json!({"metric_names": [
+            {"metric_name": "gflops", "lower_is_better": false, "data": [{"dataset_name": "big", "final_value": 160}]},
+            {"metric_name": "runtime_s", "data": [{"best_value": 1.8}]}
+        ]});
+        let text = "gflops (higher is better): final 160 on big; runtime_s: best 1.8";
+        assert_eq!(metric_text(&nested).as_deref(), Some(text));
+        assert_eq!(metric_text(&json!({"value": nested, "name": "ignored"})).as_deref(), Some(text));
+        // What does not read as the runner's shape stays JSON rather than being lost.
+        let odd = json!({"metric_names": [{"metric_name": "x"}]});
+        assert_eq!(metric_text(&odd).as_deref(), Some(r#"[{"metric_name":"x"}]"#));
+    }
+
+    #[test]
+    fn plot_analyses_read_as_text() {
+        let item = json!({"plot_path": "p.png", "analysis": "flat"});
+        assert_eq!(plot_analysis_text(&item).as_deref(), Some("`p.png`: flat"));
+        assert_eq!(plot_analysis_text(&json!({"analysis": "flat"})).as_deref(), Some("flat"));
+        assert_eq!(plot_analysis_text(&json!("as text")).as_deref(), Some("as text"));
     }
 }
