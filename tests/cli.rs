@@ -1054,6 +1054,15 @@ fn database_of_schema_1_is_upgraded_with_its_counts() {
             "{branch}: counted after the upgrade"
         );
     }
+    // The search index was rebuilt with each record's branch: still found, only where visible.
+    let found = |branch: &str, query: &str| -> Vec<i64> {
+        let hits = sb.json(&["archival", "search", branch, query]);
+        array(&hits, "results").iter().map(|r| int(r, "id")).collect()
+    };
+    assert_eq!(found("root", "evicted"), vec![15]);
+    // "evicted" is in one of the three matches, "consolidated" in two: the rarer word ranks first.
+    assert_eq!(found("g2", "consolidated evicted"), vec![15, 41, 35]);
+    assert_eq!(found("b", "consolidated"), Vec::<i64>::new());
     sb.ok(&["recall", "append", "g2", "--kind", "note", "after the upgrade"]);
     sb.ok(&["fork", "g2", "g3"]);
     for branch in ["g2", "g3"] {

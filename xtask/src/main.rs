@@ -5,6 +5,7 @@
 
 mod gen;
 mod report;
+mod scale;
 mod workloads;
 
 use anyhow::{bail, Context, Result};
@@ -49,12 +50,17 @@ Workloads (NAME for --only):
       one row
   p   16 processes x 500 mixed CLI calls on the tree of b: total time, one call (median,
       p95), worst call, lost writes and lock errors (both must be 0)
+  s   scale: 1,000,000 archival records and 100,000 events on the tree of b; archival
+      search (k=5, with and without a tag) and render at node 999, one CLI search, database
+      size. The database is built once (a few minutes) and kept in target/bench/scale/;
+      --quick builds and uses a tenth of it
   i   import of the Python store's 1,000-branch database (MEMCTL_BENCH_LEGACY=PATH, default
       ../shared/reference/legacy/tree1000/memory.sqlite; not in the repository)
 
 Options:
-  --quick       fewer repetitions (same workloads, same sizes); well under two minutes
-  --only NAME   run one workload (a, b, c, d, e, g, h, i or p)
+  --quick       fewer repetitions (same workloads and sizes, except s at a tenth); well
+                under two minutes
+  --only NAME   run one workload (a, b, c, d, e, g, h, i, p or s)
   -h, --help    this text
 ";
 
@@ -120,7 +126,7 @@ fn wants_help(args: &[String]) -> bool {
 #[derive(Debug, Clone, Default)]
 pub struct BenchOptions {
     pub quick: bool,
-    /// One workload letter, `a`..`e`, `g`, `h`, `i` or `p`.
+    /// One workload letter, `a`..`e`, `g`, `h`, `i`, `p` or `s`.
     pub only: Option<char>,
 }
 
@@ -132,7 +138,7 @@ impl BenchOptions {
             match arg.as_str() {
                 "--quick" => options.quick = true,
                 "--only" => {
-                    let name = args.next().context("--only needs a workload name (a..e, g, h, i, p)")?;
+                    let name = args.next().context("--only needs a workload name (a..e, g, h, i, p, s)")?;
                     options.only = Some(parse_workload(name)?);
                 }
                 other => match other.strip_prefix("--only=") {
@@ -163,7 +169,8 @@ fn parse_workload(name: &str) -> Result<char> {
         "h" => Ok('h'),
         "i" => Ok('i'),
         "p" => Ok('p'),
-        _ => bail!("unknown workload '{name}': choose a, b, c, d, e, g, h, i or p"),
+        "s" => Ok('s'),
+        _ => bail!("unknown workload '{name}': choose a, b, c, d, e, g, h, i, p or s"),
     }
 }
 
@@ -177,7 +184,7 @@ pub fn release_binary(name: &str) -> PathBuf {
     target_dir().join("release").join(format!("{name}{}", std::env::consts::EXE_SUFFIX))
 }
 
-fn target_dir() -> PathBuf {
+pub fn target_dir() -> PathBuf {
     match std::env::var_os("CARGO_TARGET_DIR") {
         Some(dir) => {
             let dir = PathBuf::from(dir);

@@ -1,4 +1,5 @@
-//! BENCH.md's workloads a–e, g and i in-process through memctl-core, h through the binary.
+//! BENCH.md's workloads a–e, g and i in-process through memctl-core, h and p through the binary
+//! (s, the scale workload, is in `scale.rs`).
 
 use crate::gen::{node_id, vocab, Rng, EVENT_KINDS, PHASES};
 use crate::report::{median, micros, millis, percentile, table, Python, Row};
@@ -11,6 +12,8 @@ use std::time::{Duration, Instant};
 
 /// Repetition counts: the full run and `--quick` differ only here.
 struct Reps {
+    /// `--quick`: workload s also builds a tenth of its database.
+    quick: bool,
     /// Fresh fork chains per depth.
     fork_chains: usize,
     /// Fresh trees (workload b).
@@ -39,6 +42,7 @@ impl Reps {
     fn new(quick: bool) -> Reps {
         if quick {
             Reps {
+                quick,
                 fork_chains: 2,
                 trees: 1,
                 recall_runs: 1,
@@ -53,6 +57,7 @@ impl Reps {
             }
         } else {
             Reps {
+                quick,
                 fork_chains: 5,
                 trees: 3,
                 recall_runs: 3,
@@ -105,11 +110,11 @@ impl Db {
 
 /// The defaults, without automatic consolidation: BENCH.md's workloads count every row they
 /// write (workload b also runs a variant with it on).
-fn bench_config() -> Config {
+pub fn bench_config() -> Config {
     Config { auto_consolidate: false, ..Config::default() }
 }
 
-fn timed<T>(f: impl FnOnce() -> memctl_core::Result<T>) -> Result<(T, Duration)> {
+pub fn timed<T>(f: impl FnOnce() -> memctl_core::Result<T>) -> Result<(T, Duration)> {
     let start = Instant::now();
     let value = f()?;
     Ok((value, start.elapsed()))
@@ -122,7 +127,7 @@ pub fn run(options: &BenchOptions, out_dir: &Path) -> Result<()> {
     let mut rows = Vec::new();
     let mut details = Map::new();
     type Workload = fn(&Reps) -> Result<(Vec<Row>, Value)>;
-    let workloads: [(char, &str, Workload); 9] = [
+    let workloads: [(char, &str, Workload); 10] = [
         ('a', "fork chain", fork_chain),
         ('b', "1000-branch tree", tree),
         ('c', "recall appends", recall_appends),
@@ -132,6 +137,9 @@ pub fn run(options: &BenchOptions, out_dir: &Path) -> Result<()> {
         ('h', "one CLI call", cli_call),
         ('i', "legacy import", legacy_import),
         ('p', "16 parallel CLI processes", parallel),
+        ('s', "scale: 1M archival records", |reps| {
+            crate::scale::scale(reps.quick, &crate::target_dir().join("bench"))
+        }),
     ];
     for (name, title, workload) in workloads {
         if !options.runs(name) {
@@ -656,6 +664,20 @@ fn recall_appends(reps: &Reps) -> Result<(Vec<Row>, Value)> {
     Ok((rows, detail))
 }
 
+/// BENCH.md's search queries (seed 0x5EA): query j is 1 + j mod 3 vocabulary words.
+pub fn query_words(count: usize) -> Vec<String> {
+    let vocab = vocab();
+    let mut rng = Rng::new(0x5EA);
+    (0..count)
+        .map(|j| {
+            (0..1 + j % 3)
+                .map(|_| vocab[rng.below(vocab.len() as u64) as usize].as_str())
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect()
+}
+
 /// d. A 51-branch chain, 10,000 archival writes, 100 searches (k=5) from the deepest branch.
 fn archival(reps: &Reps) -> Result<(Vec<Row>, Value)> {
     const CHAIN: usize = 51;
@@ -670,15 +692,7 @@ fn archival(reps: &Reps) -> Result<(Vec<Row>, Value)> {
             )
         })
         .collect();
-    let mut rng = Rng::new(0x5EA);
-    let queries: Vec<String> = (0..100)
-        .map(|j| {
-            (0..1 + j % 3)
-                .map(|_| vocab[rng.below(vocab.len() as u64) as usize].as_str())
-                .collect::<Vec<_>>()
-                .join(" ")
-        })
-        .collect();
+    let queries = query_words(100);
     let ids: Vec<String> = (0..CHAIN).map(node_id).collect();
     let deepest = &ids[CHAIN - 1];
 

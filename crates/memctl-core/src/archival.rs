@@ -2,7 +2,7 @@
 //! tombstone deletes, searched with FTS5 or, with the same semantics, by keywords.
 
 use crate::error::{Error, Result};
-use crate::query::Query;
+use crate::query::{bm25, Query, TermCounts};
 use crate::recall::{content_hash, normalize_tags, AppendOutcome};
 use crate::store::{Store, Tx};
 use crate::view;
@@ -86,8 +86,9 @@ impl Store {
         self.write(|tx| tx.archival_delete(branch, id))
     }
 
-    /// Searches the branch's view (SPEC §4.4): words OR-ed, tags AND-ed before the limit, bm25
-    /// (FTS5) or matched-word count (fallback) ranking, ties newest first.
+    /// Searches the branch's view (SPEC §4.4): words OR-ed, tags AND-ed before the limit, ranked
+    /// by bm25 over the view's matches (query.rs) whether FTS5 or the fallback finds them, ties
+    /// newest first.
     pub fn archival_search(&self, branch: &str, search: &Search) -> Result<Vec<Record>> {
         let path = self.path(branch)?;
         let query = Query::parse(&search.query);
@@ -97,24 +98,47 @@ impl Store {
         if query.is_blank() {
             return view::archival(self, &path, &search.tags, Some(search.k));
         }
-        if self.uses_fts()? {
-            return view::archival_fts(self, &path, &query.fts_expression(), &search.tags, search.k);
-        }
-        let mut scored: Vec<Record> = view::archival(self, &path, &search.tags, None)?
-            .into_iter()
-            .filter_map(|mut record| {
-                let mut haystacks: Vec<&str> = vec![&record.text];
-                haystacks.extend(record.tags.iter().map(String::as_str));
-                let score = query.matched_words(&haystacks);
-                record.score = Some(score as f64);
-                (score > 0).then_some(record)
-            })
-            .collect();
-        // Stable sort over newest-first input keeps ties newest first.
-        scored.sort_by(|a, b| b.score.partial_cmp(&a.score).unwrap_or(std::cmp::Ordering::Equal));
-        scored.truncate(search.k);
-        Ok(scored)
+        self.read(|| {
+            if self.uses_fts()? {
+                let matches = view::archival_fts_matches(self, &path, &query, &search.tags)?;
+                let (counts, seqs): (Vec<_>, Vec<_>) = matches.into_iter().map(|m| (m.counts, m.seq)).unzip();
+                let mut ranked: Vec<(f64, i64)> = bm25(&counts).into_iter().zip(seqs).collect();
+                ranked.sort_by(|a, b| best_first(*a, *b));
+                ranked.truncate(search.k);
+                let seqs: Vec<i64> = ranked.iter().map(|&(_, seq)| seq).collect();
+                let mut records = view::archival_versions(self, &path, &seqs)?;
+                for (record, (score, _)) in records.iter_mut().zip(ranked) {
+                    record.score = Some(score);
+                }
+                return Ok(records);
+            }
+            // The same counts FTS5 keeps: the words of the text and of the tags as stored (JSON).
+            let (counts, mut records): (Vec<TermCounts>, Vec<Record>) =
+                view::archival(self, &path, &search.tags, None)?
+                    .into_iter()
+                    .map(|r| {
+                        (
+                            query
+                                .term_counts(&[&r.text, &serde_json::to_string(&r.tags).unwrap_or_default()]),
+                            r,
+                        )
+                    })
+                    .filter(|(counts, _)| counts.matches())
+                    .unzip();
+            for (record, score) in records.iter_mut().zip(bm25(&counts)) {
+                record.score = Some(score);
+            }
+            records
+                .sort_by(|a, b| best_first((a.score.unwrap_or(0.0), a.seq), (b.score.unwrap_or(0.0), b.seq)));
+            records.truncate(search.k);
+            Ok(records)
+        })
     }
+}
+
+/// Search order of `(score, seq)` pairs: best score first, ties newest first.
+fn best_first(a: (f64, i64), b: (f64, i64)) -> std::cmp::Ordering {
+    b.0.total_cmp(&a.0).then(b.1.cmp(&a.1))
 }
 
 fn unknown_record(id: i64, branch: &str) -> Error {
@@ -188,8 +212,10 @@ impl Tx<'_> {
             .execute(rusqlite::params![seq, record_id, bid, text, tags_json, hash, self.now()])?;
         if let (Some(text), true) = (text, self.fts_table()?) {
             self.conn
-                .prepare_cached("INSERT INTO archival_fts(rowid, text, tags) VALUES (?1, ?2, ?3)")?
-                .execute(rusqlite::params![seq, text, tags_json])?;
+                .prepare_cached(
+                    "INSERT INTO archival_fts(rowid, text, tags, branch) VALUES (?1, ?2, ?3, ?4)",
+                )?
+                .execute(rusqlite::params![seq, text, tags_json, bid])?;
         }
         Ok(())
     }

@@ -25,6 +25,7 @@ mod consolidate;
 mod core_kv;
 mod error;
 mod export;
+mod fts_match;
 mod journal;
 mod legacy;
 mod pressure;

@@ -85,34 +85,106 @@ impl Query {
         &self.words
     }
 
-    /// The FTS5 MATCH expression: every word a quoted string, OR-ed, so nothing is syntax.
-    pub fn fts_expression(&self) -> String {
-        self.words.iter().map(|w| format!("\"{}\"", w.replace('"', "\"\""))).collect::<Vec<_>>().join(" OR ")
+    pub fn word_count(&self) -> usize {
+        self.words.len()
     }
 
-    /// The fallback's score of a text: how many of the query's words it contains. Runs over
-    /// every visible record, so it folds each word into one reused buffer instead of allocating.
-    pub fn matched_words(&self, haystacks: &[&str]) -> usize {
-        let mut matched = vec![false; self.words.len()];
-        let mut remaining = self.words.len();
+    /// The FTS5 MATCH expression of a search over a view (see fts_match.rs for the phrase
+    /// order it promises): the words OR-ed in `text` and `tags`, each required tag as a phrase
+    /// of its words in `tags` (a prefilter: the exact tags are checked after), and the path's
+    /// branches OR-ed in `branch`. Every word is a quoted string, so nothing is syntax.
+    /// Returns the expression and the index of its first branch phrase.
+    pub fn fts_expression(&self, tags: &[String], branches: &[i64]) -> (String, usize) {
+        let quote = |text: &str| format!("\"{}\"", text.replace('"', "\"\""));
+        let word_phrases: Vec<String> = self.words.iter().map(|w| quote(w)).collect();
+        let mut expression = format!("{{text tags}}: ({})", word_phrases.join(" OR "));
+        let mut phrases = word_phrases.len();
+        for tag in tags {
+            let tag_words: Vec<String> = words(tag).collect();
+            if !tag_words.is_empty() {
+                expression += &format!(" AND tags: {}", quote(&tag_words.join(" ")));
+                phrases += 1;
+            }
+        }
+        let branches: Vec<String> = branches.iter().map(|bid| quote(&bid.to_string())).collect();
+        expression += &format!(" AND branch: ({})", branches.join(" OR "));
+        (expression, phrases)
+    }
+
+    /// How often each query word occurs in `haystacks`, and how many words they hold in all:
+    /// what FTS5 reports for an indexed row (fts_match.rs), computed from the texts. Runs over
+    /// every visible record in the fallback, so ASCII words are compared without allocating.
+    pub fn term_counts(&self, haystacks: &[&str]) -> TermCounts {
+        let mut counts = TermCounts { tokens: 0, tf: vec![0; self.words.len()] };
         let mut folded = String::new();
         for haystack in haystacks {
             for word in haystack.split(|c: char| !is_word_char(c)).filter(|w| !w.is_empty()) {
-                folded.clear();
-                folded.extend(word.chars().map(fold));
-                for (seen, wanted) in matched.iter_mut().zip(&self.words) {
-                    if !*seen && *wanted == folded {
-                        *seen = true;
-                        remaining -= 1;
+                counts.tokens += 1;
+                let candidate = if word.is_ascii() {
+                    word
+                } else {
+                    folded.clear();
+                    folded.extend(word.chars().map(fold));
+                    folded.as_str()
+                };
+                for (tf, wanted) in counts.tf.iter_mut().zip(&self.words) {
+                    // Query words are folded: an ASCII word matches its ASCII lower case.
+                    if wanted.len() == candidate.len() && wanted.eq_ignore_ascii_case(candidate) {
+                        *tf += 1;
                     }
-                }
-                if remaining == 0 {
-                    return self.words.len();
                 }
             }
         }
-        self.words.len() - remaining
+        counts
     }
+}
+
+/// What ranking needs of one matching record or event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TermCounts {
+    /// Words in its searched text (text and tags).
+    pub tokens: u32,
+    /// Occurrences of each query word, in query order.
+    pub tf: Vec<u32>,
+}
+
+impl TermCounts {
+    pub fn matches(&self) -> bool {
+        self.tf.iter().any(|&n| n > 0)
+    }
+}
+
+/// bm25 parameters (the usual ones, as in FTS5's `bm25()`).
+const K1: f64 = 1.2;
+const B: f64 = 0.75;
+
+/// bm25 scores (higher is better) of the records matching a query in one view, with the
+/// statistics taken from those matches: a word found in fewer of them weighs more, a longer
+/// record weighs each occurrence less. Nothing outside the view enters a score, so a branch's
+/// ranking never moves with other branches' records, and FTS5 and the fallback, which feed it
+/// the same counts, rank identically.
+pub fn bm25(matches: &[TermCounts]) -> Vec<f64> {
+    let Some(words) = matches.first().map(|m| m.tf.len()) else { return vec![] };
+    let n = matches.len() as f64;
+    let avg_tokens = (matches.iter().map(|m| f64::from(m.tokens)).sum::<f64>() / n).max(1.0);
+    // The IDF that stays positive for common words (Lucene's), so another matched word always adds.
+    let idf: Vec<f64> = (0..words)
+        .map(|w| {
+            let df = matches.iter().filter(|m| m.tf[w] > 0).count() as f64;
+            (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
+        })
+        .collect();
+    matches
+        .iter()
+        .map(|m| {
+            let norm = K1 * (1.0 - B + B * f64::from(m.tokens) / avg_tokens);
+            m.tf.iter()
+                .zip(&idf)
+                .filter(|(&tf, _)| tf > 0)
+                .map(|(&tf, idf)| idf * f64::from(tf) * (K1 + 1.0) / (f64::from(tf) + norm))
+                .sum()
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -123,7 +195,13 @@ mod tests {
     fn syntax_is_words() {
         let q = Query::parse("\"mpi\" -tune: a/b.c 'x' NEAR");
         assert_eq!(q.words(), ["mpi", "tune", "b", "c", "x", "near"]);
-        assert_eq!(q.fts_expression(), "\"mpi\" OR \"tune\" OR \"b\" OR \"c\" OR \"x\" OR \"near\"");
+        let (expression, first_branch) = q.fts_expression(&["kind:\"x\"".into(), "!".into()], &[7, 1]);
+        assert_eq!(
+            expression,
+            "{text tags}: (\"mpi\" OR \"tune\" OR \"b\" OR \"c\" OR \"x\" OR \"near\") \
+             AND tags: \"kind x\" AND branch: (\"7\" OR \"1\")"
+        );
+        assert_eq!(first_branch, 7);
     }
 
     #[test]
@@ -141,9 +219,20 @@ mod tests {
     }
 
     #[test]
-    fn counts_distinct_matches() {
-        let q = Query::parse("gpu cache");
-        assert_eq!(q.matched_words(&["GPU gpu, no", "[\"cache\"]"]), 2);
-        assert_eq!(q.matched_words(&["gpus"]), 0);
+    fn counts_occurrences_and_words() {
+        let q = Query::parse("gpu cache ÉTÉ");
+        let counts = q.term_counts(&["GPU gpu, no été", "[\"cache\"]"]);
+        assert_eq!(counts, TermCounts { tokens: 5, tf: vec![2, 1, 1] });
+        assert!(!q.term_counts(&["gpus"]).matches());
+    }
+
+    #[test]
+    fn bm25_prefers_more_and_rarer_words_and_shorter_records() {
+        let m = |tokens, tf: &[u32]| TermCounts { tokens, tf: tf.to_vec() };
+        // "rare" is in one match, "common" in all three.
+        let scores = bm25(&[m(10, &[1, 1]), m(10, &[0, 1]), m(20, &[0, 1])]);
+        assert!(scores[0] > scores[1] && scores[1] > scores[2], "{scores:?}");
+        assert!(scores.iter().all(|s| *s > 0.0));
+        assert!(bm25(&[]).is_empty());
     }
 }

@@ -4,7 +4,7 @@
 use crate::archival::ArchivalWrite;
 use crate::branch::BranchPath;
 use crate::error::{Error, Result};
-use crate::query::Query;
+use crate::query::{bm25, Query, TermCounts};
 use crate::store::{Store, Tx};
 use crate::view;
 use serde::Serialize;
@@ -79,7 +79,8 @@ impl Store {
         Ok(RecallView { summaries: view::summaries(self, &path)?, events: view::events(self, &path, limit)? })
     }
 
-    /// Searches the whole visible timeline: events with the most query words first, ties newest.
+    /// Searches the whole visible timeline with archival search's semantics: words OR-ed,
+    /// bm25 over the view's matching events (text, kind and tags), ties newest first.
     pub fn recall_search(&self, branch: &str, query: &str, k: usize) -> Result<Vec<Event>> {
         let path = self.path(branch)?;
         let query = Query::parse(query);
@@ -87,17 +88,18 @@ impl Store {
         if query.is_blank() {
             return Ok(events.into_iter().take(k).collect());
         }
-        let mut scored: Vec<(usize, Event)> = events
+        let (counts, events): (Vec<TermCounts>, Vec<Event>) = events
             .into_iter()
-            .filter_map(|e| {
+            .map(|e| {
                 let mut haystacks: Vec<&str> = vec![&e.text, &e.kind];
                 haystacks.extend(e.tags.iter().map(String::as_str));
-                let score = query.matched_words(&haystacks);
-                (score > 0).then_some((score, e))
+                (query.term_counts(&haystacks), e)
             })
-            .collect();
-        // Stable sort over newest-first input keeps ties newest first.
-        scored.sort_by_key(|s| std::cmp::Reverse(s.0));
+            .filter(|(counts, _)| counts.matches())
+            .unzip();
+        let mut scored: Vec<(f64, Event)> = bm25(&counts).into_iter().zip(events).collect();
+        // Events come newest first, and a stable sort keeps ties in that order.
+        scored.sort_by(|a, b| b.0.total_cmp(&a.0));
         Ok(scored.into_iter().take(k).map(|(_, e)| e).collect())
     }
 

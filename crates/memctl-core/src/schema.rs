@@ -161,6 +161,21 @@ UPDATE branches SET inherited_events = counts.inherited FROM counts WHERE branch
 "#,
         fts_sql: "",
     },
+    // Archival search over a view asks the index only for the path's branches: each row names
+    // its branch in a third column (a token such as "17"). The partial index finds the view's
+    // updates and deletes, the only versions that can hide a matching one.
+    Migration {
+        name: "20261123_search_by_branch",
+        sql: "CREATE INDEX archival_later_versions ON archival(branch, seq) WHERE record_id != seq;",
+        fts_sql: r#"
+DROP TABLE archival_fts;
+CREATE VIRTUAL TABLE archival_fts USING fts5(
+    text, tags, branch, content='archival', content_rowid='seq',
+    tokenize="unicode61 remove_diacritics 0 categories 'L* N* Co M*'"
+);
+INSERT INTO archival_fts(archival_fts) VALUES ('rebuild');
+"#,
+    },
 ];
 
 /// The schema version this build writes.

@@ -49,6 +49,8 @@ pub struct Store {
     /// Whether `archival_fts` exists (and so is kept up to date by every archival write);
     /// looked up on first use, so commands that never touch archival never pay for it.
     fts_table: OnceCell<bool>,
+    /// Whether `memctl_match` (fts_match.rs) is registered on this connection.
+    fts_match: Cell<bool>,
     /// Paths by branch id. Parents never change, so a path stays valid for the handle's life;
     /// the cache is dropped when a write transaction rolls back (it may hold a new branch).
     paths: RefCell<HashMap<String, Rc<BranchPath>>>,
@@ -142,6 +144,7 @@ impl Store {
             clock,
             context: OpContext::default(),
             fts_table: OnceCell::new(),
+            fts_match: Cell::new(false),
             paths: RefCell::new(HashMap::new()),
             loaded_path: Cell::new(None),
             checkpointer: None,
@@ -174,6 +177,15 @@ impl Store {
         }
         let found = schema::has_fts_table(&self.conn)?;
         Ok(*self.fts_table.get_or_init(|| found))
+    }
+
+    /// Registers the FTS5 function archival search ranks with, on first use.
+    pub(crate) fn register_fts_match(&self) -> Result<()> {
+        if !self.fts_match.get() {
+            crate::fts_match::register(&self.conn)?;
+            self.fts_match.set(true);
+        }
+        Ok(())
     }
 
     /// Whether archival search runs on FTS5 (else the keyword fallback). With `search.fts = "on"`

@@ -20,12 +20,14 @@
 use crate::archival::Record;
 use crate::branch::{Branch, BranchPath};
 use crate::core_kv::CoreEntry;
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::fts_match;
+use crate::query::{Query, TermCounts};
 use crate::recall::{Event, Summary};
 use crate::store::Store;
 use rusqlite::Row;
 use serde::Serialize;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 /// The visible rows of a layer table under the alias `t`, with their path entry `p`.
 fn visible(table: &str) -> String {
@@ -261,30 +263,102 @@ pub(crate) fn archival_record(store: &Store, path: &BranchPath, id: i64) -> Resu
     }
 }
 
-/// FTS5 search over the view: records matching `expression` and carrying all `tags`, best bm25
-/// first, ties newest first. The limit applies after the view and tag filters.
-pub(crate) fn archival_fts(
+/// A visible archival version that matches a search, with what ranking needs of it.
+#[derive(Debug, Clone)]
+pub(crate) struct Match {
+    pub seq: i64,
+    pub counts: TermCounts,
+}
+
+/// FTS5: the visible, current versions matching `query` and carrying all `tags`. The index
+/// is asked only for rows of the path's branches and drops those past the cutoffs itself
+/// (fts_match.rs), so the cost follows the matches in the view, not in the database; versions
+/// superseded in the view are dropped here.
+pub(crate) fn archival_fts_matches(
     store: &Store,
     path: &BranchPath,
-    expression: &str,
+    query: &Query,
     tags: &[String],
-    limit: usize,
-) -> Result<Vec<Record>> {
+) -> Result<Vec<Match>> {
+    store.register_fts_match()?;
+    let bids: Vec<i64> = path.branches().iter().map(|b| b.bid).collect();
+    let (expression, first_branch) = query.fts_expression(tags, &bids);
+    let forks = fts_match::encode_forks(path.branches().iter().map(|b| b.fork_seq));
+    let mut stmt = store.conn.prepare_cached(&format!(
+        "SELECT rowid, {}(archival_fts, ?2, ?3, ?4) FROM archival_fts WHERE archival_fts MATCH ?1",
+        fts_match::FUNCTION
+    ))?;
+    let params = rusqlite::params![expression, query.word_count() as i64, first_branch as i64, forks];
+    let mut rows = stmt.query(params)?;
+    let mut matches = Vec::new();
+    while let Some(row) = rows.next()? {
+        // NULL: a row of a path branch the view does not hold (written after the path left it).
+        let Some(blob) = row.get_ref(1)?.as_blob_or_null().ok().flatten() else { continue };
+        let counts = fts_match::decode_counts(blob)
+            .ok_or_else(|| Error::internal("memctl_match returned a malformed row"))?;
+        matches.push(Match { seq: row.get(0)?, counts });
+    }
+    let superseded = superseded_versions(store, path)?;
+    matches.retain(|m| !superseded.is_superseded(m.seq));
+    if !tags.is_empty() {
+        let tagged = seqs_with_tags(store, matches.iter().map(|m| m.seq), tags)?;
+        matches.retain(|m| tagged.contains(&m.seq));
+    }
+    Ok(matches)
+}
+
+/// Which versions of the view's records a newer visible version replaces.
+struct Superseded {
+    /// Record id → the seq of its newest visible version, for records updated or deleted in
+    /// the view.
+    newest: HashMap<i64, i64>,
+    /// Seq → record id of the visible versions that are not a record's first.
+    later_versions: HashMap<i64, i64>,
+}
+
+impl Superseded {
+    fn is_superseded(&self, seq: i64) -> bool {
+        let record = self.later_versions.get(&seq).copied().unwrap_or(seq);
+        self.newest.get(&record).is_some_and(|&newest| newest > seq)
+    }
+}
+
+/// The visible updates and deletes, read through their partial index: one range scan per
+/// ancestor over rows that only updates and deletes write.
+fn superseded_versions(store: &Store, path: &BranchPath) -> Result<Superseded> {
     store.load_path(path)?;
+    let mut stmt = store.conn.prepare_cached(
+        "SELECT t.record_id, t.seq FROM temp.view_path p CROSS JOIN archival t INDEXED BY archival_later_versions
+         ON t.branch = p.bid AND t.seq <= p.cutoff AND t.record_id != t.seq",
+    )?;
+    let mut rows = stmt.query([])?;
+    let mut superseded = Superseded { newest: HashMap::new(), later_versions: HashMap::new() };
+    while let Some(row) = rows.next()? {
+        let (record, seq): (i64, i64) = (row.get(0)?, row.get(1)?);
+        superseded.later_versions.insert(seq, record);
+        let newest = superseded.newest.entry(record).or_insert(seq);
+        *newest = (*newest).max(seq);
+    }
+    Ok(superseded)
+}
+
+/// Those of `seqs` whose version carries every tag of `tags`.
+fn seqs_with_tags(store: &Store, seqs: impl Iterator<Item = i64>, tags: &[String]) -> Result<HashSet<i64>> {
+    let seqs = serde_json::to_string(&seqs.collect::<Vec<_>>())?;
     let sql = format!(
-        "SELECT {RECORD_COLUMNS}, f.rank FROM archival_fts f
-         JOIN archival t ON t.seq = f.rowid
-         JOIN temp.view_path p ON p.bid = t.branch AND t.seq <= p.cutoff
-         WHERE archival_fts MATCH ?3 AND t.text IS NOT NULL AND {CURRENT_VERSION} AND {HAS_TAGS}
-         ORDER BY f.rank, t.seq DESC LIMIT ?2"
+        "SELECT t.seq FROM archival t WHERE t.seq IN (SELECT value FROM json_each(?2)) AND {HAS_TAGS}"
     );
     let mut stmt = store.conn.prepare_cached(&sql)?;
-    let tags = tags_filter(tags)?;
-    let rows = stmt.query_map(rusqlite::params![tags, limit as i64, expression], |row| {
-        let mut record = record_from_row(path, row)?;
-        // bm25 is lower-is-better; report higher-is-better like the fallback's word count.
-        record.score = Some(-row.get::<_, f64>(6)?);
-        Ok(record)
-    })?;
+    let rows = stmt.query_map(rusqlite::params![tags_filter(tags)?, seqs], |r| r.get(0))?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// The versions with these seqs, in the order given.
+pub(crate) fn archival_versions(store: &Store, path: &BranchPath, seqs: &[i64]) -> Result<Vec<Record>> {
+    let sql = format!(
+        "SELECT {RECORD_COLUMNS} FROM json_each(?1) s JOIN archival t ON t.seq = s.value ORDER BY s.key"
+    );
+    let mut stmt = store.conn.prepare_cached(&sql)?;
+    let rows = stmt.query_map([serde_json::to_string(seqs)?], |row| record_from_row(path, row))?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
