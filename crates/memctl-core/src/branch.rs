@@ -23,6 +23,9 @@ pub struct Branch {
     pub created_at: f64,
     /// The runner's own data about the node (a JSON object), e.g. its score.
     pub meta: serde_json::Value,
+    /// Whether the branch holds its parent's view's anchor rows (view.rs).
+    #[serde(skip)]
+    pub(crate) anchored: bool,
 }
 
 /// What `fork` and `create_root` did.
@@ -70,6 +73,11 @@ impl BranchPath {
         &self.branches
     }
 
+    /// The nearest anchored branch of the path (see view.rs): its position and bid.
+    pub(crate) fn anchor(&self) -> Option<(usize, i64)> {
+        self.branches.iter().enumerate().find(|(_, b)| b.anchored).map(|(i, b)| (i, b.bid))
+    }
+
     pub(crate) fn cutoffs_json(&self) -> &str {
         &self.cutoffs_json
     }
@@ -91,7 +99,8 @@ pub fn validate_branch_id(id: &str, what: &str) -> Result<()> {
     Ok(())
 }
 
-const BRANCH_COLUMNS: &str = "b.bid, b.id, b.node_uid, p.id, b.depth, b.fork_seq, b.created_at, b.meta";
+const BRANCH_COLUMNS: &str =
+    "b.bid, b.id, b.node_uid, p.id, b.depth, b.fork_seq, b.created_at, b.meta, b.anchored";
 
 fn branch_from_row(row: &Row<'_>) -> rusqlite::Result<Branch> {
     Ok(Branch {
@@ -103,6 +112,7 @@ fn branch_from_row(row: &Row<'_>) -> rusqlite::Result<Branch> {
         fork_seq: row.get(5)?,
         created_at: row.get(6)?,
         meta: serde_json::from_str(&row.get::<_, String>(7)?).unwrap_or_default(),
+        anchored: row.get(8)?,
     })
 }
 
@@ -154,23 +164,34 @@ impl Store {
             return Ok(path);
         }
         let branch = self.branch(name)?;
+        let path = Rc::new(self.read_path(&branch, false)?);
+        self.cache_path(path.clone());
+        Ok(path)
+    }
+
+    /// The path from `branch` up to its nearest anchored branch (or its root): all that
+    /// resolving its core and summaries reads (view.rs), at most `anchor_every` levels.
+    pub(crate) fn path_to_anchor(&self, branch: &Branch) -> Result<BranchPath> {
+        self.read_path(branch, true)
+    }
+
+    fn read_path(&self, branch: &Branch, stop_at_anchor: bool) -> Result<BranchPath> {
         let sql = format!(
             "WITH RECURSIVE up(bid, step) AS (
                  SELECT ?1, 0
                  UNION ALL
                  SELECT b.parent, up.step + 1 FROM up JOIN branches b ON b.bid = up.bid
-                 WHERE b.parent IS NOT NULL
+                 WHERE b.parent IS NOT NULL AND NOT (?2 AND b.anchored)
              )
              SELECT {BRANCH_COLUMNS} FROM up
              JOIN branches b ON b.bid = up.bid LEFT JOIN branches p ON p.bid = b.parent
              ORDER BY up.step"
         );
         let mut stmt = self.conn.prepare_cached(&sql)?;
-        let branches: Vec<Branch> =
-            stmt.query_map([branch.bid], branch_from_row)?.collect::<rusqlite::Result<_>>()?;
-        let path = Rc::new(BranchPath::new(branches));
-        self.cache_path(path.clone());
-        Ok(path)
+        let branches: Vec<Branch> = stmt
+            .query_map(rusqlite::params![branch.bid, stop_at_anchor], branch_from_row)?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(BranchPath::new(branches))
     }
 
     /// Creates a root branch (idempotent; a conflict if the id exists with a parent).
@@ -247,11 +268,20 @@ impl Tx<'_> {
             Some(p) => crate::view::event_count(self, p.bid)?,
             None => 0,
         };
+        // Every `anchor_every` levels the child keeps the rows of the parent's view that can
+        // still decide a core key or show a summary, so reads stop there (view.rs).
+        let every = self.config.anchor_every;
+        let anchor = match parent {
+            Some(p) if every > 0 && depth % every == 0 => {
+                Some(crate::view::anchor_rows(self, &self.path_to_anchor(p)?)?)
+            }
+            _ => None,
+        };
         let bid = self
             .conn
             .prepare_cached(
-                "INSERT INTO branches(id, parent, fork_seq, depth, created_at, inherited_events)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6) RETURNING bid",
+                "INSERT INTO branches(id, parent, fork_seq, depth, created_at, inherited_events, anchored)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) RETURNING bid",
             )?
             .query_row(
                 rusqlite::params![
@@ -260,10 +290,15 @@ impl Tx<'_> {
                     fork_seq,
                     depth,
                     self.now(),
-                    inherited_events as i64
+                    inherited_events as i64,
+                    anchor.is_some()
                 ],
                 |r| r.get::<_, i64>(0),
             )?;
+        let mut insert = self.conn.prepare_cached("INSERT INTO anchor_rows(branch, seq) VALUES (?1, ?2)")?;
+        for seq in anchor.iter().flatten() {
+            insert.execute([bid, *seq])?;
+        }
         let op = if parent.is_some() { "fork" } else { "branch.create" };
         self.journal(Some(bid), op, json!({"parent": parent.map(|p| &p.id), "fork_seq": fork_seq}))?;
         Ok(ForkOutcome {

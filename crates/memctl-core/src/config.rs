@@ -26,6 +26,10 @@ pub struct Config {
     pub redaction: RedactionConfig,
     pub sqlite: SqliteConfig,
     pub summarizer: SummarizerConfig,
+    /// Every how many levels a fork anchors its view (see view.rs; 0: never). Only a speed
+    /// setting, not read from files: whichever value wrote a database, reads stay correct.
+    #[serde(skip)]
+    pub anchor_every: i64,
 }
 
 impl Default for Config {
@@ -44,6 +48,7 @@ impl Default for Config {
             redaction: RedactionConfig::default(),
             sqlite: SqliteConfig::default(),
             summarizer: SummarizerConfig::default(),
+            anchor_every: 16,
         }
     }
 }

@@ -176,6 +176,20 @@ CREATE VIRTUAL TABLE archival_fts USING fts5(
 INSERT INTO archival_fts(archival_fts) VALUES ('rebuild');
 "#,
     },
+    // Anchors keep core and summary resolution off the depth of a branch (view.rs). Branches
+    // forked before have none and are read along their whole path, as before.
+    Migration {
+        name: "20261123_view_anchors",
+        sql: r#"
+ALTER TABLE branches ADD COLUMN anchored INTEGER NOT NULL DEFAULT 0;
+CREATE TABLE anchor_rows (
+    branch INTEGER NOT NULL REFERENCES branches(bid),
+    seq    INTEGER NOT NULL,
+    PRIMARY KEY (branch, seq)
+) WITHOUT ROWID;
+"#,
+        fts_sql: "",
+    },
 ];
 
 /// The schema version this build writes.

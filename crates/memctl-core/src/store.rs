@@ -54,8 +54,9 @@ pub struct Store {
     /// Paths by branch id. Parents never change, so a path stays valid for the handle's life;
     /// the cache is dropped when a write transaction rolls back (it may hold a new branch).
     paths: RefCell<HashMap<String, Rc<BranchPath>>>,
-    /// The branch whose path is in `temp.view_path`, if any.
-    loaded_path: Cell<Option<i64>>,
+    /// The branch whose path is in `temp.view_path`, and how many branches of it (a path may
+    /// stop at an anchor), if any.
+    loaded_path: Cell<Option<(i64, usize)>>,
     /// Checkpoints the WAL in the background once it grows (file databases only).
     checkpointer: Option<Arc<Checkpointer>>,
     /// `(data_version, next seq)` after this handle's last commit (see [`Tx::next_seq`]).
@@ -260,8 +261,8 @@ impl Store {
 
     /// Puts `path` into `temp.view_path` unless it is already there.
     pub(crate) fn load_path(&self, path: &BranchPath) -> Result<()> {
-        let bid = path.branch().bid;
-        if self.loaded_path.get() == Some(bid) {
+        let loaded = (path.branch().bid, path.branches().len());
+        if self.loaded_path.get() == Some(loaded) {
             return Ok(());
         }
         self.loaded_path.set(None);
@@ -272,7 +273,7 @@ impl Store {
                  SELECT key, value ->> 0, value ->> 1 FROM json_each(?1)",
             )?
             .execute([path.cutoffs_json()])?;
-        self.loaded_path.set(Some(bid));
+        self.loaded_path.set(Some(loaded));
         Ok(())
     }
 

@@ -15,6 +15,12 @@
 //! `ORDER BY p.pos, t.seq DESC`, which SQLite reads straight off the nested loop: a window of N
 //! rows stops after the nearest ancestors that hold them, however deep the path.
 //!
+//! Anchors: core and summaries are resolved over all their visible rows, which would mean one
+//! probe per ancestor. So every `anchor_every` levels a fork records which rows of its parent's
+//! view can still count (`anchor_rows`, by seq; they are immutable, as the parent's later rows
+//! are not in the child's view), and readers take the path down to the nearest anchored branch
+//! plus its anchor rows. The rows read are the same, minus ones that can never win.
+//!
 //! Nothing else in the crate decides visibility.
 
 use crate::archival::Record;
@@ -107,17 +113,41 @@ fn tags_from_json(text: &str) -> Vec<String> {
     serde_json::from_str(text).unwrap_or_default()
 }
 
+/// The rows of a small layer table (core, summaries) that can be visible, as `t`: those of the
+/// path down to its nearest anchor, then the anchor's rows, which stand for the rest of the path.
+/// Its parameters are `:last` (the anchor's position) and `:anchor` (its bid), from
+/// [`anchor_params`].
+fn anchored(table: &str, columns: &str) -> String {
+    format!(
+        "SELECT {columns} FROM {} WHERE p.pos <= :last
+         UNION ALL
+         SELECT {columns} FROM anchor_rows a CROSS JOIN {table} t ON t.seq = a.seq WHERE a.branch = :anchor",
+        visible(table)
+    )
+}
+
+fn anchor_params(path: &BranchPath) -> (i64, Option<i64>) {
+    match path.anchor() {
+        Some((position, bid)) => (position as i64, Some(bid)),
+        None => (i64::MAX, None),
+    }
+}
+
+const CORE_COLUMNS: &str = "t.key, t.value, t.branch, t.seq, t.importance, t.ttl_s, t.created_at";
+
 /// Visible core entries (tombstones and expired rows resolved), oldest write first.
 pub(crate) fn core(store: &Store, path: &BranchPath) -> Result<Vec<CoreEntry>> {
     store.load_path(path)?;
     let sql = format!(
-        "SELECT t.key, t.value, t.branch, max(t.seq), t.importance, t.ttl_s, t.created_at
-         FROM {} WHERE t.ttl_s IS NULL OR t.created_at + t.ttl_s >= ?1
-         GROUP BY t.key ORDER BY 4",
-        visible("core")
+        "SELECT key, value, branch, max(seq), importance, ttl_s, created_at FROM ({})
+         WHERE ttl_s IS NULL OR created_at + ttl_s >= :now
+         GROUP BY key ORDER BY 4",
+        anchored("core", CORE_COLUMNS)
     );
+    let (last, anchor) = anchor_params(path);
     let mut stmt = store.conn.prepare_cached(&sql)?;
-    let mut rows = stmt.query([store.clock.now()])?;
+    let mut rows =
+        stmt.query(rusqlite::named_params! {":now": store.clock.now(), ":last": last, ":anchor": anchor})?;
     let mut entries = Vec::new();
     while let Some(row) = rows.next()? {
         let Some(value) = row.get::<_, Option<String>>(1)? else {
@@ -134,6 +164,40 @@ pub(crate) fn core(store: &Store, path: &BranchPath) -> Result<Vec<CoreEntry>> {
         });
     }
     Ok(entries)
+}
+
+/// The anchor rows a branch forked from `path`'s branch now keeps (see [`anchored`]): per core
+/// key, its rows newest first down to the first without a TTL — nothing under that one can
+/// ever show, and a tombstone there is dropped, since it only hides what is under it — and the
+/// visible summaries. Expired rows are kept: the clock may be set back (`MEMCTL_NOW`).
+/// Branches deeper down read at most `anchor_every` levels plus these rows, whatever their
+/// depth; the anchor copies no data, only names rows by seq.
+pub(crate) fn anchor_rows(store: &Store, path: &BranchPath) -> Result<Vec<i64>> {
+    store.load_path(path)?;
+    let sql = format!(
+        "SELECT key, seq, value IS NULL, ttl_s IS NULL FROM ({}) ORDER BY key, seq DESC",
+        anchored("core", CORE_COLUMNS)
+    );
+    let (last, anchor) = anchor_params(path);
+    let mut stmt = store.conn.prepare_cached(&sql)?;
+    let mut rows = stmt.query(rusqlite::named_params! {":last": last, ":anchor": anchor})?;
+    let mut seqs = Vec::new();
+    let mut settled: Option<String> = None;
+    while let Some(row) = rows.next()? {
+        let key: String = row.get(0)?;
+        if settled.as_ref() == Some(&key) {
+            continue;
+        }
+        let (seq, tombstone, lasting): (i64, bool, bool) = (row.get(1)?, row.get(2)?, row.get(3)?);
+        if lasting {
+            settled = Some(key);
+        }
+        if !(lasting && tombstone) {
+            seqs.push(seq);
+        }
+    }
+    seqs.extend(summaries(store, path)?.iter().map(|s| s.id));
+    Ok(seqs)
 }
 
 /// Visible events, newest first, at most `limit`.
@@ -165,14 +229,12 @@ fn event_from_row(path: &BranchPath, row: &Row<'_>) -> rusqlite::Result<Event> {
 /// other row's list was quadratic in the rows a path accumulates.
 pub(crate) fn summaries(store: &Store, path: &BranchPath) -> Result<Vec<Summary>> {
     store.load_path(path)?;
-    let sql = format!(
-        "SELECT t.seq, t.branch, t.kind, t.summary_text, t.summarized_event_ids, t.created_at,
-                t.replaced_summary_ids
-         FROM {} ORDER BY t.seq",
-        visible("inherited_summaries")
-    );
-    let mut stmt = store.conn.prepare_cached(&sql)?;
-    let rows = stmt.query_map([], |row| {
+    let columns = "t.seq, t.branch, t.kind, t.summary_text, t.summarized_event_ids, t.created_at, \
+                   t.replaced_summary_ids";
+    let (last, anchor) = anchor_params(path);
+    let mut stmt =
+        store.conn.prepare_cached(&format!("{} ORDER BY 1", anchored("inherited_summaries", columns)))?;
+    let rows = stmt.query_map(rusqlite::named_params! {":last": last, ":anchor": anchor}, |row| {
         let folded: Vec<i64> = serde_json::from_str(&row.get::<_, String>(6)?).unwrap_or_default();
         let summary = Summary {
             id: row.get(0)?,

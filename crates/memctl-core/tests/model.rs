@@ -552,8 +552,19 @@ const GHOST: &str = "ghost";
 impl Harness {
     /// An engine and a model holding one root, `r0`.
     fn new() -> Harness {
+        Harness::anchoring_every(Config::default().anchor_every)
+    }
+
+    /// The same, with an anchor every `levels` levels (0: none), so that the model's views are
+    /// compared with views read through anchors.
+    fn anchoring_every(levels: i64) -> Harness {
         // Budget eviction and consolidation have their own tests; the model covers SPEC §2.
-        let config = Config { core_max_chars: 1_000_000, auto_consolidate: false, ..Config::default() };
+        let config = Config {
+            core_max_chars: 1_000_000,
+            auto_consolidate: false,
+            anchor_every: levels,
+            ..Config::default()
+        };
         let store = Store::open_in_memory(config, Clock::Fixed(T0 as f64)).unwrap();
         let mut h = Harness {
             store,
@@ -1147,8 +1158,8 @@ proptest! {
     })]
 
     #[test]
-    fn engine_matches_the_model(ops in prop::collection::vec(op(), 1..=60)) {
-        Harness::new().run(&ops)?;
+    fn engine_matches_the_model(anchor_every in 0..=3i64, ops in prop::collection::vec(op(), 1..=60)) {
+        Harness::anchoring_every(anchor_every).run(&ops)?;
     }
 }
 
