@@ -4,6 +4,7 @@
 //! `target/release/xtask bench-inner …`, so every timing is of optimised code.
 
 mod gen;
+mod plot;
 mod report;
 mod scale;
 mod workloads;
@@ -33,6 +34,9 @@ is (>1: memctl is faster). The same results are written as JSON to target/bench/
 `bench` first runs `cargo build --release -p xtask`, then executes
 `target/release/xtask bench-inner [OPTIONS]` so the timings are of optimised code.
 Medians are taken over repetitions; nothing here asserts on time.
+
+With workloads a and e it also draws target/bench/depth.svg: cost per call by branch depth,
+beside the Python store's figures (docs/performance-depth.svg is a copy from a full run).
 
 Workloads (NAME for --only):
   a   fork chain of D = 10, 100, 1000 forks: per-fork time, and whether it grows with depth

@@ -179,6 +179,11 @@ pub fn run(options: &BenchOptions, out_dir: &Path) -> Result<()> {
     std::fs::write(&out, serde_json::to_string_pretty(&report)? + "\n")
         .with_context(|| format!("writing {}", out.display()))?;
     println!("\nJSON: {}", out.display());
+    if let Some(svg) = crate::plot::depth_svg(&rows) {
+        let chart = out_dir.join("depth.svg");
+        std::fs::write(&chart, svg).with_context(|| format!("writing {}", chart.display()))?;
+        println!("Chart: {}", chart.display());
+    }
     Ok(())
 }
 
