@@ -40,6 +40,11 @@ fn visible(table: &str) -> String {
     format!("temp.view_path p CROSS JOIN {table} t ON t.branch = p.bid AND t.seq <= p.cutoff")
 }
 
+/// The same for `events`, which are stored in branch order (recall.rs): a rowid range per
+/// ancestor instead of an index range.
+const VISIBLE_EVENTS: &str = "temp.view_path p CROSS JOIN events t
+    ON t.rid BETWEEN p.bid << 40 AND (p.bid << 40) + min(p.cutoff, 1099511627775)";
+
 /// Newest first (see the module comment).
 const NEWEST_FIRST: &str = "ORDER BY p.pos, t.seq DESC";
 
@@ -204,9 +209,8 @@ pub(crate) fn anchor_rows(store: &Store, path: &BranchPath) -> Result<Vec<i64>> 
 pub(crate) fn events(store: &Store, path: &BranchPath, limit: Option<usize>) -> Result<Vec<Event>> {
     store.load_path(path)?;
     let sql = format!(
-        "SELECT t.seq, t.branch, t.kind, t.text, t.tags, t.created_at FROM {}
-         WHERE {NOT_EXCLUDED} {NEWEST_FIRST} LIMIT ?1",
-        visible("events")
+        "SELECT t.seq, t.branch, t.kind, t.text, t.tags, t.created_at FROM {VISIBLE_EVENTS}
+         WHERE {NOT_EXCLUDED} ORDER BY p.pos, t.rid DESC LIMIT ?1"
     );
     let mut stmt = store.conn.prepare_cached(&sql)?;
     let rows = stmt.query_map([limit_param(limit)], |row| event_from_row(path, row))?;
@@ -265,7 +269,8 @@ pub(crate) fn event_count(store: &Store, bid: i64) -> Result<usize> {
         .conn
         .prepare_cached(
             "SELECT b.inherited_events
-                  + coalesce((SELECT ordinal FROM events WHERE branch = ?1 ORDER BY seq DESC LIMIT 1), 0)
+                  + coalesce((SELECT ordinal FROM events WHERE rid BETWEEN ?1 << 40 AND (?1 << 40) + 1099511627775
+                              ORDER BY rid DESC LIMIT 1), 0)
                   - coalesce((SELECT ordinal FROM inherited_exclusions WHERE branch = ?1
                               ORDER BY seq DESC LIMIT 1), 0)
              FROM branches b WHERE b.bid = ?1",
