@@ -54,10 +54,10 @@ Workloads (NAME for --only):
       one row
   p   16 processes x 500 mixed CLI calls on the tree of b: total time, one call (median,
       p95), worst call, lost writes and lock errors (both must be 0)
-  s   scale: 1,000,000 archival records and 100,000 events on the tree of b; archival
-      search (k=5, with and without a tag) and render at node 999, one CLI search, database
-      size. The database is built once (a few minutes) and kept in target/bench/scale/;
-      --quick builds and uses a tenth of it
+  s   scale: 1,000,000 archival records and 100,000 events on the tree of b: archival
+      search (k=5, with and without a tag) and render at node 999, whole CLI calls (search,
+      append, fork, core set) on a copy, and the database size. The database is built once
+      (about a minute) and kept in target/bench/scale/; --quick builds a tenth of it
   i   import of the Python store's 1,000-branch database (MEMCTL_BENCH_LEGACY=PATH, default
       ../shared/reference/legacy/tree1000/memory.sqlite; not in the repository)
 
