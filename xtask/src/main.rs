@@ -26,8 +26,8 @@ Run `cargo xtask bench --help` for the benchmark's options.
 const BENCH_HELP: &str = "\
 cargo xtask bench [--quick] [--only NAME]
 
-Runs BENCH.md's in-process workloads against memctl-core on file databases (default config) in
-a temporary directory, and prints one table: memctl's median (and p95 where BENCH.md asks for
+Runs BENCH.md's workloads — in-process against memctl-core, and whole `memctl` processes —
+on file databases (default config) in temporary directories, and prints one table: memctl's median (and p95 where BENCH.md asks for
 it), the Python store's figure from PYTHON_STORE.md section 4, and how many times better memctl
 is (>1: memctl is faster). The same results are written as JSON to target/bench/bench.json.
 
@@ -42,11 +42,12 @@ Workloads (NAME for --only):
   a   fork chain of D = 10, 100, 1000 forks: per-fork time, and whether it grows with depth
   b   1000-branch tree (BFS, parent (i-1)/3), 29,000 single-transaction operations:
       total, ops/s, per-operation medians, peak RSS, database size
-  c   10,000 recall appends on one branch: rate per 1,000-append window (should be flat)
+  c   10,000 recall appends on one branch: rate per 1,000-append window (should be flat),
+      beside the floor of plain SQLite commits writing the same three b-trees
   d   archival: 51-branch chain, 10,000 writes, 100 searches (k=5) from the deepest branch;
       write rate, search median and p95, with FTS5 and with the keyword fallback (fts = off)
   e   chain of D = 10, 100, 1000 (one core key, 2 events, 1 archival record per level):
-      full read of the deepest branch's view (alias: f)
+      reads and renders of the deepest branch's view (alias: f)
   g   on the tree of b: the paper export of node 999, and the HTML viewer's size per branch
       for trees of 100, 300 and 1,000 branches
   h   one CLI call on the tree of b: fresh `memctl` processes appending, forking, setting a
