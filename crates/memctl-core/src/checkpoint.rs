@@ -97,7 +97,9 @@ impl Checkpointer {
             .name("memctl-checkpoint".into())
             .spawn(move || {
                 let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-                let Ok(conn) = Connection::open_with_flags(&path, flags) else { return };
+                let Ok(conn) = Connection::open_with_flags_and_vfs(&path, flags, crate::wal_vfs::NAME) else {
+                    return;
+                };
                 let _ = conn.pragma_update(None, "synchronous", synchronous);
                 while woken.recv().is_ok() {
                     // PASSIVE: copies what it can without waiting for readers or writers; a busy

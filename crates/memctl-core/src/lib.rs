@@ -39,6 +39,7 @@ mod store;
 mod summarizer;
 mod tokens;
 mod view;
+mod wal_vfs;
 
 pub use archival::{Record, Search, UpdateOutcome};
 pub use branch::{validate_branch_id, Branch, BranchPath, ForkOutcome, OwnCounts};

@@ -104,7 +104,8 @@ impl Store {
             }
             _ => e,
         };
-        let conn = Connection::open_with_flags(path, flags)
+        crate::wal_vfs::register()?;
+        let conn = Connection::open_with_flags_and_vfs(path, flags, crate::wal_vfs::NAME)
             .map_err(|e| Error::incompatible(format!("cannot open: {}", sqlite_reason(&e))))
             .map_err(in_file)?;
         let synchronous = config.sqlite.synchronous;

@@ -39,3 +39,32 @@ fn copy_on_write_smoke() {
     assert_eq!(s.recall_list("c1", None).unwrap().events.len(), 1);
     assert!(!s.ops(None, None).unwrap().is_empty());
 }
+
+/// memctl writes its WAL through its own VFS (one system call per frame); the file must stay
+/// an ordinary SQLite database: plain SQLite, with the default VFS, reads every committed row
+/// while memctl keeps writing, and finds the file intact.
+#[test]
+fn plain_sqlite_reads_what_memctl_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("memory.sqlite");
+    let config = Config { auto_consolidate: false, ..Config::default() };
+    let s = Store::open(&path, config.clone(), Clock::Fixed(1_700_000_000.0)).unwrap();
+    s.create_root("root").unwrap();
+    let plain = rusqlite::Connection::open(&path).unwrap();
+    let count = |table: &str| -> i64 {
+        plain.query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0)).unwrap()
+    };
+    for round in 1..=3i64 {
+        for i in 0..200 {
+            s.recall_append("root", "note", &format!("round {round} event {i}"), &[]).unwrap();
+        }
+        s.archival_add("root", &format!("record of round {round}"), &[]).unwrap();
+        assert_eq!(count("events"), 200 * round, "plain SQLite sees every committed event");
+        assert_eq!(count("archival"), round);
+    }
+    let check: String = plain.query_row("PRAGMA integrity_check", [], |r| r.get(0)).unwrap();
+    assert_eq!(check, "ok");
+    drop(s);
+    let reopened = Store::open_existing(&path, config, Clock::System).unwrap();
+    assert_eq!(reopened.recall_list("root", None).unwrap().events.len(), 600);
+}
