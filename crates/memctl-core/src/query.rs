@@ -2,6 +2,7 @@
 //! `unicode61` tokenizer splits stored text, so every character is a valid query — quotes, `-`,
 //! `:`, `AND`, `NEAR` — and the keyword fallback matches the same records FTS5 does.
 
+use std::cmp::Ordering;
 use std::collections::HashSet;
 
 /// English stop words dropped from queries (unless a query has nothing else).
@@ -21,35 +22,303 @@ pub fn words(text: &str) -> impl Iterator<Item = String> + '_ {
     text.split(|c: char| !is_word_char(c)).filter(|w| !w.is_empty()).map(|w| w.chars().map(fold).collect())
 }
 
+/// The token characters of FTS5's `unicode61` with categories `L* N* Co M*`: letters, digits,
+/// private-use characters and marks. Rust's alphanumerics are letters and digits plus the
+/// letter-like symbols of Unicode's Other_Alphabetic (circled and squared Latin letters), which
+/// FTS5 treats as separators; marks that are not alphabetic are listed below.
 fn is_word_char(c: char) -> bool {
-    c.is_alphanumeric() || is_combining_mark(c)
+    (c.is_alphanumeric() && !is_letter_symbol(c)) || is_private_use(c) || is_mark(c)
 }
 
-/// The combining-mark blocks whose marks are not already alphabetic (decomposed accents, as in
-/// macOS file names, Hebrew and Arabic points, variation selectors).
-fn is_combining_mark(c: char) -> bool {
-    matches!(c,
-        '\u{0300}'..='\u{036F}' | '\u{0483}'..='\u{0489}' | '\u{0591}'..='\u{05C7}'
-        | '\u{0610}'..='\u{061A}' | '\u{064B}'..='\u{065F}' | '\u{06D6}'..='\u{06ED}'
-        | '\u{1AB0}'..='\u{1AFF}' | '\u{1DC0}'..='\u{1DFF}' | '\u{20D0}'..='\u{20FF}'
-        | '\u{302A}'..='\u{302F}' | '\u{3099}'..='\u{309A}' | '\u{FE00}'..='\u{FE0F}'
-        | '\u{FE20}'..='\u{FE2F}')
+/// Circled and squared Latin letters (category So, yet alphabetic to Rust).
+fn is_letter_symbol(c: char) -> bool {
+    matches!(c, '\u{24B6}'..='\u{24E9}' | '\u{1F130}'..='\u{1F149}' | '\u{1F150}'..='\u{1F169}' | '\u{1F170}'..='\u{1F189}')
 }
+
+fn is_private_use(c: char) -> bool {
+    matches!(c, '\u{E000}'..='\u{F8FF}' | '\u{F0000}'..='\u{FFFFD}' | '\u{100000}'..='\u{10FFFD}')
+}
+
+fn is_mark(c: char) -> bool {
+    in_ranges(MARKS, c)
+}
+
+/// The marks (categories Mn, Mc, Me; Unicode 14) that Rust does not count as alphabetic:
+/// combining accents, viramas, Hebrew and Arabic points, variation selectors…
+const MARKS: &[(u32, u32)] = &[
+    (0x0300, 0x0344),
+    (0x0346, 0x0362),
+    (0x0483, 0x0489),
+    (0x0591, 0x05AF),
+    (0x0658, 0x0658),
+    (0x06DF, 0x06E0),
+    (0x06EA, 0x06EC),
+    (0x0740, 0x074A),
+    (0x07EB, 0x07F3),
+    (0x07FD, 0x07FD),
+    (0x0818, 0x0819),
+    (0x082D, 0x082D),
+    (0x0859, 0x085B),
+    (0x0898, 0x089F),
+    (0x08CA, 0x08D3),
+    (0x08E0, 0x08E1),
+    (0x08EA, 0x08EF),
+    (0x093C, 0x093C),
+    (0x094D, 0x094D),
+    (0x0951, 0x0954),
+    (0x09BC, 0x09BC),
+    (0x09CD, 0x09CD),
+    (0x09FE, 0x09FE),
+    (0x0A3C, 0x0A3C),
+    (0x0A4D, 0x0A4D),
+    (0x0ABC, 0x0ABC),
+    (0x0ACD, 0x0ACD),
+    (0x0AFD, 0x0AFF),
+    (0x0B3C, 0x0B3C),
+    (0x0B4D, 0x0B4D),
+    (0x0B55, 0x0B55),
+    (0x0BCD, 0x0BCD),
+    (0x0C3C, 0x0C3C),
+    (0x0C4D, 0x0C4D),
+    (0x0CBC, 0x0CBC),
+    (0x0CCD, 0x0CCD),
+    (0x0D3B, 0x0D3C),
+    (0x0D4D, 0x0D4D),
+    (0x0DCA, 0x0DCA),
+    (0x0E47, 0x0E4C),
+    (0x0E4E, 0x0E4E),
+    (0x0EBA, 0x0EBA),
+    (0x0EC8, 0x0ECC),
+    (0x0F18, 0x0F19),
+    (0x0F35, 0x0F35),
+    (0x0F37, 0x0F37),
+    (0x0F39, 0x0F39),
+    (0x0F3E, 0x0F3F),
+    (0x0F84, 0x0F84),
+    (0x0F86, 0x0F87),
+    (0x0FC6, 0x0FC6),
+    (0x1037, 0x1037),
+    (0x1039, 0x103A),
+    (0x135D, 0x135F),
+    (0x1714, 0x1715),
+    (0x1734, 0x1734),
+    (0x17B4, 0x17B5),
+    (0x17C9, 0x17D3),
+    (0x17DD, 0x17DD),
+    (0x180B, 0x180D),
+    (0x180F, 0x180F),
+    (0x1939, 0x193B),
+    (0x1A60, 0x1A60),
+    (0x1A75, 0x1A7C),
+    (0x1A7F, 0x1A7F),
+    (0x1AB0, 0x1ABE),
+    (0x1AC1, 0x1ACB),
+    (0x1B34, 0x1B34),
+    (0x1B44, 0x1B44),
+    (0x1B6B, 0x1B73),
+    (0x1BAA, 0x1BAB),
+    (0x1BE6, 0x1BE6),
+    (0x1BF2, 0x1BF3),
+    (0x1C37, 0x1C37),
+    (0x1CD0, 0x1CD2),
+    (0x1CD4, 0x1CE8),
+    (0x1CED, 0x1CED),
+    (0x1CF4, 0x1CF4),
+    (0x1CF7, 0x1CF9),
+    (0x1DC0, 0x1DD2),
+    (0x1DF5, 0x1DFF),
+    (0x20D0, 0x20F0),
+    (0x2CEF, 0x2CF1),
+    (0x2D7F, 0x2D7F),
+    (0x302A, 0x302F),
+    (0x3099, 0x309A),
+    (0xA66F, 0xA672),
+    (0xA67C, 0xA67D),
+    (0xA6F0, 0xA6F1),
+    (0xA806, 0xA806),
+    (0xA82C, 0xA82C),
+    (0xA8C4, 0xA8C4),
+    (0xA8E0, 0xA8F1),
+    (0xA92B, 0xA92D),
+    (0xA953, 0xA953),
+    (0xA9B3, 0xA9B3),
+    (0xA9C0, 0xA9C0),
+    (0xAABF, 0xAABF),
+    (0xAAC1, 0xAAC1),
+    (0xAAF6, 0xAAF6),
+    (0xABEC, 0xABED),
+    (0xFE00, 0xFE0F),
+    (0xFE20, 0xFE2F),
+    (0x101FD, 0x101FD),
+    (0x102E0, 0x102E0),
+    (0x10A38, 0x10A3A),
+    (0x10A3F, 0x10A3F),
+    (0x10AE5, 0x10AE6),
+    (0x10F46, 0x10F50),
+    (0x10F82, 0x10F85),
+    (0x11046, 0x11046),
+    (0x11070, 0x11070),
+    (0x1107F, 0x1107F),
+    (0x110B9, 0x110BA),
+    (0x11133, 0x11134),
+    (0x11173, 0x11173),
+    (0x111C0, 0x111C0),
+    (0x111C9, 0x111CC),
+    (0x11235, 0x11236),
+    (0x112E9, 0x112EA),
+    (0x1133B, 0x1133C),
+    (0x1134D, 0x1134D),
+    (0x11366, 0x1136C),
+    (0x11370, 0x11374),
+    (0x11442, 0x11442),
+    (0x11446, 0x11446),
+    (0x1145E, 0x1145E),
+    (0x114C2, 0x114C3),
+    (0x115BF, 0x115C0),
+    (0x1163F, 0x1163F),
+    (0x116B6, 0x116B7),
+    (0x1172B, 0x1172B),
+    (0x11839, 0x1183A),
+    (0x1193D, 0x1193E),
+    (0x11943, 0x11943),
+    (0x119E0, 0x119E0),
+    (0x11A33, 0x11A34),
+    (0x11A47, 0x11A47),
+    (0x11A98, 0x11A99),
+    (0x11C3F, 0x11C3F),
+    (0x11D42, 0x11D42),
+    (0x11D44, 0x11D45),
+    (0x11D97, 0x11D97),
+    (0x16AF0, 0x16AF4),
+    (0x16B30, 0x16B36),
+    (0x16FE4, 0x16FE4),
+    (0x1BC9D, 0x1BC9D),
+    (0x1CF00, 0x1CF2D),
+    (0x1CF30, 0x1CF46),
+    (0x1D165, 0x1D169),
+    (0x1D16D, 0x1D172),
+    (0x1D17B, 0x1D182),
+    (0x1D185, 0x1D18B),
+    (0x1D1AA, 0x1D1AD),
+    (0x1D242, 0x1D244),
+    (0x1DA00, 0x1DA36),
+    (0x1DA3B, 0x1DA6C),
+    (0x1DA75, 0x1DA75),
+    (0x1DA84, 0x1DA84),
+    (0x1DA9B, 0x1DA9F),
+    (0x1DAA1, 0x1DAAF),
+    (0x1E130, 0x1E136),
+    (0x1E2AE, 0x1E2AE),
+    (0x1E2EC, 0x1E2EF),
+    (0x1E8D0, 0x1E8D6),
+    (0x1E944, 0x1E946),
+    (0x1E948, 0x1E94A),
+    (0xE0100, 0xE01EF),
+];
 
 /// Case folding as `unicode61` does it: one character to one character, so a character whose
-/// lower case is longer (`İ`) stays as it is; final sigma and the micro sign fold like letters.
+/// lower case is longer (`İ`) stays as it is. SQLite's fold table is its own: it folds a few
+/// letter variants that have no lower case (`ſ`, `ς`, `ϐ`, …), and predates some case pairs,
+/// whose capitals it leaves as they are (Cherokee, Georgian Mtavruli, newer Latin and Cyrillic
+/// letters); the `words_split_and_fold_where_fts5_does` test holds the two tables to it.
 fn fold(c: char) -> char {
-    match c {
-        'ς' => 'σ',
-        'µ' => 'μ',
-        _ => {
-            let mut lower = c.to_lowercase();
-            match (lower.next(), lower.next()) {
-                (Some(single), None) => single,
-                _ => c,
-            }
-        }
+    if let Ok(i) = FOLDS.binary_search_by_key(&c, |&(from, _)| from) {
+        return FOLDS[i].1;
     }
+    if in_ranges(UNFOLDED, c) {
+        return c;
+    }
+    let mut lower = c.to_lowercase();
+    match (lower.next(), lower.next()) {
+        (Some(single), None) => single,
+        _ => c,
+    }
+}
+
+/// SQLite's folds that are not lower cases, by code point.
+const FOLDS: &[(char, char)] = &[
+    ('µ', 'μ'),
+    ('ſ', 's'),
+    ('\u{345}', 'ι'),
+    ('ς', 'σ'),
+    ('ϐ', 'β'),
+    ('ϑ', 'θ'),
+    ('ϕ', 'φ'),
+    ('ϖ', 'π'),
+    ('ϰ', 'κ'),
+    ('ϱ', 'ρ'),
+    ('ϵ', 'ε'),
+    ('ẛ', 'ṡ'),
+    ('\u{1FBE}', 'ι'),
+];
+
+/// Capitals SQLite's table does not fold.
+const UNFOLDED: &[(u32, u32)] = &[
+    (0x037F, 0x037F),
+    (0x0528, 0x0528),
+    (0x052A, 0x052A),
+    (0x052C, 0x052C),
+    (0x052E, 0x052E),
+    (0x13A0, 0x13F5),
+    (0x1C89, 0x1C89),
+    (0x1C90, 0x1CBA),
+    (0x1CBD, 0x1CBF),
+    (0x2C2F, 0x2C2F),
+    (0xA698, 0xA698),
+    (0xA69A, 0xA69A),
+    (0xA796, 0xA796),
+    (0xA798, 0xA798),
+    (0xA79A, 0xA79A),
+    (0xA79C, 0xA79C),
+    (0xA79E, 0xA79E),
+    (0xA7AB, 0xA7AE),
+    (0xA7B0, 0xA7B4),
+    (0xA7B6, 0xA7B6),
+    (0xA7B8, 0xA7B8),
+    (0xA7BA, 0xA7BA),
+    (0xA7BC, 0xA7BC),
+    (0xA7BE, 0xA7BE),
+    (0xA7C0, 0xA7C0),
+    (0xA7C2, 0xA7C2),
+    (0xA7C4, 0xA7C7),
+    (0xA7C9, 0xA7C9),
+    (0xA7CB, 0xA7CC),
+    (0xA7CE, 0xA7CE),
+    (0xA7D0, 0xA7D0),
+    (0xA7D2, 0xA7D2),
+    (0xA7D4, 0xA7D4),
+    (0xA7D6, 0xA7D6),
+    (0xA7D8, 0xA7D8),
+    (0xA7DA, 0xA7DA),
+    (0xA7DC, 0xA7DC),
+    (0xA7F5, 0xA7F5),
+    (0x104B0, 0x104D3),
+    (0x10570, 0x1057A),
+    (0x1057C, 0x1058A),
+    (0x1058C, 0x10592),
+    (0x10594, 0x10595),
+    (0x10C80, 0x10CB2),
+    (0x10D50, 0x10D65),
+    (0x118A0, 0x118BF),
+    (0x16E40, 0x16E5F),
+    (0x16EA0, 0x16EB8),
+    (0x1E900, 0x1E921),
+];
+
+/// Whether `c` lies in one of the sorted, disjoint inclusive `ranges`.
+fn in_ranges(ranges: &[(u32, u32)], c: char) -> bool {
+    let c = u32::from(c);
+    ranges
+        .binary_search_by(|&(low, high)| {
+            if high < c {
+                Ordering::Less
+            } else if low > c {
+                Ordering::Greater
+            } else {
+                Ordering::Equal
+            }
+        })
+        .is_ok()
 }
 
 /// A parsed search query: the distinct words to look for.
@@ -90,8 +359,8 @@ impl Query {
     }
 
     /// The FTS5 MATCH expression of a search over a view (see fts_match.rs for the phrase
-    /// order it promises): the words OR-ed in `text` and `tags`, each required tag as a phrase
-    /// of its words in `tags` (a prefilter: the exact tags are checked after), and the path's
+    /// order it promises): the words OR-ed in `text` and `tags`, each required ASCII tag as a
+    /// phrase of its words in `tags` (a prefilter: the exact tags are checked after), and the path's
     /// branches OR-ed in `branch`. Every word is a quoted string, so nothing is syntax.
     /// Returns the expression and the index of its first branch phrase.
     pub fn fts_expression(&self, tags: &[String], branches: &[i64]) -> (String, usize) {
@@ -99,7 +368,8 @@ impl Query {
         let word_phrases: Vec<String> = self.words.iter().map(|w| quote(w)).collect();
         let mut expression = format!("{{text tags}}: ({})", word_phrases.join(" OR "));
         let mut phrases = word_phrases.len();
-        for tag in tags {
+        // Only ASCII tags: their words are FTS5's words whatever its Unicode tables say.
+        for tag in tags.iter().filter(|tag| tag.is_ascii()) {
             let tag_words: Vec<String> = words(tag).collect();
             if !tag_words.is_empty() {
                 expression += &format!(" AND tags: {}", quote(&tag_words.join(" ")));
@@ -195,7 +465,8 @@ mod tests {
     fn syntax_is_words() {
         let q = Query::parse("\"mpi\" -tune: a/b.c 'x' NEAR");
         assert_eq!(q.words(), ["mpi", "tune", "b", "c", "x", "near"]);
-        let (expression, first_branch) = q.fts_expression(&["kind:\"x\"".into(), "!".into()], &[7, 1]);
+        let tags = ["kind:\"x\"".into(), "!".into(), "Ⓐ".into(), "été".into()];
+        let (expression, first_branch) = q.fts_expression(&tags, &[7, 1]);
         assert_eq!(
             expression,
             "{text tags}: (\"mpi\" OR \"tune\" OR \"b\" OR \"c\" OR \"x\" OR \"near\") \
@@ -210,6 +481,55 @@ mod tests {
         assert_eq!(Query::parse("AND OR NOT").words(), ["and", "or", "not"]);
         assert!(Query::parse("  ").is_blank());
         assert!(Query::parse("...").matches_nothing());
+    }
+
+    /// Every character of planes 0 and 1 in turn between two letters, split into words here and
+    /// by FTS5's own tokenizer (configured as in schema.rs): the same words, except where FTS5
+    /// keeps a character that Rust's Unicode tables call neither a letter, a digit nor a mark —
+    /// characters newer than SQLite's tables, which FTS5 takes as token characters.
+    #[test]
+    fn words_split_and_fold_where_fts5_does() {
+        let conn = rusqlite::Connection::open_in_memory().unwrap();
+        conn.execute_batch(
+            "CREATE VIRTUAL TABLE t USING fts5(x, tokenize=\"unicode61 remove_diacritics 0 categories 'L* N* Co M*'\");
+             CREATE VIRTUAL TABLE v USING fts5vocab(t, 'instance');",
+        )
+        .unwrap();
+        let chars: Vec<char> = (0..0x20000u32).filter_map(char::from_u32).collect();
+        let text = |c: char| format!("qa{c}bq zz");
+        conn.execute_batch("BEGIN").unwrap();
+        let mut insert = conn.prepare("INSERT INTO t(rowid, x) VALUES (?1, ?2)").unwrap();
+        for &c in &chars {
+            insert.execute(rusqlite::params![u32::from(c), text(c)]).unwrap();
+        }
+        conn.execute_batch("COMMIT").unwrap();
+        let mut fts: Vec<Vec<String>> = vec![vec![]; 0x20000];
+        let mut rows = conn.prepare("SELECT doc, term FROM v ORDER BY doc, offset").unwrap();
+        for row in rows.query_map([], |r| Ok((r.get::<_, i64>(0)? as usize, r.get::<_, String>(1)?))).unwrap()
+        {
+            let (doc, term) = row.unwrap();
+            fts[doc].push(term);
+        }
+        let newer_than_sqlite = |c: char, ours: &[String], theirs: &[String]| {
+            !is_word_char(c) && ours.len() == 3 && theirs.len() == 2
+        };
+        let differ: Vec<String> = chars
+            .iter()
+            .filter(|&&c| {
+                let ours: Vec<String> = words(&text(c)).collect();
+                let theirs = &fts[u32::from(c) as usize];
+                ours != *theirs && !newer_than_sqlite(c, &ours, theirs)
+            })
+            .map(|&c| {
+                format!(
+                    "U+{:04X}: {:?} here, {:?} in FTS5",
+                    u32::from(c),
+                    words(&text(c)).collect::<Vec<_>>(),
+                    fts[u32::from(c) as usize]
+                )
+            })
+            .collect();
+        assert!(differ.is_empty(), "{} characters differ: {:?}", differ.len(), &differ);
     }
 
     #[test]

@@ -121,9 +121,10 @@ impl Store {
 /// page less to write per append.
 fn event_rowid(bid: i64, seq: i64) -> Result<i64> {
     const SEQS: i64 = 1 << 40;
-    if !(0..SEQS).contains(&seq) || !(0..1 << 22).contains(&bid) {
+    // bid < 2^23 keeps bid · 2^40 + seq within an i64.
+    if !(0..SEQS).contains(&seq) || !(0..1 << 23).contains(&bid) {
         return Err(Error::internal(format!(
-            "event seq {seq} of branch {bid} is past what the events table can order (2^40 seqs, 2^22 branches)"
+            "event seq {seq} of branch {bid} is past what the events table can order (2^40 seqs, 2^23 branches)"
         )));
     }
     Ok(bid * SEQS + seq)

@@ -168,7 +168,7 @@ UPDATE branches SET inherited_events = counts.inherited FROM counts WHERE branch
         name: "20261123_search_by_branch",
         sql: "CREATE INDEX archival_later_versions ON archival(branch, seq) WHERE record_id != seq;",
         fts_sql: r#"
-DROP TABLE archival_fts;
+DROP TABLE IF EXISTS archival_fts;
 CREATE VIRTUAL TABLE archival_fts USING fts5(
     text, tags, branch, content='archival', content_rowid='seq',
     tokenize="unicode61 remove_diacritics 0 categories 'L* N* Co M*'"

@@ -4,13 +4,18 @@
 //! SQLite writes a frame as its 24-byte header, then the page right after it (`walWriteOneFrame`).
 //! On this project's virtual machine a `pwrite` costs about as much as the copy it makes, so a
 //! commit of three or four pages spent a third of its time on the extra calls. Here a small write
-//! to the WAL is held back and sent together with the write that continues it; anything else
-//! done to the file first sends what is held. Nothing else changes: the main database file is
-//! the default VFS's own, the bytes on disk are the same, and other processes and tools may use
-//! the default VFS on the same database. A write held back is never visible to another process
-//! as missing: SQLite publishes frames in the shared WAL index only after it has written all of
-//! them, and by then each header has gone out with its page. A crash between the two writes
-//! leaves a torn frame either way, which the WAL's checksums reject.
+//! that extends the WAL past everything this handle wrote is held back and sent together with
+//! the write that continues it; anything else done to the file first sends what is held. Nothing
+//! else changes: the main database file is the default VFS's own, the bytes on disk are the
+//! same, and other processes and tools may use the default VFS on the same database.
+//!
+//! Only appends are held. A new frame's header is always followed by its page before SQLite
+//! publishes the frame in the shared WAL index, so by then it has gone out. Other small writes
+//! rewrite what is already there — `walRewriteChecksums` rewrites the headers of a commit that
+//! spilled pages, the last of them right before the commit is published — and holding one of
+//! those would leave a committed frame with a stale checksum on disk until the next call, and
+//! lose the commit if the process died first. They go straight through. A crash between a
+//! header and its page leaves a torn frame either way, which the WAL's checksums reject.
 
 use crate::error::{Error, Result};
 use rusqlite::ffi;
@@ -69,6 +74,9 @@ struct WalFile {
     /// A small write not sent yet, and the offset it goes to.
     held: Vec<u8>,
     held_at: i64,
+    /// The end of what this handle has written since the WAL's header (offset 0) was last
+    /// written: a write starting there or beyond appends.
+    written_end: i64,
 }
 
 /// Where the default VFS's file starts inside ours, 8-byte aligned.
@@ -107,6 +115,7 @@ unsafe extern "C" fn open(
                 real,
                 held: Vec::new(),
                 held_at: 0,
+                written_end: 0,
             },
         );
     }
@@ -148,10 +157,16 @@ unsafe extern "C" fn write(
     let Some(real_write) = methods.xWrite else { return ffi::SQLITE_ERROR };
     // SAFETY: SQLite passes `amount` readable bytes at `data`.
     let bytes = unsafe { std::slice::from_raw_parts(data.cast::<u8>(), amount.max(0) as usize) };
+    if offset == 0 {
+        // The WAL's header: the WAL starts over, and whatever lies beyond is old.
+        wal.written_end = 0;
+    }
+    let end = offset + bytes.len() as i64;
     let continues = !wal.held.is_empty() && offset == wal.held_at + wal.held.len() as i64;
     if continues {
         // The page after its frame header: both in one call.
         wal.held.extend_from_slice(bytes);
+        wal.written_end = wal.written_end.max(end);
         if bytes.len() <= SMALL_WRITE && wal.held.len() <= 4 * SMALL_WRITE {
             return ffi::SQLITE_OK;
         }
@@ -161,7 +176,9 @@ unsafe extern "C" fn write(
     if rc != ffi::SQLITE_OK {
         return rc;
     }
-    if bytes.len() <= SMALL_WRITE {
+    let appends = offset >= wal.written_end;
+    wal.written_end = wal.written_end.max(end);
+    if appends && bytes.len() <= SMALL_WRITE {
         wal.held.extend_from_slice(bytes);
         wal.held_at = offset;
         return ffi::SQLITE_OK;
@@ -226,9 +243,10 @@ unsafe extern "C" fn device_characteristics(file: *mut ffi::sqlite3_file) -> c_i
     methods.xDeviceCharacteristics.map_or(0, |method| unsafe { method(wal.real) })
 }
 
+/// Never called on a WAL file (its shared memory belongs to the database file); forwarded, and
+/// with nothing to report a failed send through, it sends nothing.
 unsafe extern "C" fn shm_barrier(file: *mut ffi::sqlite3_file) {
     let (wal, methods) = unsafe { parts(file) };
-    flush(wal, methods);
     if let Some(method) = methods.xShmBarrier {
         unsafe { method(wal.real) }
     }
@@ -255,3 +273,65 @@ static WAL_METHODS: ffi::sqlite3_io_methods = ffi::sqlite3_io_methods {
     xFetch: Some(fetch),
     xUnfetch: Some(unfetch),
 };
+
+#[cfg(test)]
+mod tests {
+    use rusqlite::{Connection, OpenFlags};
+    use std::path::Path;
+
+    fn rows(db: &Path) -> i64 {
+        let plain = Connection::open(db).unwrap();
+        plain.query_row("SELECT count(*) FROM t", [], |r| r.get(0)).unwrap()
+    }
+
+    /// A transaction that spills pages to the WAL and then changes a spilled page ends with
+    /// SQLite rewriting its frames' headers one by one (`walRewriteChecksums`). Those rewrites
+    /// must reach the file before COMMIT returns: the files as they are on disk then (what a
+    /// killed process leaves) must hold the transaction.
+    #[test]
+    fn a_commit_is_on_disk_when_it_returns() {
+        super::register().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db.sqlite");
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE;
+        let conn = Connection::open_with_flags_and_vfs(&path, flags, super::NAME).unwrap();
+        conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true).unwrap();
+        conn.execute_batch(
+            "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; CREATE TABLE t(x);
+             INSERT INTO t VALUES (1); PRAGMA cache_size = 5;
+             BEGIN;
+             WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 2000)
+                 INSERT INTO t SELECT randomblob(100) FROM c;
+             UPDATE t SET x = randomblob(100);
+             COMMIT;",
+        )
+        .unwrap();
+        let killed = tempfile::tempdir().unwrap();
+        for name in ["db.sqlite", "db.sqlite-wal"] {
+            std::fs::copy(dir.path().join(name), killed.path().join(name)).unwrap();
+        }
+        assert_eq!(rows(&killed.path().join("db.sqlite")), 2001, "the committed rows survive a kill");
+        drop(conn);
+        assert_eq!(rows(&path), 2001);
+    }
+
+    /// Frames written the ordinary way are read back by recovery the same.
+    #[test]
+    fn ordinary_commits_are_on_disk_when_they_return() {
+        super::register().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db.sqlite");
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE;
+        let conn = Connection::open_with_flags_and_vfs(&path, flags, super::NAME).unwrap();
+        conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; CREATE TABLE t(x);")
+            .unwrap();
+        for i in 0..300 {
+            conn.execute("INSERT INTO t VALUES (?1)", [i]).unwrap();
+        }
+        let killed = tempfile::tempdir().unwrap();
+        for name in ["db.sqlite", "db.sqlite-wal"] {
+            std::fs::copy(dir.path().join(name), killed.path().join(name)).unwrap();
+        }
+        assert_eq!(rows(&killed.path().join("db.sqlite")), 300);
+    }
+}

@@ -304,6 +304,22 @@ fn siblings_and_late_parent_writes_are_never_found() {
 }
 
 #[test]
+fn any_tag_filters_the_same_way() {
+    in_both_modes(|s| {
+        s.create_root("root").unwrap();
+        let circled = add(s, "root", "tagged marker note", &["Ⓐ"]);
+        let accented = add(s, "root", "another marker note", &["été", "kind:error"]);
+        let newer = add(s, "root", "a third marker note", &["a\u{23F5}b"]);
+        add(s, "root", "untagged marker note", &[]);
+        let m = mode(s);
+        assert_eq!(ids(s, "root", "note", 10, &["Ⓐ"]), vec![circled], "{m}");
+        assert_eq!(ids(s, "root", "marker", 10, &["été", "kind:error"]), vec![accented], "{m}");
+        assert_eq!(ids(s, "root", "note", 10, &["a\u{23F5}b"]), vec![newer], "{m}");
+        assert!(ids(s, "root", "note", 10, &["été", "Ⓐ"]).is_empty(), "{m}");
+    });
+}
+
+#[test]
 fn other_branches_records_never_move_a_ranking() {
     in_both_modes(|s| {
         s.create_root("root").unwrap();
