@@ -27,6 +27,9 @@ pub fn words(text: &str) -> impl Iterator<Item = String> + '_ {
 /// letter-like symbols of Unicode's Other_Alphabetic (circled and squared Latin letters), which
 /// FTS5 treats as separators; marks that are not alphabetic are listed below.
 fn is_word_char(c: char) -> bool {
+    if c.is_ascii() {
+        return c.is_ascii_alphanumeric();
+    }
     (c.is_alphanumeric() && !is_letter_symbol(c)) || is_private_use(c) || is_mark(c)
 }
 
@@ -388,8 +391,16 @@ impl Query {
         let mut counts = TermCounts { tokens: 0, tf: vec![0; self.words.len()] };
         let mut folded = String::new();
         for haystack in haystacks {
+            if haystack.is_ascii() {
+                // Most text: words are runs of ASCII letters and digits, read as bytes.
+                for word in
+                    haystack.as_bytes().split(|b| !b.is_ascii_alphanumeric()).filter(|w| !w.is_empty())
+                {
+                    counts.count(&self.words, word);
+                }
+                continue;
+            }
             for word in haystack.split(|c: char| !is_word_char(c)).filter(|w| !w.is_empty()) {
-                counts.tokens += 1;
                 let candidate = if word.is_ascii() {
                     word
                 } else {
@@ -397,12 +408,7 @@ impl Query {
                     folded.extend(word.chars().map(fold));
                     folded.as_str()
                 };
-                for (tf, wanted) in counts.tf.iter_mut().zip(&self.words) {
-                    // Query words are folded: an ASCII word matches its ASCII lower case.
-                    if wanted.len() == candidate.len() && wanted.eq_ignore_ascii_case(candidate) {
-                        *tf += 1;
-                    }
-                }
+                counts.count(&self.words, candidate.as_bytes());
             }
         }
         counts
@@ -419,6 +425,17 @@ pub struct TermCounts {
 }
 
 impl TermCounts {
+    /// Counts one word of the text (folded, or ASCII in any case) against the query's words.
+    fn count(&mut self, wanted: &[String], word: &[u8]) {
+        self.tokens += 1;
+        for (tf, wanted) in self.tf.iter_mut().zip(wanted) {
+            // Query words are folded: an ASCII word matches its ASCII lower case.
+            if wanted.len() == word.len() && wanted.as_bytes().eq_ignore_ascii_case(word) {
+                *tf += 1;
+            }
+        }
+    }
+
     pub fn matches(&self) -> bool {
         self.tf.iter().any(|&n| n > 0)
     }
