@@ -278,27 +278,41 @@ static WAL_METHODS: ffi::sqlite3_io_methods = ffi::sqlite3_io_methods {
 mod tests {
     use rusqlite::{Connection, OpenFlags};
     use std::path::Path;
+    use tempfile::TempDir;
 
-    fn rows(db: &Path) -> i64 {
-        let plain = Connection::open(db).unwrap();
+    /// A WAL database through this VFS in a new directory, with a table `t(x)`.
+    fn open() -> (TempDir, Connection) {
+        super::register().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE;
+        let conn =
+            Connection::open_with_flags_and_vfs(dir.path().join("db.sqlite"), flags, super::NAME).unwrap();
+        // As in memctl: closing does not checkpoint, so recovery reads the WAL.
+        conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true).unwrap();
+        conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; CREATE TABLE t(x);")
+            .unwrap();
+        (dir, conn)
+    }
+
+    /// The rows of `t` that recovery finds in the files as they are on disk now — what a killed
+    /// process leaves — read from a copy with the default VFS.
+    fn rows_after_a_kill(dir: &Path) -> i64 {
+        let killed = tempfile::tempdir().unwrap();
+        for name in ["db.sqlite", "db.sqlite-wal"] {
+            std::fs::copy(dir.join(name), killed.path().join(name)).unwrap();
+        }
+        let plain = Connection::open(killed.path().join("db.sqlite")).unwrap();
         plain.query_row("SELECT count(*) FROM t", [], |r| r.get(0)).unwrap()
     }
 
     /// A transaction that spills pages to the WAL and then changes a spilled page ends with
     /// SQLite rewriting its frames' headers one by one (`walRewriteChecksums`). Those rewrites
-    /// must reach the file before COMMIT returns: the files as they are on disk then (what a
-    /// killed process leaves) must hold the transaction.
+    /// must reach the file before COMMIT returns.
     #[test]
-    fn a_commit_is_on_disk_when_it_returns() {
-        super::register().unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("db.sqlite");
-        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE;
-        let conn = Connection::open_with_flags_and_vfs(&path, flags, super::NAME).unwrap();
-        conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true).unwrap();
+    fn a_spilling_commit_is_on_disk_when_it_returns() {
+        let (dir, conn) = open();
         conn.execute_batch(
-            "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; CREATE TABLE t(x);
-             INSERT INTO t VALUES (1); PRAGMA cache_size = 5;
+            "INSERT INTO t VALUES (1); PRAGMA cache_size = 5;
              BEGIN;
              WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 2000)
                  INSERT INTO t SELECT randomblob(100) FROM c;
@@ -306,32 +320,16 @@ mod tests {
              COMMIT;",
         )
         .unwrap();
-        let killed = tempfile::tempdir().unwrap();
-        for name in ["db.sqlite", "db.sqlite-wal"] {
-            std::fs::copy(dir.path().join(name), killed.path().join(name)).unwrap();
-        }
-        assert_eq!(rows(&killed.path().join("db.sqlite")), 2001, "the committed rows survive a kill");
-        drop(conn);
-        assert_eq!(rows(&path), 2001);
+        assert_eq!(rows_after_a_kill(dir.path()), 2001, "the committed rows survive a kill");
     }
 
-    /// Frames written the ordinary way are read back by recovery the same.
+    /// Frames written the ordinary way (each header held back, then sent with its page).
     #[test]
     fn ordinary_commits_are_on_disk_when_they_return() {
-        super::register().unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("db.sqlite");
-        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE;
-        let conn = Connection::open_with_flags_and_vfs(&path, flags, super::NAME).unwrap();
-        conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; CREATE TABLE t(x);")
-            .unwrap();
+        let (dir, conn) = open();
         for i in 0..300 {
             conn.execute("INSERT INTO t VALUES (?1)", [i]).unwrap();
         }
-        let killed = tempfile::tempdir().unwrap();
-        for name in ["db.sqlite", "db.sqlite-wal"] {
-            std::fs::copy(dir.path().join(name), killed.path().join(name)).unwrap();
-        }
-        assert_eq!(rows(&killed.path().join("db.sqlite")), 300);
+        assert_eq!(rows_after_a_kill(dir.path()), 300);
     }
 }
