@@ -17,8 +17,8 @@ use std::process::Command;
 use std::time::Instant;
 
 const BRANCHES: usize = 1000;
-/// Bump when the generated data changes, so a kept database is rebuilt.
-const GENERATOR_VERSION: u32 = 1;
+/// Bump when the generated data or the file's layout changes, so a kept database is rebuilt.
+const GENERATOR_VERSION: u32 = 2;
 
 /// What one build holds, per branch.
 #[derive(Debug, Clone, Copy)]

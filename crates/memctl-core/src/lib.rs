@@ -61,7 +61,7 @@ pub use protocol::{
 pub use recall::{AppendOutcome, Event, EvictOutcome, EvictSelector, RecallView, Summary};
 pub use redact::redact;
 pub use render::{tags_suffix, Budget, PromptContext, SectionReport};
-pub use schema::SCHEMA_VERSION;
+pub use schema::{PAGE_SIZE, SCHEMA_VERSION};
 pub use store::{OpContext, Store, Tx};
 pub use summarizer::{Request as SummarizerRequest, Task as SummarizerTask};
 pub use tokens::{count_tokens, Encoding};
