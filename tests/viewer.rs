@@ -46,6 +46,23 @@ fn find_chromium() -> Option<PathBuf> {
         .find(|candidate| candidate.is_file())
 }
 
+/// Chromium, or None with a notice when it is missing; with CI set, a missing Chromium fails
+/// the test instead.
+fn chromium_or_skip() -> Option<PathBuf> {
+    let found = find_chromium();
+    if found.is_none() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "no Chromium (/usr/bin/chromium or chromium on PATH): CI must run the viewer test"
+        );
+        eprintln!(
+            "NOTICE: viewer test skipped: no Chromium found (/usr/bin/chromium or chromium on PATH). \
+             Install it (e.g. apt-get install chromium) to check the HTML viewer; CI=1 makes this a failure."
+        );
+    }
+    found
+}
+
 /// The DOM of `page#branch=BRANCH` once its script has run.
 fn dump_dom(chromium: &Path, page: &Path, branch: &str) -> String {
     let profile = tempfile::Builder::new().prefix("memctl-chromium-").tempdir().expect("profile dir");
@@ -481,16 +498,7 @@ fn the_page_shows_each_branch_view_in_chromium() {
         .unwrap();
     assert_eq!(exclusions_of_a.len(), 5, "two consolidations of a hid 3 + 2 events");
 
-    let Some(chromium) = find_chromium() else {
-        if std::env::var_os("CI").is_some() {
-            panic!("no Chromium (/usr/bin/chromium or chromium on PATH): CI must run the viewer test");
-        }
-        eprintln!(
-            "NOTICE: viewer test skipped: no Chromium found (/usr/bin/chromium or chromium on PATH). \
-             Install it (e.g. apt-get install chromium) to check the HTML viewer; CI=1 makes this a failure."
-        );
-        return;
-    };
+    let Some(chromium) = chromium_or_skip() else { return };
 
     // a, by its node_uid: the child override, the deleted key gone, the root's late write and
     // the sibling's rows absent, excluded events and summaries from the consolidations.
@@ -615,11 +623,7 @@ fn the_page_shows_each_branch_view_in_chromium() {
 
 #[test]
 fn the_page_matches_the_engine_on_an_imported_search() {
-    let Some(chromium) = find_chromium() else {
-        assert!(std::env::var_os("CI").is_none(), "no Chromium: CI must run the viewer test");
-        eprintln!("NOTICE: viewer test skipped: no Chromium found (/usr/bin/chromium or chromium on PATH).");
-        return;
-    };
+    let Some(chromium) = chromium_or_skip() else { return };
     let sb = Sandbox::new();
     std::fs::copy(fixture("legacy/search_run/memory.sqlite"), sb.file("legacy.sqlite")).unwrap();
     sb.ok(&["import", "legacy", "legacy.sqlite"]);
@@ -688,11 +692,7 @@ const PROBE: &str = r#"<script>
 
 #[test]
 fn the_tree_search_and_fold_controls_work_in_chromium() {
-    let Some(chromium) = find_chromium() else {
-        assert!(std::env::var_os("CI").is_none(), "no Chromium: CI must run the viewer test");
-        eprintln!("NOTICE: viewer test skipped: no Chromium found (/usr/bin/chromium or chromium on PATH).");
-        return;
-    };
+    let Some(chromium) = chromium_or_skip() else { return };
     let tree = build();
     let sb = &tree.sb;
     let g = tree.g.as_str();
