@@ -1,21 +1,32 @@
-//! The `memctl` VFS: SQLite's default VFS, except that each WAL frame reaches the file in one
-//! system call instead of two.
+//! The `memctl` VFS: SQLite's default VFS, except that each commit reaches the WAL in one
+//! system call instead of two per page.
 //!
-//! SQLite writes a frame as its 24-byte header, then the page right after it (`walWriteOneFrame`).
-//! On this project's virtual machine a `pwrite` costs about as much as the copy it makes, so a
-//! commit of three or four pages spent a third of its time on the extra calls. Here a small write
-//! that extends the WAL past everything this handle wrote is held back and sent together with
-//! the write that continues it; anything else done to the file first sends what is held. Nothing
-//! else changes: the main database file is the default VFS's own, the bytes on disk are the
-//! same, and other processes and tools may use the default VFS on the same database.
+//! SQLite writes a frame as its 24-byte header, then the page right after it
+//! (`walWriteOneFrame`), so a commit of four pages made eight `pwrite` calls. On this project's
+//! virtual machine a call costs about as much as the copy it makes, and those calls were 40% of
+//! an append. Here the writes that extend the WAL are held in a buffer and sent as one when the
+//! page of the commit frame (the frame whose header carries the database size) arrives. The
+//! bytes on disk are the same, and other processes and tools may use the default VFS on the
+//! same database.
 //!
-//! Only appends are held. A new frame's header is always followed by its page before SQLite
-//! publishes the frame in the shared WAL index, so by then it has gone out. Other small writes
-//! rewrite what is already there — `walRewriteChecksums` rewrites the headers of a commit that
-//! spilled pages, the last of them right before the commit is published — and holding one of
-//! those would leave a committed frame with a stale checksum on disk until the next call, and
-//! lose the commit if the process died first. They go straight through. A crash between a
-//! header and its page leaves a torn frame either way, which the WAL's checksums reject.
+//! What SQLite relies on still holds:
+//! - A commit is in the file before SQLite publishes it in the shared WAL index: its last write
+//!   sends the buffer, and a failed send fails that write, so SQLite abandons the commit.
+//! - Nothing held outlives the write lock, and no other process could write where the held bytes
+//!   go: every shared-memory call on the database file (the lock calls, the barrier before a
+//!   commit is published) sends what its WAL holds first. That catches the frames of a
+//!   transaction that spilled pages and then rolled back.
+//! - This connection reads what it wrote: every other call on the WAL sends the buffer first.
+//! - Writes that do not extend the WAL go straight through. `walRewriteChecksums` rewrites the
+//!   headers of a commit that spilled pages, the last of them right before the commit is
+//!   published; holding one would leave a stale checksum on disk, and a failure unreported.
+//!
+//! The WAL's file space is also allocated ahead of the writes, megabytes at a time. A
+//! write into new space made ext4 allocate its blocks, and it waited — for milliseconds — each
+//! time a checkpoint synced the WAL; writes into allocated space cost less and do not wait.
+//!
+//! A crash before a commit is sent loses that commit, as a crash before its `pwrite` calls did;
+//! the WAL's checksums reject a torn frame either way.
 
 use crate::error::{Error, Result};
 use rusqlite::ffi;
@@ -27,8 +38,17 @@ use std::sync::OnceLock;
 pub(crate) const NAME: &str = "memctl";
 const C_NAME: &CStr = c"memctl";
 
-/// Writes at most this long are held back (a frame header; the WAL header is 32 bytes).
-const SMALL_WRITE: usize = 32;
+/// The size of a WAL frame header; bytes 4..8 of it hold the database size in a commit frame.
+const FRAME_HEADER: usize = 24;
+
+/// The most held at once: a transaction with more (one that spills pages) is sent in parts.
+/// The default VFS writes at most 128 KiB - 1 bytes per call.
+const MOST_HELD: usize = 64 << 10;
+
+/// WAL space is allocated ahead of the writes in steps that double from the first to the last
+/// size: few calls while the WAL grows, and small WALs stay small.
+const FIRST_STEP: i64 = 1 << 20;
+const LAST_STEP: i64 = 16 << 20;
 
 /// Registers the VFS once per process (not as the default).
 pub(crate) fn register() -> Result<()> {
@@ -54,7 +74,7 @@ fn register_once() -> std::result::Result<(), String> {
         let _ = BASE.set(base as usize);
         let mut vfs = *base;
         vfs.zName = C_NAME.as_ptr();
-        vfs.szOsFile = wal_file_size((*base).szOsFile);
+        vfs.szOsFile = file_size_for((*base).szOsFile);
         vfs.pNext = std::ptr::null_mut();
         vfs.xOpen = Some(open);
         // pAppData stays the default VFS's: its own functions, copied above, read it.
@@ -66,24 +86,79 @@ fn register_once() -> std::result::Result<(), String> {
     Ok(())
 }
 
-/// A WAL file: the default VFS's file, stored right after this header, and the write held back.
+/// A WAL file: the default VFS's file, stored right after this header, and the writes held.
 #[repr(C)]
 struct WalFile {
     base: ffi::sqlite3_file,
     real: *mut ffi::sqlite3_file,
-    /// A small write not sent yet, and the offset it goes to.
+    /// The database file's link to this WAL, cleared when the WAL closes; null if the database
+    /// file is not this VFS's (then nothing is held).
+    db_link: *mut *mut WalFile,
+    /// Appending writes not sent yet, and the offset the first of them goes to.
     held: Vec<u8>,
     held_at: i64,
+    /// The last write held was a commit frame's header: the write of its page sends the buffer.
+    commit_next: bool,
     /// The end of what this handle has written since the WAL's header (offset 0) was last
     /// written: a write starting there or beyond appends.
     written_end: i64,
+    /// The WAL's path, and how much of its space this handle allocated.
+    name: ffi::sqlite3_filename,
+    allocated: Allocated,
 }
 
-/// Where the default VFS's file starts inside ours, 8-byte aligned.
+/// Where the default VFS's file starts inside a WAL file, 8-byte aligned.
 const REAL_OFFSET: usize = std::mem::size_of::<WalFile>().next_multiple_of(8);
 
-fn wal_file_size(base_size: c_int) -> c_int {
-    (REAL_OFFSET + base_size.max(0) as usize) as c_int
+/// A database file is the default VFS's own file followed, at this offset, by its link to its
+/// open WAL (a `*mut WalFile`, null while none is open).
+fn db_link_offset() -> usize {
+    // SAFETY: base() is the registered default VFS once register() has run, which is before
+    // any file of this VFS opens.
+    (unsafe { (*base()).szOsFile }).max(0) as usize
+}
+
+fn file_size_for(base_size: c_int) -> c_int {
+    let base_size = base_size.max(0) as usize;
+    let wal = REAL_OFFSET + base_size;
+    let db = base_size.next_multiple_of(8) + std::mem::size_of::<*mut WalFile>();
+    wal.max(db) as c_int
+}
+
+/// The link slot after a database file of this VFS.
+///
+/// # Safety
+/// `file` must be a database file opened by this VFS whose methods are [`db_methods`]'s.
+unsafe fn db_link(file: *mut ffi::sqlite3_file) -> *mut *mut WalFile {
+    // SAFETY: such a file was given szOsFile bytes, which leave room for the link there.
+    unsafe { file.cast::<u8>().add(db_link_offset().next_multiple_of(8)).cast() }
+}
+
+/// The default VFS's methods for database files, and this VFS's copy of them that sends what
+/// the WAL holds before each shared-memory call. Set by the first database file opened.
+static DB_METHODS: OnceLock<(usize, ffi::sqlite3_io_methods)> = OnceLock::new();
+
+fn default_db_methods() -> &'static ffi::sqlite3_io_methods {
+    let (default, _) = DB_METHODS.get().expect("set before a database file of this VFS opens");
+    // SAFETY: the default VFS's method tables are static.
+    unsafe { &*(*default as *const ffi::sqlite3_io_methods) }
+}
+
+/// This VFS's methods for a database file opened with `default` by the default VFS, if it can
+/// wrap them (the default VFS uses one table for all database files).
+fn db_methods(default: *const ffi::sqlite3_io_methods) -> Option<&'static ffi::sqlite3_io_methods> {
+    let (known, ours) = DB_METHODS.get_or_init(|| {
+        // SAFETY: `default` was just set by a successful open and points at a static table.
+        let mut ours = unsafe { *default };
+        if ours.iVersion >= 2 {
+            ours.xShmLock = Some(db_shm_lock);
+            ours.xShmBarrier = Some(db_shm_barrier);
+            ours.xShmUnmap = Some(db_shm_unmap);
+        }
+        ours.xClose = Some(db_close);
+        (default as usize, ours)
+    });
+    (*known == default as usize).then_some(ours)
 }
 
 unsafe extern "C" fn open(
@@ -94,10 +169,20 @@ unsafe extern "C" fn open(
     out_flags: *mut c_int,
 ) -> c_int {
     let base = base();
-    // SAFETY: SQLite gives `file` szOsFile bytes, enough for the default VFS's file alone or
-    // for ours with it at REAL_OFFSET; only WAL files get the wrapper.
+    // SAFETY: SQLite gives `file` szOsFile bytes, enough for the default VFS's file alone, for
+    // it with a link after it, or for a WAL file with it at REAL_OFFSET.
     unsafe {
         let Some(base_open) = (*base).xOpen else { return ffi::SQLITE_ERROR };
+        if flags & ffi::SQLITE_OPEN_MAIN_DB != 0 {
+            let rc = base_open(base, name, file, flags, out_flags);
+            if rc == ffi::SQLITE_OK && !(*file).pMethods.is_null() {
+                if let Some(ours) = db_methods((*file).pMethods) {
+                    db_link(file).write(std::ptr::null_mut());
+                    (*file).pMethods = ours;
+                }
+            }
+            return rc;
+        }
         if flags & ffi::SQLITE_OPEN_WAL == 0 {
             return base_open(base, name, file, flags, out_flags);
         }
@@ -108,16 +193,30 @@ unsafe extern "C" fn open(
             (*file).pMethods = std::ptr::null();
             return rc;
         }
+        // The WAL's name comes from the pager, which knows its database file.
+        let db = ffi::sqlite3_database_file_object(name);
+        let db_link = match DB_METHODS.get() {
+            Some((_, ours)) if !db.is_null() && std::ptr::eq((*db).pMethods, ours) => db_link(db),
+            _ => std::ptr::null_mut(),
+        };
+        let wal = file.cast::<WalFile>();
         std::ptr::write(
-            file.cast::<WalFile>(),
+            wal,
             WalFile {
                 base: ffi::sqlite3_file { pMethods: &WAL_METHODS },
                 real,
+                db_link,
                 held: Vec::new(),
                 held_at: 0,
+                commit_next: false,
                 written_end: 0,
+                name,
+                allocated: Allocated::Unknown,
             },
         );
+        if !db_link.is_null() {
+            db_link.write(wal);
+        }
     }
     ffi::SQLITE_OK
 }
@@ -135,11 +234,13 @@ unsafe fn parts<'a>(file: *mut ffi::sqlite3_file) -> (&'a mut WalFile, &'a ffi::
     }
 }
 
-/// Sends the held write, if any.
+/// Sends the held writes, if any, as one.
 fn flush(wal: &mut WalFile, methods: &ffi::sqlite3_io_methods) -> c_int {
+    wal.commit_next = false;
     if wal.held.is_empty() {
         return ffi::SQLITE_OK;
     }
+    allocate_ahead(wal, wal.held_at + wal.held.len() as i64);
     let Some(write) = methods.xWrite else { return ffi::SQLITE_ERROR };
     // SAFETY: `real` is the open file; `held` is a live buffer of the given length.
     let rc = unsafe { write(wal.real, wal.held.as_ptr().cast(), wal.held.len() as c_int, wal.held_at) };
@@ -162,33 +263,39 @@ unsafe extern "C" fn write(
         wal.written_end = 0;
     }
     let end = offset + bytes.len() as i64;
-    let continues = !wal.held.is_empty() && offset == wal.held_at + wal.held.len() as i64;
-    if continues {
-        // The page after its frame header: both in one call.
-        wal.held.extend_from_slice(bytes);
-        wal.written_end = wal.written_end.max(end);
-        if bytes.len() <= SMALL_WRITE && wal.held.len() <= 4 * SMALL_WRITE {
-            return ffi::SQLITE_OK;
+    let continues = !wal.held.is_empty()
+        && offset == wal.held_at + wal.held.len() as i64
+        && wal.held.len() + bytes.len() <= MOST_HELD;
+    if !continues {
+        let rc = flush(wal, methods);
+        if rc != ffi::SQLITE_OK {
+            return rc;
         }
+    }
+    let appends = continues || offset >= wal.written_end;
+    wal.written_end = wal.written_end.max(end);
+    if !appends || wal.db_link.is_null() || bytes.len() > MOST_HELD {
+        return unsafe { real_write(wal.real, data, amount, offset) };
+    }
+    if wal.held.is_empty() {
+        wal.held_at = offset;
+    }
+    wal.held.extend_from_slice(bytes);
+    let commit_page = std::mem::replace(&mut wal.commit_next, false);
+    wal.commit_next = bytes.len() == FRAME_HEADER && bytes[4..8] != [0; 4];
+    if commit_page {
         return flush(wal, methods);
     }
-    let rc = flush(wal, methods);
-    if rc != ffi::SQLITE_OK {
-        return rc;
-    }
-    let appends = offset >= wal.written_end;
-    wal.written_end = wal.written_end.max(end);
-    if appends && bytes.len() <= SMALL_WRITE {
-        wal.held.extend_from_slice(bytes);
-        wal.held_at = offset;
-        return ffi::SQLITE_OK;
-    }
-    unsafe { real_write(wal.real, data, amount, offset) }
+    ffi::SQLITE_OK
 }
 
 unsafe extern "C" fn close(file: *mut ffi::sqlite3_file) -> c_int {
     let (wal, methods) = unsafe { parts(file) };
     let flushed = flush(wal, methods);
+    if !wal.db_link.is_null() {
+        // SAFETY: the database file outlives its WAL; its link is this file.
+        unsafe { wal.db_link.write(std::ptr::null_mut()) };
+    }
     let closed = match methods.xClose {
         Some(close) => unsafe { close(wal.real) },
         None => ffi::SQLITE_OK,
@@ -220,7 +327,16 @@ macro_rules! after_flush {
 }
 
 after_flush!(read, xRead, (data: *mut c_void, amount: c_int, offset: i64));
-after_flush!(truncate, xTruncate, (size: i64));
+after_flush!(truncate_file, xTruncate, (size: i64));
+
+/// Truncating frees the space past the new size.
+unsafe extern "C" fn truncate(file: *mut ffi::sqlite3_file, size: i64) -> c_int {
+    let wal = unsafe { &mut *file.cast::<WalFile>() };
+    if let Allocated::To(end) = wal.allocated {
+        wal.allocated = Allocated::To(end.min(size));
+    }
+    unsafe { truncate_file(file, size) }
+}
 after_flush!(sync, xSync, (flags: c_int));
 after_flush!(file_size, xFileSize, (size: *mut i64));
 after_flush!(lock, xLock, (level: c_int));
@@ -233,6 +349,60 @@ after_flush!(shm_unmap, xShmUnmap, (delete: c_int));
 after_flush!(fetch, xFetch, (offset: i64, amount: c_int, out: *mut *mut c_void));
 after_flush!(unfetch, xUnfetch, (offset: i64, page: *mut c_void));
 
+/// How much of the WAL's file space this handle knows to be allocated.
+#[derive(Clone, Copy)]
+enum Allocated {
+    /// Nothing allocated yet.
+    Unknown,
+    /// Up to this offset.
+    To(i64),
+    /// The file system cannot allocate ahead: no more tries.
+    Never,
+}
+
+/// Allocates more of the WAL's space once writes reach what is allocated, up to `end` and a
+/// step past it. (Another process truncating the WAL frees space this handle counts as
+/// allocated; its writes then go to new space until they pass that count: slower, never wrong.)
+fn allocate_ahead(wal: &mut WalFile, end: i64) {
+    let from = match wal.allocated {
+        Allocated::Never => return,
+        Allocated::To(allocated) if end <= allocated => return,
+        Allocated::To(allocated) => allocated,
+        Allocated::Unknown => 0,
+    };
+    let step = from.clamp(FIRST_STEP, LAST_STEP);
+    let to = end + step;
+    wal.allocated = match allocate(wal.name, from, to - from) {
+        Ok(()) => Allocated::To(to),
+        Err(()) => Allocated::Never,
+    };
+}
+
+/// Allocates `len` bytes of the file's space at `offset`, past its end if need be, keeping its
+/// size: SQLite reads a WAL's size as the end of its frames.
+#[cfg(target_os = "linux")]
+fn allocate(name: ffi::sqlite3_filename, offset: i64, len: i64) -> std::result::Result<(), ()> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::ffi::OsStrExt;
+    // SAFETY: SQLite keeps a file's name valid until the file is closed.
+    let path = unsafe { CStr::from_ptr(name) };
+    let path = std::path::Path::new(std::ffi::OsStr::from_bytes(path.to_bytes()));
+    // A descriptor of its own: SQLite takes no locks on a WAL, so closing it drops none.
+    let file = std::fs::OpenOptions::new().write(true).open(path).map_err(|_| ())?;
+    // SAFETY: a plain system call on an open descriptor.
+    let rc = unsafe { libc::fallocate(file.as_raw_fd(), libc::FALLOC_FL_KEEP_SIZE, offset, len) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(())
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn allocate(_name: ffi::sqlite3_filename, _offset: i64, _len: i64) -> std::result::Result<(), ()> {
+    Err(())
+}
+
 unsafe extern "C" fn sector_size(file: *mut ffi::sqlite3_file) -> c_int {
     let (wal, methods) = unsafe { parts(file) };
     methods.xSectorSize.map_or(4096, |method| unsafe { method(wal.real) })
@@ -243,8 +413,7 @@ unsafe extern "C" fn device_characteristics(file: *mut ffi::sqlite3_file) -> c_i
     methods.xDeviceCharacteristics.map_or(0, |method| unsafe { method(wal.real) })
 }
 
-/// Never called on a WAL file (its shared memory belongs to the database file); forwarded, and
-/// with nothing to report a failed send through, it sends nothing.
+/// Never called on a WAL file (its shared memory belongs to the database file); forwarded.
 unsafe extern "C" fn shm_barrier(file: *mut ffi::sqlite3_file) {
     let (wal, methods) = unsafe { parts(file) };
     if let Some(method) = methods.xShmBarrier {
@@ -273,6 +442,73 @@ static WAL_METHODS: ffi::sqlite3_io_methods = ffi::sqlite3_io_methods {
     xFetch: Some(fetch),
     xUnfetch: Some(unfetch),
 };
+
+/// Sends what the WAL of database file `file` holds.
+///
+/// # Safety
+/// `file` must be a database file of this VFS.
+unsafe fn flush_wal_of(file: *mut ffi::sqlite3_file) -> c_int {
+    // SAFETY: per the contract; a linked WAL is open (it unlinks itself when it closes).
+    unsafe {
+        let wal = *db_link(file);
+        if wal.is_null() {
+            return ffi::SQLITE_OK;
+        }
+        let (wal, methods) = parts(wal.cast());
+        flush(wal, methods)
+    }
+}
+
+unsafe extern "C" fn db_shm_lock(
+    file: *mut ffi::sqlite3_file,
+    offset: c_int,
+    n: c_int,
+    flags: c_int,
+) -> c_int {
+    let rc = unsafe { flush_wal_of(file) };
+    if rc != ffi::SQLITE_OK {
+        return rc;
+    }
+    match default_db_methods().xShmLock {
+        Some(method) => unsafe { method(file, offset, n, flags) },
+        None => ffi::SQLITE_IOERR_SHMLOCK,
+    }
+}
+
+/// SQLite calls the barrier right before it publishes a commit. The commit's last write sent
+/// its frames already; what could still be held here has no way to report a failure.
+unsafe extern "C" fn db_shm_barrier(file: *mut ffi::sqlite3_file) {
+    let _ = unsafe { flush_wal_of(file) };
+    if let Some(method) = default_db_methods().xShmBarrier {
+        unsafe { method(file) }
+    }
+}
+
+unsafe extern "C" fn db_shm_unmap(file: *mut ffi::sqlite3_file, delete: c_int) -> c_int {
+    let rc = unsafe { flush_wal_of(file) };
+    if rc != ffi::SQLITE_OK {
+        return rc;
+    }
+    match default_db_methods().xShmUnmap {
+        Some(method) => unsafe { method(file, delete) },
+        None => ffi::SQLITE_OK,
+    }
+}
+
+/// SQLite closes a database's WAL before the database file; should it not, the WAL forgets it.
+unsafe extern "C" fn db_close(file: *mut ffi::sqlite3_file) -> c_int {
+    // SAFETY: `file` is a database file of this VFS; a linked WAL is still open.
+    unsafe {
+        let wal = *db_link(file);
+        if !wal.is_null() {
+            (*wal).db_link = std::ptr::null_mut();
+        }
+        match default_db_methods().xClose {
+            Some(method) => method(file),
+            None => ffi::SQLITE_OK,
+        }
+    }
+}
 
 #[cfg(test)]
 mod tests {
@@ -303,6 +539,104 @@ mod tests {
         }
         let plain = Connection::open(killed.path().join("db.sqlite")).unwrap();
         plain.query_row("SELECT count(*) FROM t", [], |r| r.get(0)).unwrap()
+    }
+
+    /// Another connection on the same database, through `vfs`.
+    fn connect(dir: &Path, vfs: &str) -> Connection {
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE;
+        Connection::open_with_flags_and_vfs(dir.join("db.sqlite"), flags, vfs).unwrap()
+    }
+
+    /// Bytes the WAL of `conn` holds: nothing may be held once a statement has returned.
+    fn held(conn: &Connection) -> usize {
+        let mut file: *mut rusqlite::ffi::sqlite3_file = std::ptr::null_mut();
+        // SAFETY: JOURNAL_POINTER stores the open WAL's file (one of this VFS's) or null.
+        unsafe {
+            let rc = rusqlite::ffi::sqlite3_file_control(
+                conn.handle(),
+                c"main".as_ptr(),
+                rusqlite::ffi::SQLITE_FCNTL_JOURNAL_POINTER,
+                (&raw mut file).cast(),
+            );
+            assert_eq!(rc, rusqlite::ffi::SQLITE_OK);
+            assert!(std::ptr::eq((*file).pMethods, &super::WAL_METHODS));
+            (*file.cast::<super::WalFile>()).held.len()
+        }
+    }
+
+    fn rows(conn: &Connection) -> i64 {
+        conn.query_row("SELECT count(*) FROM t", [], |r| r.get(0)).unwrap()
+    }
+
+    /// Every commit is in the file before SQLite publishes it: other connections, this VFS's
+    /// or SQLite's own, read it as soon as the commit returns.
+    #[test]
+    fn other_connections_read_each_commit_when_it_returns() {
+        let (dir, conn) = open();
+        let (ours, plain) = (connect(dir.path(), super::NAME), connect(dir.path(), "unix"));
+        for i in 1..=50 {
+            conn.execute("INSERT INTO t VALUES (randomblob(300))", []).unwrap();
+            assert_eq!(held(&conn), 0);
+            assert_eq!((rows(&ours), rows(&plain)), (i, i), "after commit {i}");
+        }
+    }
+
+    /// A transaction that spills frames and rolls back may end with some held. They must go
+    /// out before it gives up the write lock: sent later, they would land on the frames of
+    /// whoever commits next.
+    #[test]
+    fn a_rolled_back_spill_leaves_nothing_to_overwrite_the_next_commit() {
+        let (dir, conn) = open();
+        conn.execute_batch(
+            "INSERT INTO t VALUES (1); PRAGMA cache_size = 5;
+             BEGIN;
+             WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 300)
+                 INSERT INTO t SELECT randomblob(500) FROM c;
+             ROLLBACK;",
+        )
+        .unwrap();
+        assert_eq!(held(&conn), 0);
+        let other = connect(dir.path(), super::NAME);
+        for _ in 0..20 {
+            other.execute("INSERT INTO t VALUES (randomblob(500))", []).unwrap();
+        }
+        // The first connection writes again, after anything it could still have held.
+        conn.execute("INSERT INTO t VALUES (2)", []).unwrap();
+        assert_eq!((rows(&conn), rows(&other)), (22, 22));
+        assert_eq!(rows_after_a_kill(dir.path()), 22);
+        let check: String = other.query_row("PRAGMA integrity_check", [], |r| r.get(0)).unwrap();
+        assert_eq!(check, "ok");
+    }
+
+    /// The WAL's space is allocated ahead of its end, and a truncated WAL starts over.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn wal_space_is_allocated_ahead_of_the_writes() {
+        use std::os::unix::fs::MetadataExt;
+        let (dir, conn) = open();
+        // Only where the file system allocates ahead at all (most do; a few do not).
+        let probe = std::fs::File::create(dir.path().join("probe")).unwrap();
+        let probe_rc = unsafe {
+            libc::fallocate(std::os::fd::AsRawFd::as_raw_fd(&probe), libc::FALLOC_FL_KEEP_SIZE, 0, 1 << 20)
+        };
+        let allocated = |conn: &Connection| {
+            conn.execute("INSERT INTO t VALUES (randomblob(300))", []).unwrap();
+            let wal = std::fs::metadata(dir.path().join("db.sqlite-wal")).unwrap();
+            (wal.len(), wal.blocks() * 512)
+        };
+        let (size, space) = allocated(&conn);
+        if probe_rc == 0 {
+            assert!(space >= size + super::FIRST_STEP as u64 / 2, "{space} bytes for a WAL of {size}");
+        }
+        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())).unwrap();
+        for _ in 0..200 {
+            allocated(&conn);
+        }
+        let (size, space) = allocated(&conn);
+        if probe_rc == 0 {
+            assert!(space >= size, "{space} bytes for a WAL of {size} after truncation");
+        }
+        assert_eq!(rows_after_a_kill(dir.path()), 202);
     }
 
     /// A transaction that spills pages to the WAL and then changes a spilled page ends with
