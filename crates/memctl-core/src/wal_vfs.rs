@@ -13,13 +13,14 @@
 //! - A commit is in the file before SQLite publishes it in the shared WAL index: its last write
 //!   sends the buffer, and a failed send fails that write, so SQLite abandons the commit.
 //! - Nothing held outlives the write lock, and no other process could write where the held bytes
-//!   go: every shared-memory call on the database file (the lock calls, the barrier before a
-//!   commit is published) sends what its WAL holds first. That catches the frames of a
-//!   transaction that spilled pages and then rolled back.
+//!   go: each lock call on the database's shared memory, its barrier and its unmapping send
+//!   what the WAL holds first. That catches the frames of a transaction that spilled pages and
+//!   then rolled back.
 //! - This connection reads what it wrote: every other call on the WAL sends the buffer first.
-//! - Writes that do not extend the WAL go straight through. `walRewriteChecksums` rewrites the
-//!   headers of a commit that spilled pages, the last of them right before the commit is
-//!   published; holding one would leave a stale checksum on disk, and a failure unreported.
+//! - Only whole frames that extend the WAL are held; every other write goes straight through.
+//!   `walRewriteChecksums` rewrites the headers of a commit that spilled pages, the last of them
+//!   right before the commit is published, and with `synchronous = FULL` a frame may be split
+//!   at a sync point: holding those would leave a failure unreported.
 //!
 //! The WAL's file space is also allocated ahead of the writes, megabytes at a time. A
 //! write into new space made ext4 allocate its blocks, and it waited — for milliseconds — each
@@ -41,7 +42,10 @@ const C_NAME: &CStr = c"memctl";
 /// The size of a WAL frame header; bytes 4..8 of it hold the database size in a commit frame.
 const FRAME_HEADER: usize = 24;
 
-/// The most held at once: a transaction with more (one that spills pages) is sent in parts.
+/// The size of the WAL's own header, written at offset 0 when the WAL starts over.
+const WAL_HEADER: usize = 32;
+
+/// The most held at once: a commit of more is sent in parts, the last with its commit page.
 /// The default VFS writes at most 128 KiB - 1 bytes per call.
 const MOST_HELD: usize = 64 << 10;
 
@@ -240,7 +244,6 @@ unsafe fn parts<'a>(file: *mut ffi::sqlite3_file) -> (&'a mut WalFile, &'a ffi::
 
 /// Sends the held writes, if any, as one.
 fn flush(wal: &mut WalFile, methods: &ffi::sqlite3_io_methods) -> c_int {
-    wal.commit_next = false;
     if wal.held.is_empty() {
         return ffi::SQLITE_OK;
     }
@@ -265,6 +268,8 @@ unsafe extern "C" fn write(
     let Some(real_write) = methods.xWrite else { return ffi::SQLITE_ERROR };
     // SAFETY: SQLite passes `amount` readable bytes at `data`.
     let bytes = unsafe { std::slice::from_raw_parts(data.cast::<u8>(), amount.max(0) as usize) };
+    // The last write was a commit frame's header: this is its page, the commit's last write.
+    let commit_page = std::mem::take(&mut wal.commit_next);
     if offset == 0 {
         // The WAL's header: the WAL starts over, and whatever lies beyond is old.
         wal.written_end = 0;
@@ -281,14 +286,17 @@ unsafe extern "C" fn write(
     }
     let appends = continues || offset >= wal.written_end;
     wal.written_end = wal.written_end.max(end);
-    if !appends || wal.db_link.is_null() || bytes.len() > MOST_HELD {
+    // Only whole frames are held: a header (or the WAL's header) starts the buffer, and each
+    // page follows its header. Anything else — such as the rest of a frame split at a sync
+    // point — goes out now, where a failure is reported.
+    let starts_frames = bytes.len() == FRAME_HEADER || (offset == 0 && bytes.len() == WAL_HEADER);
+    if !(continues || appends && starts_frames) || wal.db_link.is_null() {
         return unsafe { real_write(wal.real, data, amount, offset) };
     }
     if wal.held.is_empty() {
         wal.held_at = offset;
     }
     wal.held.extend_from_slice(bytes);
-    let commit_page = std::mem::replace(&mut wal.commit_next, false);
     wal.commit_next = bytes.len() == FRAME_HEADER && bytes[4..8] != [0; 4];
     if commit_page {
         return flush(wal, methods);
@@ -380,34 +388,35 @@ fn allocate_ahead(wal: &mut WalFile, end: i64) {
     let step = from.clamp(FIRST_STEP, LAST_STEP);
     let to = end + step;
     wal.allocated = match allocate(wal.name, from, to - from) {
-        Ok(()) => Allocated::To(to),
-        Err(()) => Allocated::Never,
+        Err(e) if e.kind() == std::io::ErrorKind::Unsupported => Allocated::Never,
+        // Allocated, or failed for now (no space, no descriptor): next time a step further on.
+        _ => Allocated::To(to),
     };
 }
 
 /// Allocates `len` bytes of the file's space at `offset`, past its end if need be, keeping its
 /// size: SQLite reads a WAL's size as the end of its frames.
 #[cfg(target_os = "linux")]
-fn allocate(name: ffi::sqlite3_filename, offset: i64, len: i64) -> std::result::Result<(), ()> {
+fn allocate(name: ffi::sqlite3_filename, offset: i64, len: i64) -> std::io::Result<()> {
     use std::os::fd::AsRawFd;
     use std::os::unix::ffi::OsStrExt;
     // SAFETY: SQLite keeps a file's name valid until the file is closed.
     let path = unsafe { CStr::from_ptr(name) };
     let path = std::path::Path::new(std::ffi::OsStr::from_bytes(path.to_bytes()));
     // A descriptor of its own: SQLite takes no locks on a WAL, so closing it drops none.
-    let file = std::fs::OpenOptions::new().write(true).open(path).map_err(|_| ())?;
+    let file = std::fs::OpenOptions::new().write(true).open(path)?;
     // SAFETY: a plain system call on an open descriptor.
     let rc = unsafe { libc::fallocate(file.as_raw_fd(), libc::FALLOC_FL_KEEP_SIZE, offset, len) };
     if rc == 0 {
         Ok(())
     } else {
-        Err(())
+        Err(std::io::Error::last_os_error())
     }
 }
 
 #[cfg(not(target_os = "linux"))]
-fn allocate(_name: ffi::sqlite3_filename, _offset: i64, _len: i64) -> std::result::Result<(), ()> {
-    Err(())
+fn allocate(_name: ffi::sqlite3_filename, _offset: i64, _len: i64) -> std::io::Result<()> {
+    Err(std::io::ErrorKind::Unsupported.into())
 }
 
 unsafe extern "C" fn sector_size(file: *mut ffi::sqlite3_file) -> c_int {
@@ -466,6 +475,9 @@ unsafe fn flush_wal_of(file: *mut ffi::sqlite3_file) -> c_int {
     }
 }
 
+/// Before a lock is taken or released, the WAL sends what it holds. A failed send refuses a
+/// lock but never keeps one: SQLite ignores what an unlock returns, and what can be held then
+/// belongs to a transaction that rolled back.
 unsafe extern "C" fn db_shm_lock(
     file: *mut ffi::sqlite3_file,
     offset: c_int,
@@ -473,7 +485,7 @@ unsafe extern "C" fn db_shm_lock(
     flags: c_int,
 ) -> c_int {
     let rc = unsafe { flush_wal_of(file) };
-    if rc != ffi::SQLITE_OK {
+    if rc != ffi::SQLITE_OK && flags & ffi::SQLITE_SHM_UNLOCK == 0 {
         return rc;
     }
     match default_db_methods().xShmLock {
@@ -483,22 +495,27 @@ unsafe extern "C" fn db_shm_lock(
 }
 
 /// SQLite calls the barrier right before it publishes a commit. The commit's last write sent
-/// its frames already; what could still be held here has no way to report a failure.
+/// its frames already, so nothing is held here; were anything, it could not report a failure.
 unsafe extern "C" fn db_shm_barrier(file: *mut ffi::sqlite3_file) {
+    #[cfg(test)]
+    tests::note_held_at_barrier(file);
     let _ = unsafe { flush_wal_of(file) };
     if let Some(method) = default_db_methods().xShmBarrier {
         unsafe { method(file) }
     }
 }
 
+/// Unmapping always happens; a failed send is reported after it.
 unsafe extern "C" fn db_shm_unmap(file: *mut ffi::sqlite3_file, delete: c_int) -> c_int {
-    let rc = unsafe { flush_wal_of(file) };
-    if rc != ffi::SQLITE_OK {
-        return rc;
-    }
-    match default_db_methods().xShmUnmap {
+    let flushed = unsafe { flush_wal_of(file) };
+    let unmapped = match default_db_methods().xShmUnmap {
         Some(method) => unsafe { method(file, delete) },
         None => ffi::SQLITE_OK,
+    };
+    if flushed != ffi::SQLITE_OK {
+        flushed
+    } else {
+        unmapped
     }
 }
 
@@ -519,9 +536,21 @@ unsafe extern "C" fn db_close(file: *mut ffi::sqlite3_file) -> c_int {
 
 #[cfg(test)]
 mod tests {
-    use rusqlite::{Connection, OpenFlags};
+    use rusqlite::{ffi, Connection, OpenFlags};
     use std::path::Path;
+    use std::sync::atomic::{AtomicUsize, Ordering};
     use tempfile::TempDir;
+
+    /// Bytes found held when SQLite was about to publish a commit, in any test: always 0.
+    static HELD_AT_BARRIER: AtomicUsize = AtomicUsize::new(0);
+
+    pub(super) fn note_held_at_barrier(file: *mut ffi::sqlite3_file) {
+        // SAFETY: called by the barrier of a database file of this VFS; a linked WAL is open.
+        let wal = unsafe { *super::db_link(file) };
+        if !wal.is_null() {
+            HELD_AT_BARRIER.fetch_add(unsafe { (*wal).held.len() }, Ordering::SeqCst);
+        }
+    }
 
     /// A WAL database through this VFS in a new directory, with a table `t(x)`.
     fn open() -> (TempDir, Connection) {
@@ -556,16 +585,16 @@ mod tests {
 
     /// Bytes the WAL of `conn` holds: nothing may be held once a statement has returned.
     fn held(conn: &Connection) -> usize {
-        let mut file: *mut rusqlite::ffi::sqlite3_file = std::ptr::null_mut();
+        let mut file: *mut ffi::sqlite3_file = std::ptr::null_mut();
         // SAFETY: JOURNAL_POINTER stores the open WAL's file (one of this VFS's) or null.
         unsafe {
-            let rc = rusqlite::ffi::sqlite3_file_control(
+            let rc = ffi::sqlite3_file_control(
                 conn.handle(),
                 c"main".as_ptr(),
-                rusqlite::ffi::SQLITE_FCNTL_JOURNAL_POINTER,
+                ffi::SQLITE_FCNTL_JOURNAL_POINTER,
                 (&raw mut file).cast(),
             );
-            assert_eq!(rc, rusqlite::ffi::SQLITE_OK);
+            assert_eq!(rc, ffi::SQLITE_OK);
             assert!(std::ptr::eq((*file).pMethods, &super::WAL_METHODS));
             (*file.cast::<super::WalFile>()).held.len()
         }
@@ -586,6 +615,25 @@ mod tests {
             assert_eq!(held(&conn), 0);
             assert_eq!((rows(&ours), rows(&plain)), (i, i), "after commit {i}");
         }
+    }
+
+    /// Commits of 1 to 40 pages: those past the most held are sent in parts, and the last part
+    /// goes with the commit page, before SQLite publishes the commit.
+    #[test]
+    fn commits_of_every_size_are_sent_before_they_are_published() {
+        let (dir, conn) = open();
+        for pages in 1..=40 {
+            conn.execute_batch(&format!(
+                "BEGIN;
+                 WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < {pages})
+                     INSERT INTO t SELECT randomblob(3000) FROM c;
+                 COMMIT;"
+            ))
+            .unwrap();
+            assert_eq!(held(&conn), 0);
+        }
+        assert_eq!(HELD_AT_BARRIER.load(Ordering::SeqCst), 0, "bytes held when a commit was published");
+        assert_eq!(rows_after_a_kill(dir.path()), 40 * 41 / 2);
     }
 
     /// A transaction that spills frames and rolls back may end with some held. They must go
