@@ -636,20 +636,26 @@ mod tests {
         assert_eq!(rows_after_a_kill(dir.path()), 40 * 41 / 2);
     }
 
+    /// After one row, a transaction with a page cache of 5 pages (so it spills pages to the WAL)
+    /// that inserts `rows` blobs of `bytes` and ends with `then`.
+    fn spilling_transaction(conn: &Connection, rows: usize, bytes: usize, then: &str) {
+        conn.execute_batch(&format!(
+            "INSERT INTO t VALUES (1); PRAGMA cache_size = 5;
+             BEGIN;
+             WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < {rows})
+                 INSERT INTO t SELECT randomblob({bytes}) FROM c;
+             {then}"
+        ))
+        .unwrap();
+    }
+
     /// A transaction that spills frames and rolls back may end with some held. They must go
     /// out before it gives up the write lock: sent later, they would land on the frames of
     /// whoever commits next.
     #[test]
     fn a_rolled_back_spill_leaves_nothing_to_overwrite_the_next_commit() {
         let (dir, conn) = open();
-        conn.execute_batch(
-            "INSERT INTO t VALUES (1); PRAGMA cache_size = 5;
-             BEGIN;
-             WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 300)
-                 INSERT INTO t SELECT randomblob(500) FROM c;
-             ROLLBACK;",
-        )
-        .unwrap();
+        spilling_transaction(&conn, 300, 500, "ROLLBACK;");
         assert_eq!(held(&conn), 0);
         let other = connect(dir.path(), super::NAME);
         for _ in 0..20 {
@@ -704,15 +710,7 @@ mod tests {
     #[test]
     fn a_spilling_commit_is_on_disk_when_it_returns() {
         let (dir, conn) = open();
-        conn.execute_batch(
-            "INSERT INTO t VALUES (1); PRAGMA cache_size = 5;
-             BEGIN;
-             WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 2000)
-                 INSERT INTO t SELECT randomblob(100) FROM c;
-             UPDATE t SET x = randomblob(100);
-             COMMIT;",
-        )
-        .unwrap();
+        spilling_transaction(&conn, 2000, 100, "UPDATE t SET x = randomblob(100); COMMIT;");
         assert_eq!(rows_after_a_kill(dir.path()), 2001, "the committed rows survive a kill");
     }
 
