@@ -117,18 +117,15 @@ struct WalFile {
 /// Where the default VFS's file starts inside a WAL file, 8-byte aligned.
 const REAL_OFFSET: usize = std::mem::size_of::<WalFile>().next_multiple_of(8);
 
-/// A database file is the default VFS's own file followed, at this offset, by its link to its
-/// open WAL (a `*mut WalFile`, null while none is open).
-fn db_link_offset() -> usize {
-    // SAFETY: base() is the registered default VFS once register() has run, which is before
-    // any file of this VFS opens.
-    (unsafe { (*base()).szOsFile }).max(0) as usize
+/// A database file is the default VFS's own file (`base_size` bytes) followed, at this offset,
+/// by its link to its open WAL (a `*mut WalFile`, null while none is open).
+fn db_link_offset(base_size: c_int) -> usize {
+    (base_size.max(0) as usize).next_multiple_of(8)
 }
 
 fn file_size_for(base_size: c_int) -> c_int {
-    let base_size = base_size.max(0) as usize;
-    let wal = REAL_OFFSET + base_size;
-    let db = base_size.next_multiple_of(8) + std::mem::size_of::<*mut WalFile>();
+    let wal = REAL_OFFSET + base_size.max(0) as usize;
+    let db = db_link_offset(base_size) + std::mem::size_of::<*mut WalFile>();
     wal.max(db) as c_int
 }
 
@@ -137,8 +134,9 @@ fn file_size_for(base_size: c_int) -> c_int {
 /// # Safety
 /// `file` must be a database file opened by this VFS whose methods are [`db_methods`]'s.
 unsafe fn db_link(file: *mut ffi::sqlite3_file) -> *mut *mut WalFile {
-    // SAFETY: such a file was given szOsFile bytes, which leave room for the link there.
-    unsafe { file.cast::<u8>().add(db_link_offset().next_multiple_of(8)).cast() }
+    // SAFETY: such a file was given szOsFile bytes, which leave room for the link there; base()
+    // is the default VFS, registered before any file of this VFS opens.
+    unsafe { file.cast::<u8>().add(db_link_offset((*base()).szOsFile)).cast() }
 }
 
 /// The default VFS's methods for database files, and this VFS's copy of them that sends what
