@@ -402,7 +402,7 @@ impl Tx<'_> {
     pub(crate) fn journal(&self, bid: Option<i64>, op: &str, mut args: serde_json::Value) -> Result<()> {
         let seq = self.next_seq()?;
         crate::journal::cap(&mut args);
-        let args = args.to_string();
+        let args = serde_json::to_string(&args)?;
         let ctx = &self.store.context;
         self.store
             .conn
