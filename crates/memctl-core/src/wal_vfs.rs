@@ -302,8 +302,10 @@ unsafe extern "C" fn write(
     // The last write was a commit frame's header: this is its page, the commit's last write.
     let commit_page = std::mem::take(&mut wal.commit_next);
     if offset == 0 {
-        // The WAL's header: the WAL starts over, and whatever lies beyond is old.
+        // The WAL's header: the WAL starts over, and whatever lies beyond is old. The file may
+        // have been truncated too (by any process): its length is asked again.
         wal.written_end = 0;
+        wal.file_end = 0;
     }
     let end = offset + bytes.len() as i64;
     let continues = !wal.held.is_empty()
@@ -373,14 +375,7 @@ macro_rules! after_flush {
 }
 
 after_flush!(read, xRead, (data: *mut c_void, amount: c_int, offset: i64));
-after_flush!(truncate_file, xTruncate, (size: i64));
-
-/// A truncated WAL grows in chunks again.
-unsafe extern "C" fn truncate(file: *mut ffi::sqlite3_file, size: i64) -> c_int {
-    let wal = unsafe { &mut *file.cast::<WalFile>() };
-    wal.file_end = wal.file_end.min(size);
-    unsafe { truncate_file(file, size) }
-}
+after_flush!(truncate, xTruncate, (size: i64));
 after_flush!(sync, xSync, (flags: c_int));
 after_flush!(file_size, xFileSize, (size: *mut i64));
 after_flush!(lock, xLock, (level: c_int));
@@ -656,8 +651,8 @@ mod tests {
     }
 
     /// Once a handle has sent a chunk, the WAL grows by whole chunks: the frames, then zeros to
-    /// the chunk's end. A truncated WAL grows that way again; a restarted one overwrites its
-    /// frames within the file.
+    /// the chunk's end. A WAL truncated by another connection grows that way again; a restarted
+    /// one overwrites its frames within the file.
     #[test]
     fn the_wal_grows_in_chunks_of_zeros_past_its_frames() {
         let (dir, conn) = open();
@@ -674,7 +669,8 @@ mod tests {
             assert_eq!((rows(&plain), rows_after_a_kill(dir.path())), (total, total));
         };
         grows_in_chunks(300, 300);
-        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())).unwrap();
+        plain.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())).unwrap();
+        assert_eq!(std::fs::metadata(dir.path().join("db.sqlite-wal")).unwrap().len(), 0);
         grows_in_chunks(200, 500);
 
         conn.query_row("PRAGMA wal_checkpoint(RESTART)", [], |_| Ok(())).unwrap();
