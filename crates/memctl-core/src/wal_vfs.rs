@@ -686,6 +686,40 @@ mod tests {
         assert_eq!(check, "ok");
     }
 
+    /// With `synchronous = FULL` on a disk without powersafe overwrite, SQLite pads each commit
+    /// to a sector boundary by writing its last frame again after the commit has gone out, over
+    /// the zeros sent with it: every commit must still be read, and found after a kill.
+    #[test]
+    fn sector_padding_frames_land_over_the_zeros() {
+        super::register().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let uri = format!("file:{}?psow=0", dir.path().join("db.sqlite").display());
+        let flags =
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_URI;
+        let conn = Connection::open_with_flags_and_vfs(uri, flags, super::NAME).unwrap();
+        conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true).unwrap();
+        conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; CREATE TABLE t(x);")
+            .unwrap();
+        let plain = connect(dir.path(), "unix");
+        let mut total = 0;
+        for commit in 0..300 {
+            let pages = 1 + commit % 5;
+            conn.execute_batch(&format!(
+                "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < {pages})
+                     INSERT INTO t SELECT randomblob(1500) FROM c;"
+            ))
+            .unwrap();
+            total += pages;
+            assert_eq!(rows(&plain), total, "after commit {commit}");
+        }
+        assert!(
+            std::fs::metadata(dir.path().join("db.sqlite-wal")).unwrap().len() % super::CHUNK as u64 == 0
+        );
+        assert_eq!(rows_after_a_kill(dir.path()), total);
+        let check: String = plain.query_row("PRAGMA integrity_check", [], |r| r.get(0)).unwrap();
+        assert_eq!(check, "ok");
+    }
+
     /// A transaction that spills pages to the WAL and then changes a spilled page ends with
     /// SQLite rewriting its frames' headers one by one (`walRewriteChecksums`). Those rewrites
     /// must reach the file before COMMIT returns.
