@@ -51,7 +51,7 @@ const FRAME_HEADER: usize = 24;
 const WAL_HEADER: usize = 32;
 
 /// The most held at once: a commit of more is sent in parts, the last with its commit page.
-/// The default VFS writes at most 128 KiB - 1 bytes per call.
+/// Half of [`MOST_WRITTEN`], which leaves room for the zeros of [`CHUNK`].
 const MOST_HELD: usize = 64 << 10;
 
 /// The most the default VFS writes in one call (it masks larger amounts to this).
@@ -266,8 +266,9 @@ fn flush(wal: &mut WalFile, methods: &ffi::sqlite3_io_methods) -> c_int {
     rc
 }
 
-/// Appends to the held frames the zeros from their end to the end of its chunk, if they reach
-/// past the end of the WAL file. Only called with frames held, so under the write lock.
+/// Appends to the held frames zeros up to the end of the chunk they end in, if they reach past
+/// the end of the WAL file. Only called with frames held, so under the write lock: nothing past
+/// them is in use.
 fn pad_to_chunk(wal: &mut WalFile, methods: &ffi::sqlite3_io_methods) -> bool {
     let end = wal.held_at + wal.held.len() as i64;
     if end <= wal.file_end {
