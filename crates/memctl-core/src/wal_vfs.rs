@@ -639,7 +639,7 @@ mod tests {
         assert_eq!(check, "ok");
     }
 
-    /// The WAL file's length and where its frames end: the first frame whose salts are not the
+    /// The WAL file's bytes and where its frames end: the first frame whose salts are not the
     /// header's (all frames are valid while the WAL has not restarted).
     fn wal_frames(dir: &Path) -> (Vec<u8>, usize) {
         let wal = std::fs::read(dir.join("db.sqlite-wal")).unwrap();
