@@ -33,6 +33,11 @@
 //!
 //! A crash before a commit is sent loses that commit, as a crash before its `pwrite` calls did;
 //! the WAL's checksums reject a torn frame either way.
+//!
+//! Readers reuse a read mark close behind the WAL's end instead of moving one, which takes two
+//! lock calls off each transaction: see [`read_marks`].
+
+mod read_marks;
 
 use crate::error::{Error, Result};
 use rusqlite::ffi;
@@ -124,26 +129,46 @@ struct WalFile {
 /// Where the default VFS's file starts inside a WAL file, 8-byte aligned.
 const REAL_OFFSET: usize = std::mem::size_of::<WalFile>().next_multiple_of(8);
 
+/// What a database file of this VFS keeps after the default VFS's file.
+#[repr(C)]
+struct DbExtra {
+    /// The open WAL, null while none is open.
+    wal: *mut WalFile,
+    /// The first region of the shared WAL index, null while it is not mapped.
+    index: *const u8,
+    /// Bit `i` is set while this connection holds shared-memory lock `i` exclusively.
+    exclusive: u8,
+}
+
 /// A database file is the default VFS's own file (`base_size` bytes) followed, at this offset,
-/// by its link to its open WAL (a `*mut WalFile`, null while none is open).
-fn db_link_offset(base_size: c_int) -> usize {
+/// by its [`DbExtra`].
+fn db_extra_offset(base_size: c_int) -> usize {
     (base_size.max(0) as usize).next_multiple_of(8)
 }
 
 fn file_size_for(base_size: c_int) -> c_int {
     let wal = REAL_OFFSET + base_size.max(0) as usize;
-    let db = db_link_offset(base_size) + std::mem::size_of::<*mut WalFile>();
+    let db = db_extra_offset(base_size) + std::mem::size_of::<DbExtra>();
     wal.max(db) as c_int
 }
 
-/// The link slot after a database file of this VFS.
+/// The state kept after a database file of this VFS.
 ///
 /// # Safety
 /// `file` must be a database file opened by this VFS whose methods are [`db_methods`]'s.
+unsafe fn db_extra(file: *mut ffi::sqlite3_file) -> *mut DbExtra {
+    // SAFETY: such a file was given szOsFile bytes, which leave room for the state there;
+    // base() is the default VFS, registered before any file of this VFS opens.
+    unsafe { file.cast::<u8>().add(db_extra_offset((*base()).szOsFile)).cast() }
+}
+
+/// The database file's link to its open WAL.
+///
+/// # Safety
+/// As for [`db_extra`].
 unsafe fn db_link(file: *mut ffi::sqlite3_file) -> *mut *mut WalFile {
-    // SAFETY: such a file was given szOsFile bytes, which leave room for the link there; base()
-    // is the default VFS, registered before any file of this VFS opens.
-    unsafe { file.cast::<u8>().add(db_link_offset((*base()).szOsFile)).cast() }
+    // SAFETY: per the contract.
+    unsafe { &raw mut (*db_extra(file)).wal }
 }
 
 /// The default VFS's methods for database files, and this VFS's copy of them that sends what
@@ -163,6 +188,7 @@ fn db_methods(default: *const ffi::sqlite3_io_methods) -> Option<&'static ffi::s
         // SAFETY: `default` was just set by a successful open and points at a static table.
         let mut ours = unsafe { *default };
         if ours.iVersion >= 2 {
+            ours.xShmMap = Some(db_shm_map);
             ours.xShmLock = Some(db_shm_lock);
             ours.xShmBarrier = Some(db_shm_barrier);
             ours.xShmUnmap = Some(db_shm_unmap);
@@ -189,7 +215,11 @@ unsafe extern "C" fn open(
             let rc = base_open(base, name, file, flags, out_flags);
             if rc == ffi::SQLITE_OK && !(*file).pMethods.is_null() {
                 if let Some(ours) = db_methods((*file).pMethods) {
-                    db_link(file).write(std::ptr::null_mut());
+                    db_extra(file).write(DbExtra {
+                        wal: std::ptr::null_mut(),
+                        index: std::ptr::null(),
+                        exclusive: 0,
+                    });
                     (*file).pMethods = ours;
                 }
             }
@@ -445,9 +475,29 @@ unsafe fn flush_wal_of(file: *mut ffi::sqlite3_file) -> c_int {
     }
 }
 
+/// Maps a region of the WAL index, remembering where the first one is for [`read_marks`].
+unsafe extern "C" fn db_shm_map(
+    file: *mut ffi::sqlite3_file,
+    region: c_int,
+    size: c_int,
+    extend: c_int,
+    out: *mut *mut c_void,
+) -> c_int {
+    let Some(method) = default_db_methods().xShmMap else { return ffi::SQLITE_IOERR_SHMMAP };
+    // SAFETY: `file` is a database file of this VFS; SQLite passes a live `out`.
+    unsafe {
+        let rc = method(file, region, size, extend, out);
+        if region == 0 && rc == ffi::SQLITE_OK {
+            (*db_extra(file)).index = (*out).cast_const().cast();
+        }
+        rc
+    }
+}
+
 /// Before a lock is taken or released, the WAL sends what it holds. A failed send refuses a
 /// lock but never keeps one: SQLite ignores what an unlock returns, and what can be held then
-/// belongs to a transaction that rolled back.
+/// belongs to a transaction that rolled back. A reader's move of a read mark may be refused
+/// (see [`read_marks`]).
 unsafe extern "C" fn db_shm_lock(
     file: *mut ffi::sqlite3_file,
     offset: c_int,
@@ -458,10 +508,22 @@ unsafe extern "C" fn db_shm_lock(
     if rc != ffi::SQLITE_OK && flags & ffi::SQLITE_SHM_UNLOCK == 0 {
         return rc;
     }
-    match default_db_methods().xShmLock {
-        Some(method) => unsafe { method(file, offset, n, flags) },
-        None => ffi::SQLITE_IOERR_SHMLOCK,
+    // SAFETY: `file` is a database file of this VFS; `index` is null or the mapped first region.
+    let extra = unsafe { &mut *db_extra(file) };
+    if unsafe { read_marks::refuse(offset, n, flags, extra.exclusive, extra.index) } {
+        return ffi::SQLITE_BUSY;
     }
+    let Some(method) = default_db_methods().xShmLock else { return ffi::SQLITE_IOERR_SHMLOCK };
+    let rc = unsafe { method(file, offset, n, flags) };
+    if rc == ffi::SQLITE_OK && flags & ffi::SQLITE_SHM_EXCLUSIVE != 0 {
+        let locks = (((1u32 << n) - 1) << offset) as u8;
+        if flags & ffi::SQLITE_SHM_LOCK != 0 {
+            extra.exclusive |= locks;
+        } else {
+            extra.exclusive &= !locks;
+        }
+    }
+    rc
 }
 
 /// SQLite calls the barrier right before it publishes a commit. The commit's last write sent
@@ -478,6 +540,11 @@ unsafe extern "C" fn db_shm_barrier(file: *mut ffi::sqlite3_file) {
 /// Unmapping always happens; a failed send is reported after it.
 unsafe extern "C" fn db_shm_unmap(file: *mut ffi::sqlite3_file, delete: c_int) -> c_int {
     let flushed = unsafe { flush_wal_of(file) };
+    // SAFETY: `file` is a database file of this VFS. Unmapping drops its locks too.
+    unsafe {
+        (*db_extra(file)).index = std::ptr::null();
+        (*db_extra(file)).exclusive = 0;
+    }
     let unmapped = match default_db_methods().xShmUnmap {
         Some(method) => unsafe { method(file, delete) },
         None => ffi::SQLITE_OK,
@@ -684,6 +751,86 @@ mod tests {
         assert_eq!(std::fs::metadata(dir.path().join("db.sqlite-wal")).unwrap().len(), length);
         assert_eq!((rows(&plain), rows_after_a_kill(dir.path())), (510, 510));
         let check: String = plain.query_row("PRAGMA integrity_check", [], |r| r.get(0)).unwrap();
+        assert_eq!(check, "ok");
+    }
+
+    /// The end of the WAL and read marks 1 to 4, as the shared WAL index holds them now.
+    fn wal_index(dir: &Path) -> (u32, [u32; 4]) {
+        let index = std::fs::read(dir.join("db.sqlite-shm")).unwrap();
+        let word = |at: usize| u32::from_ne_bytes(index[at..at + 4].try_into().unwrap());
+        (word(16), [word(104), word(108), word(112), word(116)])
+    }
+
+    /// Commits `commits` rows through `conn`: how often that moved a read mark. Each time, some
+    /// mark must be close enough to the WAL's end to be read under.
+    fn mark_moves(dir: &Path, conn: &Connection, commits: usize) -> usize {
+        let mut moves = 0;
+        let mut last = wal_index(dir).1;
+        for _ in 0..commits {
+            conn.execute("INSERT INTO t VALUES (randomblob(300))", []).unwrap();
+            let (end, marks) = wal_index(dir);
+            let lag = marks.iter().filter(|&&m| m <= end).map(|m| end - m).min().unwrap();
+            assert!(lag <= super::read_marks::STALE_FRAMES + 4, "nearest mark {lag} frames back");
+            moves += usize::from(marks != last);
+            last = marks;
+        }
+        moves
+    }
+
+    /// A connection of this VFS reads under a read mark that is close behind the WAL's end
+    /// instead of moving one on each transaction, as SQLite's own VFS does.
+    #[test]
+    fn readers_reuse_a_recent_read_mark() {
+        let (dir, conn) = open();
+        conn.pragma_update(None, "wal_autocheckpoint", 0).unwrap();
+        let plain = connect(dir.path(), "unix");
+        plain.pragma_update(None, "wal_autocheckpoint", 0).unwrap();
+        assert_eq!(mark_moves(dir.path(), &plain, 100), 100);
+        let moves = mark_moves(dir.path(), &conn, 300);
+        assert!((1..=10).contains(&moves), "{moves} moves in 300 commits");
+        assert_eq!(mark_moves(dir.path(), &plain, 100), 100);
+    }
+
+    /// A reader under a reused mark keeps its snapshot while others commit and checkpoint: the
+    /// checkpoints stop at its mark. Once it is done, a checkpoint copies everything and the
+    /// next commit restarts the WAL.
+    #[test]
+    fn checkpoints_stop_at_a_reused_mark_and_restart_the_wal_after() {
+        let (dir, conn) = open();
+        conn.pragma_update(None, "wal_autocheckpoint", 0).unwrap();
+        // The checkpointer is this VFS's too: holding the checkpoint lock, it moves marks.
+        let (reader, checkpointer) = (connect(dir.path(), super::NAME), connect(dir.path(), super::NAME));
+        let checkpoint = || -> (i64, i64) {
+            checkpointer
+                .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| Ok((r.get(1)?, r.get(2)?)))
+                .unwrap()
+        };
+        for _ in 0..50 {
+            conn.execute("INSERT INTO t VALUES (randomblob(300))", []).unwrap();
+        }
+        let (frames, copied) = checkpoint();
+        assert_eq!(copied, frames);
+        conn.execute("INSERT INTO t VALUES (randomblob(300))", []).unwrap();
+
+        reader.execute_batch("BEGIN").unwrap();
+        let seen = rows(&reader);
+        let (end, marks) = wal_index(dir.path());
+        assert!(!marks.contains(&end), "the reader reuses an older mark: {marks:?} below {end}");
+        for _ in 0..100 {
+            conn.execute("INSERT INTO t VALUES (randomblob(300))", []).unwrap();
+            let (frames, copied) = checkpoint();
+            assert!(copied < frames, "copied {copied} of {frames} frames past the reader's mark");
+        }
+        assert_eq!(rows(&reader), seen);
+        reader.execute_batch("COMMIT").unwrap();
+        assert_eq!(rows(&reader), seen + 100);
+
+        let (frames, copied) = checkpoint();
+        assert_eq!(copied, frames);
+        conn.execute("INSERT INTO t VALUES (randomblob(300))", []).unwrap();
+        assert!(wal_index(dir.path()).0 <= 2, "the WAL restarted");
+        assert_eq!((rows(&checkpointer), rows_after_a_kill(dir.path())), (seen + 101, seen + 101));
+        let check: String = checkpointer.query_row("PRAGMA integrity_check", [], |r| r.get(0)).unwrap();
         assert_eq!(check, "ok");
     }
 
