@@ -5,6 +5,7 @@ use crate::error::Result;
 use crate::store::Store;
 use serde::Serialize;
 use serde_json::Value;
+use std::borrow::Cow;
 
 /// Longest string kept in a journal row's arguments.
 const MAX_ARG_CHARS: usize = 500;
@@ -29,11 +30,26 @@ pub(crate) fn cap(value: &mut Value) {
     cap_strings(value, MAX_ARG_CHARS);
 }
 
+/// One string argument as journalled (see [`cap`]).
+pub(crate) fn capped(s: &str) -> Cow<'_, str> {
+    cut(s, MAX_ARG_CHARS)
+}
+
+/// `s` cut to `max` characters, the cut marked with "…".
+fn cut(s: &str, max: usize) -> Cow<'_, str> {
+    match s.char_indices().nth(max) {
+        Some((end, _)) => Cow::Owned(format!("{}…", &s[..end])),
+        None => Cow::Borrowed(s),
+    }
+}
+
 /// Cuts every string inside `value` to `max` characters, marking the cut with "…".
 pub(crate) fn cap_strings(value: &mut Value, max: usize) {
     match value {
-        Value::String(s) if s.len() > max && s.chars().count() > max => {
-            *s = s.chars().take(max).collect::<String>() + "…";
+        Value::String(s) if s.len() > max => {
+            if let Cow::Owned(cut) = cut(s, max) {
+                *s = cut;
+            }
         }
         Value::Array(items) => items.iter_mut().for_each(|item| cap_strings(item, max)),
         Value::Object(map) => map.values_mut().for_each(|item| cap_strings(item, max)),

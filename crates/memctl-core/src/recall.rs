@@ -4,11 +4,13 @@
 use crate::archival::ArchivalWrite;
 use crate::branch::BranchPath;
 use crate::error::{Error, Result};
+use crate::journal;
 use crate::query::{bm25, Query, TermCounts};
 use crate::store::{Store, Tx};
 use crate::view;
 use serde::Serialize;
 use serde_json::json;
+use std::borrow::Cow;
 
 /// One recall event.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -19,6 +21,23 @@ pub struct Event {
     pub text: String,
     pub tags: Vec<String>,
     pub ts: f64,
+}
+
+/// An append's journal arguments, capped, serialized straight from the borrowed values as
+/// [`Tx::journal`] would serialize them (keys in order): appends are the hottest write.
+#[derive(Serialize)]
+struct AppendArgs<'a> {
+    id: i64,
+    kind: Cow<'a, str>,
+    tags: Vec<Cow<'a, str>>,
+    text: Cow<'a, str>,
+}
+
+impl<'a> AppendArgs<'a> {
+    fn new(id: i64, kind: &'a str, text: &'a str, tags: &'a [String]) -> Self {
+        let tags = tags.iter().map(|tag| journal::capped(tag)).collect();
+        AppendArgs { id, kind: journal::capped(kind), tags, text: journal::capped(text) }
+    }
 }
 
 /// A summary standing in for excluded events.
@@ -176,11 +195,8 @@ impl Tx<'_> {
         let tags = normalize_tags(self, tags)?;
         let outcome = self.insert_event(bid, kind, &text, &tags)?;
         if !outcome.skipped {
-            self.journal(
-                Some(bid),
-                "recall.append",
-                json!({"id": outcome.id, "kind": kind, "text": text, "tags": tags}),
-            )?;
+            let args = AppendArgs::new(outcome.id, kind, &text, &tags);
+            self.journal_serialized(Some(bid), "recall.append", &serde_json::to_string(&args)?)?;
             self.auto_consolidate(&path)?;
         }
         Ok(outcome)
@@ -345,5 +361,28 @@ impl Tx<'_> {
         self.insert_exclusions(bid, &ids)?;
         self.journal(Some(bid), "recall.evict", json!({"ids": ids, "archived": record.id}))?;
         Ok(EvictOutcome { evicted: ids, archived: Some(record.id) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The arguments serialized from borrowed values are the bytes `Tx::journal` writes,
+    /// strings past the cap included.
+    #[test]
+    fn append_args_serialize_as_the_journal_would() {
+        let (long_text, long_kind, long_tag) = ("é".repeat(700), "k".repeat(600), "t".repeat(501));
+        let cases = [
+            ("note", "short text", vec!["phase:draft".to_string()]),
+            ("plan", long_text.as_str(), vec![]),
+            (long_kind.as_str(), "\"quoted\"\n\ttext", vec![long_tag.clone(), "y".to_string()]),
+        ];
+        for (kind, text, tags) in cases {
+            let mut expected = json!({"id": 7, "kind": kind, "text": text, "tags": tags});
+            journal::cap(&mut expected);
+            let args = AppendArgs::new(7, kind, text, &tags);
+            assert_eq!(serde_json::to_string(&args).unwrap(), expected.to_string());
+        }
     }
 }

@@ -400,9 +400,13 @@ impl Tx<'_> {
 
     /// Writes the journal row of one mutation (SPEC §8).
     pub(crate) fn journal(&self, bid: Option<i64>, op: &str, mut args: serde_json::Value) -> Result<()> {
-        let seq = self.next_seq()?;
         crate::journal::cap(&mut args);
-        let args = serde_json::to_string(&args)?;
+        self.journal_serialized(bid, op, &serde_json::to_string(&args)?)
+    }
+
+    /// Writes a journal row whose arguments are already capped and serialized.
+    pub(crate) fn journal_serialized(&self, bid: Option<i64>, op: &str, args: &str) -> Result<()> {
+        let seq = self.next_seq()?;
         let ctx = &self.store.context;
         self.store
             .conn
