@@ -37,6 +37,7 @@
 //! Readers reuse a read mark close behind the WAL's end instead of moving one, which takes two
 //! lock calls off each transaction: see [`read_marks`].
 
+mod kept_reads;
 mod read_marks;
 
 use crate::error::{Error, Result};
@@ -54,6 +55,9 @@ const FRAME_HEADER: usize = 24;
 
 /// The size of the WAL's own header, written at offset 0 when the WAL starts over.
 const WAL_HEADER: usize = 32;
+
+/// The offset of the WAL's write lock among the shared-memory locks.
+const WAL_WRITE_LOCK: c_int = 0;
 
 /// The most held at once: a commit of more is sent in parts, the last with its commit page.
 /// Half of [`MOST_WRITTEN`], which leaves room for the zeros of [`CHUNK`].
@@ -138,6 +142,8 @@ struct DbExtra {
     index: *const u8,
     /// Bit `i` is set while this connection holds shared-memory lock `i` exclusively.
     exclusive: u8,
+    /// The read lock kept between transactions, shared with the thread that releases it.
+    reads: kept_reads::HandleReads,
 }
 
 /// A database file is the default VFS's own file (`base_size` bytes) followed, at this offset,
@@ -219,6 +225,7 @@ unsafe extern "C" fn open(
                         wal: std::ptr::null_mut(),
                         index: std::ptr::null(),
                         exclusive: 0,
+                        reads: kept_reads::HandleReads::new(),
                     });
                     (*file).pMethods = ours;
                 }
@@ -508,22 +515,47 @@ unsafe extern "C" fn db_shm_lock(
     if rc != ffi::SQLITE_OK && flags & ffi::SQLITE_SHM_UNLOCK == 0 {
         return rc;
     }
-    // SAFETY: `file` is a database file of this VFS; `index` is null or the mapped first region.
-    let extra = unsafe { &mut *db_extra(file) };
-    if unsafe { read_marks::refuse(offset, n, flags, extra.exclusive, extra.index) } {
-        return ffi::SQLITE_BUSY;
-    }
-    let Some(method) = default_db_methods().xShmLock else { return ffi::SQLITE_IOERR_SHMLOCK };
-    let rc = unsafe { method(file, offset, n, flags) };
-    if rc == ffi::SQLITE_OK && flags & ffi::SQLITE_SHM_EXCLUSIVE != 0 {
-        let locks = (((1u32 << n) - 1) << offset) as u8;
-        if flags & ffi::SQLITE_SHM_LOCK != 0 {
-            extra.exclusive |= locks;
-        } else {
-            extra.exclusive &= !locks;
+    // SAFETY: `file` is a database file of this VFS, used by this thread; `index` is null or
+    // the mapped first region. Fields are reached through the pointer: the thread releasing
+    // kept locks reads `reads.kept` meanwhile.
+    unsafe {
+        let extra = db_extra(file);
+        if read_marks::refuse(offset, n, flags, (*extra).exclusive, (*extra).index) {
+            return ffi::SQLITE_BUSY;
         }
+        let reads = &raw const (*extra).reads;
+        let exclusive = (*extra).exclusive != 0;
+        if let kept_reads::Decision::Done =
+            kept_reads::decide(reads, file as usize, offset, n, flags, exclusive)
+        {
+            return ffi::SQLITE_OK;
+        }
+        let Some(method) = default_db_methods().xShmLock else { return ffi::SQLITE_IOERR_SHMLOCK };
+        let rc = method(file, offset, n, flags);
+        if offset == WAL_WRITE_LOCK && flags == ffi::SQLITE_SHM_LOCK | ffi::SQLITE_SHM_EXCLUSIVE {
+            kept_reads::write_lock_result(&*reads, rc);
+        }
+        if rc == ffi::SQLITE_OK && flags & ffi::SQLITE_SHM_EXCLUSIVE != 0 {
+            let locks = (((1u32 << n) - 1) << offset) as u8;
+            if flags & ffi::SQLITE_SHM_LOCK != 0 {
+                (*extra).exclusive |= locks;
+            } else {
+                (*extra).exclusive &= !locks;
+            }
+        }
+        rc
     }
-    rc
+}
+
+/// Releases a shared lock of a database file of this VFS through the default VFS.
+///
+/// # Safety
+/// `file` must be an open database file of this VFS holding that lock.
+unsafe fn release_shared(file: *mut ffi::sqlite3_file, offset: c_int) {
+    if let Some(method) = default_db_methods().xShmLock {
+        // SAFETY: per the contract; SQLite ignores what an unlock returns, and so does this.
+        unsafe { method(file, offset, 1, ffi::SQLITE_SHM_UNLOCK | ffi::SQLITE_SHM_SHARED) };
+    }
 }
 
 /// SQLite calls the barrier right before it publishes a commit. The commit's last write sent
@@ -540,10 +572,13 @@ unsafe extern "C" fn db_shm_barrier(file: *mut ffi::sqlite3_file) {
 /// Unmapping always happens; a failed send is reported after it.
 unsafe extern "C" fn db_shm_unmap(file: *mut ffi::sqlite3_file, delete: c_int) -> c_int {
     let flushed = unsafe { flush_wal_of(file) };
-    // SAFETY: `file` is a database file of this VFS. Unmapping drops its locks too.
+    // SAFETY: `file` is a database file of this VFS. Unmapping drops its locks too, but a kept
+    // one must leave the registry first.
     unsafe {
-        (*db_extra(file)).index = std::ptr::null();
-        (*db_extra(file)).exclusive = 0;
+        let extra = db_extra(file);
+        kept_reads::forget(&raw const (*extra).reads, file as usize);
+        (*extra).index = std::ptr::null();
+        (*extra).exclusive = 0;
     }
     let unmapped = match default_db_methods().xShmUnmap {
         Some(method) => unsafe { method(file, delete) },
@@ -558,8 +593,10 @@ unsafe extern "C" fn db_shm_unmap(file: *mut ffi::sqlite3_file, delete: c_int) -
 
 /// SQLite closes a database's WAL before the database file; should it not, the WAL forgets it.
 unsafe extern "C" fn db_close(file: *mut ffi::sqlite3_file) -> c_int {
-    // SAFETY: `file` is a database file of this VFS; a linked WAL is still open.
+    // SAFETY: `file` is a database file of this VFS; a linked WAL is still open. Its memory
+    // must not stay in the registry of kept locks.
     unsafe {
+        kept_reads::forget(&raw const (*db_extra(file)).reads, file as usize);
         let wal = *db_link(file);
         if !wal.is_null() {
             (*wal).db_link = std::ptr::null_mut();
@@ -791,6 +828,104 @@ mod tests {
         assert_eq!(mark_moves(dir.path(), &plain, 100), 100);
     }
 
+    /// Runs PASSIVE checkpoints until one copies every frame: a handle that streamed keeps its
+    /// read lock, which stops checkpoints at its mark, for a millisecond or two after its last
+    /// transaction.
+    fn complete_checkpoint(conn: &Connection) {
+        let started = std::time::Instant::now();
+        loop {
+            let (frames, copied): (i64, i64) =
+                conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| Ok((r.get(1)?, r.get(2)?))).unwrap();
+            if copied == frames {
+                return;
+            }
+            assert!(started.elapsed() < std::time::Duration::from_secs(10), "copied {copied} of {frames}");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+
+    /// Whether a RESTART checkpoint through `conn`, which does not wait, finds a reader in the
+    /// way.
+    fn restart_is_blocked(conn: &Connection) -> bool {
+        let busy: i64 = conn.query_row("PRAGMA wal_checkpoint(RESTART)", [], |r| r.get(0)).unwrap();
+        busy == 1
+    }
+
+    /// A handle that has run enough transactions keeps its read lock between them, so that it
+    /// is in the way of a RESTART right after a commit; the lock goes when the handle idles or
+    /// closes. A short-lived handle keeps nothing.
+    #[test]
+    fn a_streaming_handle_keeps_its_read_lock_until_it_idles_or_closes() {
+        let (dir, conn) = open();
+        conn.pragma_update(None, "wal_autocheckpoint", 0).unwrap();
+        let other = connect(dir.path(), "unix");
+        other.busy_timeout(std::time::Duration::ZERO).unwrap();
+        let commit = || conn.execute("INSERT INTO t VALUES (randomblob(300))", []).unwrap();
+        for _ in 0..5 {
+            commit();
+        }
+        assert!(!restart_is_blocked(&other), "a handle that has not streamed keeps nothing");
+
+        for _ in 0..super::kept_reads::STREAMING + 10 {
+            commit();
+        }
+        assert!(restart_is_blocked(&other), "the streaming handle keeps its read lock");
+        let started = std::time::Instant::now();
+        while restart_is_blocked(&other) {
+            assert!(started.elapsed() < std::time::Duration::from_secs(10), "the lock is never released");
+            std::thread::sleep(super::kept_reads::IDLE);
+        }
+
+        commit();
+        assert!(restart_is_blocked(&other));
+        drop(conn);
+        assert!(!restart_is_blocked(&other), "closing releases the kept lock");
+        assert_eq!(rows(&other), 5 + i64::from(super::kept_reads::STREAMING) + 10 + 1);
+    }
+
+    /// A writer and a reader streaming through this VFS while another connection checkpoints
+    /// and restarts the WAL in a loop: the reader never sees rows go back, and every commit is
+    /// there at the end.
+    #[test]
+    fn kept_read_locks_hold_up_under_concurrent_checkpoints() {
+        let (dir, conn) = open();
+        let commits = 2_000;
+        let done = &std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|scope| {
+            scope.spawn(move || {
+                let outcome = (0..commits)
+                    .try_for_each(|_| conn.execute("INSERT INTO t VALUES (randomblob(300))", []).map(drop));
+                done.store(true, Ordering::SeqCst);
+                outcome.unwrap();
+            });
+            scope.spawn(|| {
+                let reader = connect(dir.path(), super::NAME);
+                let mut last = 0;
+                while !done.load(Ordering::SeqCst) {
+                    let now = rows(&reader);
+                    assert!(now >= last, "{now} rows after {last}");
+                    last = now;
+                }
+            });
+            scope.spawn(|| {
+                let checkpointer = connect(dir.path(), "unix");
+                checkpointer.busy_timeout(std::time::Duration::from_millis(1)).unwrap();
+                let modes = ["PASSIVE", "RESTART", "TRUNCATE"];
+                for round in 0.. {
+                    if done.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    let sql = format!("PRAGMA wal_checkpoint({})", modes[round % modes.len()]);
+                    checkpointer.query_row(&sql, [], |_| Ok(())).unwrap();
+                }
+            });
+        });
+        let plain = connect(dir.path(), "unix");
+        assert_eq!((rows(&plain), rows_after_a_kill(dir.path())), (commits, commits));
+        let check: String = plain.query_row("PRAGMA integrity_check", [], |r| r.get(0)).unwrap();
+        assert_eq!(check, "ok");
+    }
+
     /// A reader under a reused mark keeps its snapshot while others commit and checkpoint: the
     /// checkpoints stop at its mark. Once it is done, a checkpoint copies everything and the
     /// next commit restarts the WAL.
@@ -808,8 +943,7 @@ mod tests {
         for _ in 0..50 {
             conn.execute("INSERT INTO t VALUES (randomblob(300))", []).unwrap();
         }
-        let (frames, copied) = checkpoint();
-        assert_eq!(copied, frames);
+        complete_checkpoint(&checkpointer);
         conn.execute("INSERT INTO t VALUES (randomblob(300))", []).unwrap();
 
         reader.execute_batch("BEGIN").unwrap();
@@ -825,8 +959,7 @@ mod tests {
         reader.execute_batch("COMMIT").unwrap();
         assert_eq!(rows(&reader), seen + 100);
 
-        let (frames, copied) = checkpoint();
-        assert_eq!(copied, frames);
+        complete_checkpoint(&checkpointer);
         conn.execute("INSERT INTO t VALUES (randomblob(300))", []).unwrap();
         assert!(wal_index(dir.path()).0 <= 2, "the WAL restarted");
         assert_eq!((rows(&checkpointer), rows_after_a_kill(dir.path())), (seen + 101, seen + 101));
