@@ -59,8 +59,8 @@ pub struct Store {
     loaded_path: Cell<Option<(i64, usize)>>,
     /// Checkpoints the WAL in the background once it grows (file databases only).
     checkpointer: Option<Arc<Checkpointer>>,
-    /// `(data_version, next seq)` after this handle's last commit (see [`Tx::next_seq`]).
-    seq_cache: Cell<Option<(i64, i64)>>,
+    /// `(data version, next seq)` after this handle's last commit (see [`Tx::next_seq`]).
+    seq_cache: Cell<Option<(u32, i64)>>,
 }
 
 /// The path of the branch being read, one row per branch nearest first, so view queries join
@@ -212,15 +212,14 @@ impl Store {
         let tx = Tx {
             store: self,
             next_seq: Cell::new(None),
-            data_version: Cell::new(None),
             journalled: Cell::new(None),
             now: Cell::new(self.clock.now()),
         };
         let outcome = f(&tx).and_then(|value| {
             tx.flush_seq()?;
             self.conn.prepare_cached("COMMIT")?.execute([])?;
-            if let (Some(version), Some(next)) = (tx.data_version.get(), tx.next_seq.get()) {
-                self.seq_cache.set(Some((version, next)));
+            if let Some(next) = tx.next_seq.get() {
+                self.seq_cache.set(Some((self.data_version()?, next)));
             }
             Ok(value)
         });
@@ -278,6 +277,27 @@ impl Store {
         Ok(())
     }
 
+    /// The main database's data version (`SQLITE_FCNTL_DATA_VERSION`): unlike `PRAGMA
+    /// data_version` it moves on this handle's commits too, and it is read without a statement.
+    /// Within a transaction it has seen every commit of other connections.
+    fn data_version(&self) -> Result<u32> {
+        let mut version: u32 = 0;
+        // SAFETY: the handle is open for as long as `self.conn`; the call writes one unsigned
+        // int to the pointer it is given.
+        let rc = unsafe {
+            rusqlite::ffi::sqlite3_file_control(
+                self.conn.handle(),
+                c"main".as_ptr(),
+                rusqlite::ffi::SQLITE_FCNTL_DATA_VERSION,
+                (&raw mut version).cast(),
+            )
+        };
+        if rc != rusqlite::ffi::SQLITE_OK {
+            return Err(Error::internal(format!("cannot read the data version (SQLite error {rc})")));
+        }
+        Ok(version)
+    }
+
     pub(crate) fn cached_path(&self, id: &str) -> Option<Rc<BranchPath>> {
         self.paths.borrow().get(id).cloned()
     }
@@ -320,8 +340,6 @@ pub struct Tx<'s> {
     next_seq: Cell<Option<i64>>,
     /// The seq of the last journal row written, to tell whether `meta` must be updated.
     journalled: Cell<Option<i64>>,
-    /// `PRAGMA data_version` when the counter was first needed.
-    data_version: Cell<Option<i64>>,
     /// One timestamp for everything the transaction writes (an import sets each row's own).
     now: Cell<f64>,
 }
@@ -360,15 +378,13 @@ impl Tx<'_> {
         Ok(seq)
     }
 
-    /// The counter at the start of the transaction. `PRAGMA data_version` changes only when
-    /// another connection commits, so while it stands still this handle's last commit still
+    /// The counter at the start of the transaction. While the data version stands where this
+    /// handle's last commit left it, no other connection has committed, so that commit still
     /// knows the next seq and the counter need not be read.
     fn read_counter(&self) -> Result<i64> {
         let conn = &self.store.conn;
-        let version: i64 = conn.prepare_cached("PRAGMA data_version")?.query_row([], |r| r.get(0))?;
-        self.data_version.set(Some(version));
-        if let Some((cached_version, next)) = self.store.seq_cache.get() {
-            if cached_version == version {
+        if let Some((version, next)) = self.store.seq_cache.get() {
+            if version == self.store.data_version()? {
                 return Ok(next);
             }
         }

@@ -68,3 +68,24 @@ fn plain_sqlite_reads_what_memctl_writes() {
     let reopened = Store::open_existing(&path, config, Clock::System).unwrap();
     assert_eq!(reopened.recall_list("root", None).unwrap().events.len(), 600);
 }
+
+/// Two handles on one file, writing in turns and in runs: each finds the other's commits
+/// before it hands out a seq, so event ids and journal seqs never repeat and keep rising.
+#[test]
+fn handles_taking_turns_never_reuse_a_seq() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("memory.sqlite");
+    let config = Config { auto_consolidate: false, ..Config::default() };
+    let a = Store::open(&path, config.clone(), Clock::Fixed(1_700_000_000.0)).unwrap();
+    let b = Store::open(&path, config, Clock::Fixed(1_700_000_000.0)).unwrap();
+    a.create_root("root").unwrap();
+    let mut ids = Vec::new();
+    for i in 0..300 {
+        let writer = if (i / 7) % 2 == 0 || i % 3 == 0 { &a } else { &b };
+        ids.push(writer.recall_append("root", "note", &format!("event {i}"), &[]).unwrap().id);
+    }
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "ids rise: {ids:?}");
+    let seqs: Vec<i64> = a.ops(None, None).unwrap().iter().map(|op| op.seq).collect();
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "journal seqs rise");
+    assert!(seqs.iter().all(|seq| !ids.contains(seq)), "events and journal rows share no seq");
+}
