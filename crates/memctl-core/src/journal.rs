@@ -37,6 +37,10 @@ pub(crate) fn capped(s: &str) -> Cow<'_, str> {
 
 /// `s` cut to `max` characters, the cut marked with "…".
 fn cut(s: &str, max: usize) -> Cow<'_, str> {
+    if s.len() <= max {
+        // No more characters than bytes: nothing to count.
+        return Cow::Borrowed(s);
+    }
     match s.char_indices().nth(max) {
         Some((end, _)) => Cow::Owned(format!("{}…", &s[..end])),
         None => Cow::Borrowed(s),
@@ -46,7 +50,7 @@ fn cut(s: &str, max: usize) -> Cow<'_, str> {
 /// Cuts every string inside `value` to `max` characters, marking the cut with "…".
 pub(crate) fn cap_strings(value: &mut Value, max: usize) {
     match value {
-        Value::String(s) if s.len() > max => {
+        Value::String(s) => {
             if let Cow::Owned(cut) = cut(s, max) {
                 *s = cut;
             }
