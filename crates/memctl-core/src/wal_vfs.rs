@@ -35,7 +35,8 @@
 //! the WAL's checksums reject a torn frame either way.
 //!
 //! Readers reuse a read mark close behind the WAL's end instead of moving one, which takes two
-//! lock calls off each transaction: see [`read_marks`].
+//! lock calls off each transaction (see [`read_marks`]), and a streaming writer keeps its read
+//! lock between transactions, which takes two more (see [`kept_reads`]).
 
 mod kept_reads;
 mod read_marks;
@@ -56,8 +57,10 @@ const FRAME_HEADER: usize = 24;
 /// The size of the WAL's own header, written at offset 0 when the WAL starts over.
 const WAL_HEADER: usize = 32;
 
-/// The offset of the WAL's write lock among the shared-memory locks.
+/// The offset of the WAL's write lock among the shared-memory locks, and the bit of the
+/// checkpoint lock (offset 1) in a mask of them.
 const WAL_WRITE_LOCK: c_int = 0;
+const CKPT_LOCK_BIT: u8 = 1 << 1;
 
 /// The most held at once: a commit of more is sent in parts, the last with its commit page.
 /// Half of [`MOST_WRITTEN`], which leaves room for the zeros of [`CHUNK`].
@@ -524,19 +527,32 @@ unsafe extern "C" fn db_shm_lock(
             return ffi::SQLITE_BUSY;
         }
         let reads = &raw const (*extra).reads;
-        let exclusive = (*extra).exclusive != 0;
+        let (index, exclusive) = ((*extra).index as usize, (*extra).exclusive != 0);
         if let kept_reads::Decision::Done =
-            kept_reads::decide(reads, file as usize, offset, n, flags, exclusive)
+            kept_reads::decide(reads, file as usize, index, offset, n, flags, exclusive)
         {
             return ffi::SQLITE_OK;
         }
         let Some(method) = default_db_methods().xShmLock else { return ffi::SQLITE_IOERR_SHMLOCK };
+        let locks = (((1u32 << n) - 1) << offset) as u8;
+        let checkpoint = locks & CKPT_LOCK_BIT != 0 && flags & ffi::SQLITE_SHM_EXCLUSIVE != 0;
+        let checkpoint_starts = checkpoint && flags & ffi::SQLITE_SHM_LOCK != 0;
+        if checkpoint_starts {
+            kept_reads::checkpoint_starts(index);
+        }
         let rc = method(file, offset, n, flags);
         if offset == WAL_WRITE_LOCK && flags == ffi::SQLITE_SHM_LOCK | ffi::SQLITE_SHM_EXCLUSIVE {
             kept_reads::write_lock_result(&*reads, rc);
         }
+        let checkpoint_ends = if checkpoint_starts {
+            rc != ffi::SQLITE_OK
+        } else {
+            checkpoint && (*extra).exclusive & CKPT_LOCK_BIT != 0
+        };
+        if checkpoint_ends {
+            kept_reads::checkpoint_ends(index);
+        }
         if rc == ffi::SQLITE_OK && flags & ffi::SQLITE_SHM_EXCLUSIVE != 0 {
-            let locks = (((1u32 << n) - 1) << offset) as u8;
             if flags & ffi::SQLITE_SHM_LOCK != 0 {
                 (*extra).exclusive |= locks;
             } else {
@@ -577,6 +593,9 @@ unsafe extern "C" fn db_shm_unmap(file: *mut ffi::sqlite3_file, delete: c_int) -
     unsafe {
         let extra = db_extra(file);
         kept_reads::forget(&raw const (*extra).reads, file as usize);
+        if (*extra).exclusive & CKPT_LOCK_BIT != 0 {
+            kept_reads::checkpoint_ends((*extra).index as usize);
+        }
         (*extra).index = std::ptr::null();
         (*extra).exclusive = 0;
     }
@@ -878,9 +897,18 @@ mod tests {
 
         commit();
         assert!(restart_is_blocked(&other));
+        // A checkpoint by a handle of this VFS in the same process releases kept locks first.
+        let ours = connect(dir.path(), super::NAME);
+        let (frames, copied): (i64, i64) =
+            ours.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| Ok((r.get(1)?, r.get(2)?))).unwrap();
+        assert_eq!(copied, frames, "the checkpoint copied everything");
+        assert!(!restart_is_blocked(&other));
+
+        commit();
+        assert!(restart_is_blocked(&other));
         drop(conn);
         assert!(!restart_is_blocked(&other), "closing releases the kept lock");
-        assert_eq!(rows(&other), 5 + i64::from(super::kept_reads::STREAMING) + 10 + 1);
+        assert_eq!(rows(&other), 5 + i64::from(super::kept_reads::STREAMING) + 10 + 2);
     }
 
     /// A writer and a reader streaming through this VFS while another connection checkpoints

@@ -7,13 +7,15 @@
 //! Any other lock call of the handle, and unmapping its shared memory, first releases what it
 //! keeps; so does a process-wide thread once the lock has gone unused for a period of [`IDLE`].
 //!
-//! A kept lock is what a reader in a long read transaction holds. While it is kept, checkpoints
-//! copy no frames past its mark and no other process restarts the WAL; the handle's own
-//! checkpoints and restarts release it first. [`IDLE`] bounds that to 1–2 ms after a stream
-//! ends, and short-lived handles (a CLI call) never keep anything. Only writers keep: a writer
-//! that finds the write lock busy lets its read lock go before it waits, so a RESTART or
-//! TRUNCATE checkpoint, which holds the write lock while it waits for readers, never waits on
-//! a writer that waits on it.
+//! A kept lock is what a reader in a long read transaction holds: checkpoints copy no frames
+//! past its mark, and the WAL cannot restart. So nothing is kept on a database while a handle of
+//! this process checkpoints it: taking the checkpoint lock releases the database's kept locks
+//! first, and memctl's background checkpoints copy what they would copy without this module.
+//! Checkpoints run by other processes do stop at a kept mark, and their RESTART and TRUNCATE
+//! cannot restart the WAL, while a writer streams and for 1–2 ms ([`IDLE`]) after. Short-lived
+//! handles (a CLI call) never keep anything. Only writers keep: a writer that finds the write
+//! lock busy lets its read lock go before it waits, so a RESTART or TRUNCATE checkpoint, which
+//! holds the write lock while it waits for readers, never waits on a writer that waits on it.
 //!
 //! The hot path is two atomic operations. The handle's `kept` word says which lock is kept;
 //! whichever thread releases it first claims it with a compare-and-swap, and sets it to
@@ -22,7 +24,7 @@
 //! takes.
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
@@ -67,10 +69,26 @@ impl HandleReads {
     }
 }
 
-/// Streaming handles: their database files and reads, as addresses. A handle leaves before its
-/// file closes, and the thread reads them only with the registry locked.
+/// A streaming handle, as addresses: its database file, its reads, and its database's WAL index
+/// (the same for every handle of a database in the process). A handle leaves the registry before
+/// its file closes, and other threads read it only with the registry locked.
+#[derive(Clone, Copy)]
+struct Handle {
+    file: usize,
+    reads: usize,
+    index: usize,
+}
+
+/// What the registry's mutex guards.
+#[derive(Default)]
+struct Registered {
+    handles: Vec<Handle>,
+    /// The WAL indexes of the databases being checkpointed, once per checkpoint.
+    checkpoints: Vec<usize>,
+}
+
 struct Registry {
-    handles: Mutex<Vec<(usize, usize)>>,
+    registered: Mutex<Registered>,
     /// Wakes the thread, parked while nothing is kept.
     woken: Condvar,
 }
@@ -83,6 +101,10 @@ static PERIOD: AtomicU64 = AtomicU64::new(0);
 /// The thread waits to be woken: nothing was kept when it last looked.
 static PARKED: AtomicBool = AtomicBool::new(false);
 
+/// Checkpoints running in this process, on any database: while there are none, a handle keeps
+/// its lock without looking at the registry's list of them.
+static CHECKPOINTS: AtomicU32 = AtomicU32::new(0);
+
 /// The registry, its thread started on first use; None if the thread could not start.
 fn registry() -> Option<&'static Registry> {
     REGISTRY
@@ -91,13 +113,13 @@ fn registry() -> Option<&'static Registry> {
                 .name("memctl-read-locks".into())
                 .spawn(release_unused_locks)
                 .ok()
-                .map(|_| Registry { handles: Mutex::new(Vec::new()), woken: Condvar::new() })
+                .map(|_| Registry { registered: Mutex::default(), woken: Condvar::new() })
         })
         .as_ref()
 }
 
-fn lock(registry: &Registry) -> MutexGuard<'_, Vec<(usize, usize)>> {
-    registry.handles.lock().unwrap_or_else(|e| e.into_inner())
+fn lock(registry: &Registry) -> MutexGuard<'_, Registered> {
+    registry.registered.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// The thread: each period, releases the locks not kept again since the one before; parks
@@ -110,24 +132,26 @@ fn release_unused_locks() {
         }
     };
     loop {
-        let mut handles = lock(registry);
+        let mut registered = lock(registry);
         let period = PERIOD.fetch_add(1, Ordering::Relaxed) + 1;
         let mut still_kept = false;
-        for &(file, reads) in handles.iter() {
+        for handle in &registered.handles {
             // SAFETY: registered handles are live while the registry is locked.
-            still_kept |= unsafe { release_unused(file, reads, period) };
+            still_kept |= unsafe { release_unused(handle.file, handle.reads, period) };
         }
         if !still_kept {
             PARKED.store(true, Ordering::SeqCst);
             // A handle that kept a lock before it could see PARKED is seen here.
-            still_kept =
-                handles.iter().any(|&(_, reads)| unsafe { reads_of(reads) }.kept.load(Ordering::SeqCst) >= 0);
+            still_kept = registered
+                .handles
+                .iter()
+                .any(|h| unsafe { reads_of(h.reads) }.kept.load(Ordering::SeqCst) >= 0);
             while !still_kept && PARKED.load(Ordering::SeqCst) {
-                handles = registry.woken.wait(handles).unwrap_or_else(|e| e.into_inner());
+                registered = registry.woken.wait(registered).unwrap_or_else(|e| e.into_inner());
             }
             PARKED.store(false, Ordering::SeqCst);
         }
-        drop(handles);
+        drop(registered);
         std::thread::sleep(IDLE);
     }
 }
@@ -178,8 +202,9 @@ pub(super) enum Decision {
     Call,
 }
 
-/// Decides a lock call of the handle whose reads are `reads` and database file `file`.
-/// `exclusive` tells whether the handle holds any lock exclusively.
+/// Decides a lock call of the handle whose reads are `reads` and database file `file`, on the
+/// database whose WAL index (its first region's address) is `index`. `exclusive` tells whether
+/// the handle holds any lock exclusively.
 ///
 /// # Safety
 /// `reads` must be the handle's and `file` its open database file of this VFS, and only the
@@ -187,6 +212,7 @@ pub(super) enum Decision {
 pub(super) unsafe fn decide(
     reads: *const HandleReads,
     file: usize,
+    index: usize,
     offset: i32,
     n: i32,
     flags: i32,
@@ -197,10 +223,15 @@ pub(super) unsafe fn decide(
     // SAFETY: per the contract.
     let handle = unsafe { &*reads };
     if mark && flags == SQLITE_SHM_UNLOCK | SQLITE_SHM_SHARED && !exclusive {
-        let kept = keep(handle, file, offset);
+        let kept = keep(handle, file, index, offset);
         return if kept { Decision::Done } else { Decision::Call };
     }
     let takes = (mark && flags == SQLITE_SHM_LOCK | SQLITE_SHM_SHARED).then_some(offset);
+    if takes.is_some() && !exclusive {
+        // A read transaction starts: whether it writes is yet to be seen. (A writer that
+        // restarted the WAL takes a mark again, holding the write lock.)
+        handle.wrote.set(false);
+    }
     // SAFETY: per the contract.
     if unsafe { release_kept(handle, file, takes) } {
         Decision::Done
@@ -216,9 +247,46 @@ pub(super) fn write_lock_result(reads: &HandleReads, rc: i32) {
     reads.wrote.set(rc == rusqlite::ffi::SQLITE_OK);
 }
 
+/// A handle of this process is about to take the checkpoint lock of the database whose WAL
+/// index is `index`: the database's kept locks are released and none is kept until
+/// [`checkpoint_ends`], so the checkpoint copies what it would copy without this module. Under
+/// a stream of writes with short pauses, a background checkpoint can then still reach the end
+/// of the WAL in a pause and let the next commit restart it.
+pub(super) fn checkpoint_starts(index: usize) {
+    CHECKPOINTS.fetch_add(1, Ordering::SeqCst);
+    let Some(registry) = registry() else { return };
+    let mut registered = lock(registry);
+    registered.checkpoints.push(index);
+    for handle in registered.handles.iter().filter(|handle| handle.index == index) {
+        // SAFETY: registered handles are live while the registry is locked.
+        let reads = unsafe { reads_of(handle.reads) };
+        let kept = reads.kept.load(Ordering::SeqCst);
+        if kept >= 0 {
+            // SAFETY: as above; losing the claim means another thread released it.
+            unsafe { claim_and_release(reads, handle.file, kept) };
+        }
+    }
+}
+
+/// The checkpoint lock taken after [`checkpoint_starts`] was released, or not taken.
+pub(super) fn checkpoint_ends(index: usize) {
+    if let Some(registry) = registry() {
+        let mut registered = lock(registry);
+        if let Some(at) = registered.checkpoints.iter().position(|&running| running == index) {
+            registered.checkpoints.swap_remove(at);
+        }
+    }
+    CHECKPOINTS.fetch_sub(1, Ordering::SeqCst);
+}
+
+/// Whether a checkpoint of the database with this WAL index runs in this process.
+fn checkpointing(registry: &Registry, index: usize) -> bool {
+    CHECKPOINTS.load(Ordering::SeqCst) > 0 && lock(registry).checkpoints.contains(&index)
+}
+
 /// Keeps the handle's shared lock at `offset` instead of releasing it, once the handle streams;
 /// false if it does not. Called by the handle's thread.
-fn keep(handle: &HandleReads, file: usize, offset: i32) -> bool {
+fn keep(handle: &HandleReads, file: usize, index: usize, offset: i32) -> bool {
     if !handle.wrote.replace(false) {
         return false;
     }
@@ -227,11 +295,22 @@ fn keep(handle: &HandleReads, file: usize, offset: i32) -> bool {
         return false;
     }
     let Some(registry) = registry() else { return false };
+    if checkpointing(registry, index) {
+        return false;
+    }
     if !handle.registered.replace(true) {
-        lock(registry).push((file, handle as *const HandleReads as usize));
+        let reads = handle as *const HandleReads as usize;
+        lock(registry).handles.push(Handle { file, reads, index });
     }
     handle.used.store(PERIOD.load(Ordering::Relaxed), Ordering::Relaxed);
     handle.kept.store(offset, Ordering::SeqCst);
+    if checkpointing(registry, index) {
+        // A checkpoint started meanwhile, and may not have seen the lock: the lock goes, by
+        // this call or, if the checkpoint claimed it first, by the checkpoint's.
+        let claimed =
+            handle.kept.compare_exchange(offset, NONE, Ordering::SeqCst, Ordering::Relaxed).is_err();
+        return claimed;
+    }
     if PARKED.load(Ordering::SeqCst) {
         let _handles = lock(registry);
         PARKED.store(false, Ordering::SeqCst);
@@ -246,11 +325,20 @@ fn keep(handle: &HandleReads, file: usize, offset: i32) -> bool {
 /// # Safety
 /// As for [`decide`].
 unsafe fn release_kept(handle: &HandleReads, file: usize, takes: Option<i32>) -> bool {
+    let mut spins = 0u32;
     loop {
         match handle.kept.load(Ordering::Acquire) {
             NONE => return false,
-            // The thread is releasing it: a call now would race with its call.
-            CLAIMED => std::hint::spin_loop(),
+            // Another thread is releasing it: a call now would race with its call. It takes a
+            // microsecond, unless that thread was preempted.
+            CLAIMED => {
+                spins += 1;
+                if spins < 100 {
+                    std::hint::spin_loop();
+                } else {
+                    std::thread::yield_now();
+                }
+            }
             offset if takes == Some(offset) => {
                 let taken = handle.kept.compare_exchange(offset, NONE, Ordering::Acquire, Ordering::Relaxed);
                 if taken.is_ok() {
@@ -274,7 +362,7 @@ pub(super) unsafe fn forget(reads: *const HandleReads, file: usize) {
     unsafe { release_kept(handle, file, None) };
     if handle.registered.replace(false) {
         if let Some(registry) = REGISTRY.get().and_then(Option::as_ref) {
-            lock(registry).retain(|&(registered, _)| registered != file);
+            lock(registry).handles.retain(|registered| registered.file != file);
         }
     }
 }
