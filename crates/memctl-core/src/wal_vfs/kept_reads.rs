@@ -79,21 +79,25 @@ struct Handle {
     index: usize,
 }
 
-/// What the registry's mutex guards.
-#[derive(Default)]
+/// The registry: streaming handles, and the databases being checkpointed in this process.
 struct Registered {
     handles: Vec<Handle>,
     /// The WAL indexes of the databases being checkpointed, once per checkpoint.
     checkpoints: Vec<usize>,
 }
 
-struct Registry {
-    registered: Mutex<Registered>,
-    /// Wakes the thread, parked while nothing is kept.
-    woken: Condvar,
+static REGISTERED: Mutex<Registered> =
+    Mutex::new(Registered { handles: Vec::new(), checkpoints: Vec::new() });
+
+fn registered() -> MutexGuard<'static, Registered> {
+    REGISTERED.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-static REGISTRY: OnceLock<Option<Registry>> = OnceLock::new();
+/// Wakes the thread, parked while nothing is kept.
+static WOKEN: Condvar = Condvar::new();
+
+/// Whether the thread runs: started by the first lock kept in the process.
+static THREAD: OnceLock<bool> = OnceLock::new();
 
 /// The thread's periods so far.
 static PERIOD: AtomicU64 = AtomicU64::new(0);
@@ -105,34 +109,18 @@ static PARKED: AtomicBool = AtomicBool::new(false);
 /// its lock without looking at the registry's list of them.
 static CHECKPOINTS: AtomicU32 = AtomicU32::new(0);
 
-/// The registry, its thread started on first use; None if the thread could not start.
-fn registry() -> Option<&'static Registry> {
-    REGISTRY
-        .get_or_init(|| {
-            std::thread::Builder::new()
-                .name("memctl-read-locks".into())
-                .spawn(release_unused_locks)
-                .ok()
-                .map(|_| Registry { registered: Mutex::default(), woken: Condvar::new() })
-        })
-        .as_ref()
-}
-
-fn lock(registry: &Registry) -> MutexGuard<'_, Registered> {
-    registry.registered.lock().unwrap_or_else(|e| e.into_inner())
+/// Starts the thread unless it runs; false if it could not start.
+fn thread_runs() -> bool {
+    *THREAD.get_or_init(|| {
+        std::thread::Builder::new().name("memctl-read-locks".into()).spawn(release_unused_locks).is_ok()
+    })
 }
 
 /// The thread: each period, releases the locks not kept again since the one before; parks
 /// while nothing is kept.
 fn release_unused_locks() {
-    let registry = loop {
-        match REGISTRY.get() {
-            Some(Some(registry)) => break registry,
-            _ => std::thread::yield_now(),
-        }
-    };
     loop {
-        let mut registered = lock(registry);
+        let mut registered = registered();
         let period = PERIOD.fetch_add(1, Ordering::Relaxed) + 1;
         let mut still_kept = false;
         for handle in &registered.handles {
@@ -147,7 +135,7 @@ fn release_unused_locks() {
                 .iter()
                 .any(|h| unsafe { reads_of(h.reads) }.kept.load(Ordering::SeqCst) >= 0);
             while !still_kept && PARKED.load(Ordering::SeqCst) {
-                registered = registry.woken.wait(registered).unwrap_or_else(|e| e.into_inner());
+                registered = WOKEN.wait(registered).unwrap_or_else(|e| e.into_inner());
             }
             PARKED.store(false, Ordering::SeqCst);
         }
@@ -254,8 +242,7 @@ pub(super) fn write_lock_result(reads: &HandleReads, rc: i32) {
 /// of the WAL in a pause and let the next commit restart it.
 pub(super) fn checkpoint_starts(index: usize) {
     CHECKPOINTS.fetch_add(1, Ordering::SeqCst);
-    let Some(registry) = registry() else { return };
-    let mut registered = lock(registry);
+    let mut registered = registered();
     registered.checkpoints.push(index);
     for handle in registered.handles.iter().filter(|handle| handle.index == index) {
         // SAFETY: registered handles are live while the registry is locked.
@@ -270,18 +257,16 @@ pub(super) fn checkpoint_starts(index: usize) {
 
 /// The checkpoint lock taken after [`checkpoint_starts`] was released, or not taken.
 pub(super) fn checkpoint_ends(index: usize) {
-    if let Some(registry) = registry() {
-        let mut registered = lock(registry);
-        if let Some(at) = registered.checkpoints.iter().position(|&running| running == index) {
-            registered.checkpoints.swap_remove(at);
-        }
+    let mut registered = registered();
+    if let Some(at) = registered.checkpoints.iter().position(|&running| running == index) {
+        registered.checkpoints.swap_remove(at);
     }
     CHECKPOINTS.fetch_sub(1, Ordering::SeqCst);
 }
 
 /// Whether a checkpoint of the database with this WAL index runs in this process.
-fn checkpointing(registry: &Registry, index: usize) -> bool {
-    CHECKPOINTS.load(Ordering::SeqCst) > 0 && lock(registry).checkpoints.contains(&index)
+fn checkpointing(index: usize) -> bool {
+    CHECKPOINTS.load(Ordering::SeqCst) > 0 && registered().checkpoints.contains(&index)
 }
 
 /// Keeps the handle's shared lock at `offset` instead of releasing it, once the handle streams;
@@ -294,17 +279,16 @@ fn keep(handle: &HandleReads, file: usize, index: usize, offset: i32) -> bool {
         handle.released.set(handle.released.get() + 1);
         return false;
     }
-    let Some(registry) = registry() else { return false };
-    if checkpointing(registry, index) {
+    if checkpointing(index) || !thread_runs() {
         return false;
     }
     if !handle.registered.replace(true) {
         let reads = handle as *const HandleReads as usize;
-        lock(registry).handles.push(Handle { file, reads, index });
+        registered().handles.push(Handle { file, reads, index });
     }
     handle.used.store(PERIOD.load(Ordering::Relaxed), Ordering::Relaxed);
     handle.kept.store(offset, Ordering::SeqCst);
-    if checkpointing(registry, index) {
+    if checkpointing(index) {
         // A checkpoint started meanwhile, and may not have seen the lock: the lock goes, by
         // this call or, if the checkpoint claimed it first, by the checkpoint's.
         let claimed =
@@ -312,9 +296,9 @@ fn keep(handle: &HandleReads, file: usize, index: usize, offset: i32) -> bool {
         return claimed;
     }
     if PARKED.load(Ordering::SeqCst) {
-        let _handles = lock(registry);
+        let _registered = registered();
         PARKED.store(false, Ordering::SeqCst);
-        registry.woken.notify_one();
+        WOKEN.notify_one();
     }
     true
 }
@@ -361,8 +345,6 @@ pub(super) unsafe fn forget(reads: *const HandleReads, file: usize) {
     let handle = unsafe { &*reads };
     unsafe { release_kept(handle, file, None) };
     if handle.registered.replace(false) {
-        if let Some(registry) = REGISTRY.get().and_then(Option::as_ref) {
-            lock(registry).handles.retain(|registered| registered.file != file);
-        }
+        registered().handles.retain(|registered| registered.file != file);
     }
 }
