@@ -43,11 +43,16 @@ fn copy_on_write_smoke() {
 /// memctl writes its WAL through its own VFS (one system call per frame); the file must stay
 /// an ordinary SQLite database: plain SQLite, with the default VFS, reads every committed row
 /// while memctl keeps writing, and finds the file intact.
-#[test]
-fn plain_sqlite_reads_what_memctl_writes() {
+/// A database file in a new directory, and the configuration to open it with.
+fn file_db() -> (tempfile::TempDir, std::path::PathBuf, Config) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("memory.sqlite");
-    let config = Config { auto_consolidate: false, ..Config::default() };
+    (dir, path, Config { auto_consolidate: false, ..Config::default() })
+}
+
+#[test]
+fn plain_sqlite_reads_what_memctl_writes() {
+    let (_dir, path, config) = file_db();
     let s = Store::open(&path, config.clone(), Clock::Fixed(1_700_000_000.0)).unwrap();
     s.create_root("root").unwrap();
     let plain = rusqlite::Connection::open(&path).unwrap();
@@ -73,9 +78,7 @@ fn plain_sqlite_reads_what_memctl_writes() {
 /// before it hands out a seq, so event ids and journal seqs never repeat and keep rising.
 #[test]
 fn handles_taking_turns_never_reuse_a_seq() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("memory.sqlite");
-    let config = Config { auto_consolidate: false, ..Config::default() };
+    let (_dir, path, config) = file_db();
     let a = Store::open(&path, config.clone(), Clock::Fixed(1_700_000_000.0)).unwrap();
     let b = Store::open(&path, config, Clock::Fixed(1_700_000_000.0)).unwrap();
     a.create_root("root").unwrap();
