@@ -57,10 +57,12 @@ const FRAME_HEADER: usize = 24;
 /// The size of the WAL's own header, written at offset 0 when the WAL starts over.
 const WAL_HEADER: usize = 32;
 
-/// The offset of the WAL's write lock among the shared-memory locks, and the bit of the
-/// checkpoint lock (offset 1) in a mask of them.
+/// The offset of the WAL's write lock among the shared-memory locks, the bit of the checkpoint
+/// lock (offset 1) in a mask of them, and the offsets of the locks of read marks 1 to 4 (mark 0,
+/// at 3, means "the WAL is not read" and guards the copying of a checkpoint).
 const WAL_WRITE_LOCK: c_int = 0;
 const CKPT_LOCK_BIT: u8 = 1 << 1;
+const READ_MARK_LOCKS: std::ops::RangeInclusive<c_int> = 4..=7;
 
 /// The most held at once: a commit of more is sent in parts, the last with its commit page.
 /// Half of [`MOST_WRITTEN`], which leaves room for the zeros of [`CHUNK`].
@@ -847,14 +849,18 @@ mod tests {
         assert_eq!(mark_moves(dir.path(), &plain, 100), 100);
     }
 
+    /// A PASSIVE checkpoint through `conn`: the frames in the WAL and the frames copied.
+    fn passive_checkpoint(conn: &Connection) -> (i64, i64) {
+        conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| Ok((r.get(1)?, r.get(2)?))).unwrap()
+    }
+
     /// Runs PASSIVE checkpoints until one copies every frame: a handle that streamed keeps its
     /// read lock, which stops checkpoints at its mark, for a millisecond or two after its last
     /// transaction.
     fn complete_checkpoint(conn: &Connection) {
         let started = std::time::Instant::now();
         loop {
-            let (frames, copied): (i64, i64) =
-                conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| Ok((r.get(1)?, r.get(2)?))).unwrap();
+            let (frames, copied) = passive_checkpoint(conn);
             if copied == frames {
                 return;
             }
@@ -910,8 +916,7 @@ mod tests {
         assert!(blocked_after_a_commit());
         // A checkpoint by a handle of this VFS in the same process releases kept locks first.
         let ours = connect(dir.path(), super::NAME);
-        let (frames, copied): (i64, i64) =
-            ours.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| Ok((r.get(1)?, r.get(2)?))).unwrap();
+        let (frames, copied) = passive_checkpoint(&ours);
         assert_eq!(copied, frames, "the checkpoint copied everything");
         assert!(!restart_is_blocked(&other));
 
@@ -973,11 +978,7 @@ mod tests {
         conn.pragma_update(None, "wal_autocheckpoint", 0).unwrap();
         // The checkpointer is this VFS's too: holding the checkpoint lock, it moves marks.
         let (reader, checkpointer) = (connect(dir.path(), super::NAME), connect(dir.path(), super::NAME));
-        let checkpoint = || -> (i64, i64) {
-            checkpointer
-                .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| Ok((r.get(1)?, r.get(2)?)))
-                .unwrap()
-        };
+        let checkpoint = || passive_checkpoint(&checkpointer);
         for _ in 0..50 {
             conn.execute("INSERT INTO t VALUES (randomblob(300))", []).unwrap();
         }

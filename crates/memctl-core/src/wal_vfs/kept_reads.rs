@@ -34,10 +34,6 @@ pub(super) const STREAMING: u32 = 16;
 /// The period of the thread that releases unused kept locks.
 pub(super) const IDLE: Duration = Duration::from_millis(1);
 
-/// The lock offsets of read marks 1 to 4: the only locks kept (mark 0 means "the WAL is not
-/// read" and guards the copying of a checkpoint).
-const MARK_LOCKS: std::ops::RangeInclusive<i32> = 4..=7;
-
 /// `kept` when nothing is kept, and while a thread releases what was.
 const NONE: i32 = -1;
 const CLAIMED: i32 = -2;
@@ -207,7 +203,8 @@ pub(super) unsafe fn decide(
     exclusive: bool,
 ) -> Decision {
     use rusqlite::ffi::{SQLITE_SHM_LOCK, SQLITE_SHM_SHARED, SQLITE_SHM_UNLOCK};
-    let mark = n == 1 && MARK_LOCKS.contains(&offset);
+    // Only the locks of read marks 1 to 4 are kept.
+    let mark = n == 1 && super::READ_MARK_LOCKS.contains(&offset);
     // SAFETY: per the contract.
     let handle = unsafe { &*reads };
     if mark && flags == SQLITE_SHM_UNLOCK | SQLITE_SHM_SHARED && !exclusive {

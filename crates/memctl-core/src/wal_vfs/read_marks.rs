@@ -25,9 +25,6 @@ use std::sync::atomic::{AtomicU32, Ordering};
 /// commits four frames at a time moves a mark once in about 32 transactions.
 pub(super) const STALE_FRAMES: u32 = 128;
 
-/// The lock offsets of read marks 1 to 4 (mark 0, "the WAL is not used", is never refused).
-const MARK_LOCKS: std::ops::RangeInclusive<i32> = 4..=7;
-
 /// Byte offsets in the WAL index's first region (sqlite.org/walformat.html): `mxFrame` of the
 /// first copy of the header, and `aReadMark[0]` of the checkpoint information after both copies.
 const MX_FRAME: usize = 16;
@@ -47,7 +44,7 @@ pub(super) unsafe fn refuse(offset: i32, n: i32, flags: i32, exclusive: u8, inde
     use rusqlite::ffi::{SQLITE_SHM_EXCLUSIVE, SQLITE_SHM_LOCK};
     if flags != SQLITE_SHM_LOCK | SQLITE_SHM_EXCLUSIVE
         || n != 1
-        || !MARK_LOCKS.contains(&offset)
+        || !super::READ_MARK_LOCKS.contains(&offset)
         || exclusive != 0
         || index.is_null()
     {
