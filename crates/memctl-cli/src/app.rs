@@ -2,6 +2,7 @@
 //! code of their kind (SPEC §9).
 
 use crate::cli::Cli;
+use crate::failure;
 use crate::invocation::Context;
 use crate::output;
 use clap::Parser;
@@ -22,8 +23,8 @@ pub fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             let error = classify(&err);
-            output::print_error(&error, json);
-            ExitCode::from(error.kind().exit_code())
+            failure::print_error(&error, json);
+            ExitCode::from(failure::exit_code(error.kind()))
         }
     }
 }
@@ -40,7 +41,7 @@ fn usage_error(err: clap::Error, json: bool) -> ExitCode {
         // `memctl core` alone: the group's help, as a usage error.
         Clap::DisplayHelpOnMissingArgumentOrSubcommand if !json => {
             eprintln!("{}", err.render().to_string().trim_end());
-            return ExitCode::from(ErrorKind::Usage.exit_code());
+            return ExitCode::from(failure::exit_code(ErrorKind::Usage));
         }
         _ => {}
     }
@@ -58,8 +59,8 @@ fn usage_error(err: clap::Error, json: bool) -> ExitCode {
         Some(usage) => format!("usage: {usage} (see --help)"),
         None => "see memctl --help".to_string(),
     };
-    output::print_error(&Error::new(ErrorKind::Usage, message).with_hint(hint), json);
-    ExitCode::from(ErrorKind::Usage.exit_code())
+    failure::print_error(&Error::new(ErrorKind::Usage, message).with_hint(hint), json);
+    ExitCode::from(failure::exit_code(ErrorKind::Usage))
 }
 
 /// The engine error inside `err`, or an internal error carrying its message.
@@ -69,11 +70,7 @@ fn classify(err: &anyhow::Error) -> Error {
             let outer = err.to_string();
             let message =
                 if outer == found.message() { outer } else { format!("{outer}: {}", found.message()) };
-            let error = Error::new(found.kind(), message);
-            match found.hint() {
-                Some(hint) => error.with_hint(hint),
-                None => error,
-            }
+            found.clone().with_message(message)
         }
         None => Error::internal(format!("{err:#}")),
     }

@@ -10,6 +10,7 @@ mod config;
 mod context;
 mod core_mem;
 mod export;
+mod failure;
 mod import;
 mod init;
 mod input;

@@ -1,8 +1,5 @@
-//! Text rendering shared by the commands (timestamps, aligned tables, tag lists) and the error
-//! report of SPEC §9: `Error: …` plus a hint, or `{"error":{kind, message}}` with `--json`.
+//! Text rendering shared by the commands: stdout, timestamps, aligned tables, tag lists.
 
-use memctl_core::Error;
-use serde_json::json;
 use std::io::Write;
 
 /// Writes one line of data to stdout. A closed pipe (`memctl … | head -1`) ends the output
@@ -14,22 +11,7 @@ pub fn stdout(text: &str) {
             std::process::exit(0);
         }
         eprintln!("Error: cannot write to stdout: {err}");
-        std::process::exit(i32::from(memctl_core::ErrorKind::Internal.exit_code()));
-    }
-}
-
-pub fn print_error(error: &Error, json: bool) {
-    if json {
-        let mut body = json!({"kind": error.kind().as_str(), "message": error.message()});
-        if let Some(hint) = error.hint() {
-            body["hint"] = json!(hint);
-        }
-        eprintln!("{}", json!({ "error": body }));
-    } else {
-        eprintln!("Error: {}", error.message());
-        if let Some(hint) = error.hint() {
-            eprintln!("hint: {hint}");
-        }
+        std::process::exit(i32::from(crate::failure::exit_code(memctl_core::ErrorKind::Internal)));
     }
 }
 

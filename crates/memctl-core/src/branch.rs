@@ -1,7 +1,7 @@
 //! Branches: the nodes of the tree search, their ids and node_uid aliases, and the path from a
 //! branch to its root with the per-ancestor cutoffs that define its view (SPEC §2, §4.1).
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, Topic};
 use crate::store::{Store, Tx};
 use rusqlite::{OptionalExtension, Row};
 use serde::Serialize;
@@ -216,8 +216,7 @@ fn uid_taken(name: &str, holder: &str) -> Error {
 }
 
 pub(crate) fn unknown_branch(name: &str) -> Error {
-    Error::not_found(format!("unknown branch '{name}'"))
-        .with_hint("`memctl branch list` shows the branches; create one with `memctl fork`")
+    Error::not_found(format!("unknown branch '{name}'")).with_topic(Topic::UnknownBranch)
 }
 
 impl Tx<'_> {

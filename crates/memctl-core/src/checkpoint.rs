@@ -97,7 +97,7 @@ impl Checkpointer {
             .name("memctl-checkpoint".into())
             .spawn(move || {
                 let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-                let Ok(conn) = Connection::open_with_flags_and_vfs(&path, flags, crate::wal_vfs::NAME) else {
+                let Ok(conn) = Connection::open_with_flags(&path, flags) else {
                     return;
                 };
                 let _ = conn.pragma_update(None, "synchronous", synchronous);

@@ -1,5 +1,6 @@
-//! The engine's error type. Every error has a [`ErrorKind`] that maps one-to-one to an exit code of
-//! SPEC §9, so the CLI never has to guess how to report a failure.
+//! The engine's error type. Every error has an [`ErrorKind`] (the CLI maps each to one exit code
+//! of SPEC §9) and, where a front end may word advice around it, a [`Topic`]. Hints written here
+//! speak of the engine's own terms (configuration keys, files), never of commands or flags.
 
 use std::fmt;
 
@@ -33,19 +34,6 @@ impl ErrorKind {
         ErrorKind::Internal,
     ];
 
-    /// The process exit code documented in SPEC §9.
-    pub fn exit_code(self) -> u8 {
-        match self {
-            ErrorKind::InvalidInput => 1,
-            ErrorKind::Usage => 2,
-            ErrorKind::NotFound => 3,
-            ErrorKind::Conflict => 4,
-            ErrorKind::Busy => 5,
-            ErrorKind::IncompatibleDb => 6,
-            ErrorKind::Internal => 255,
-        }
-    }
-
     /// The `kind` field of the JSON error object.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -66,20 +54,41 @@ impl fmt::Display for ErrorKind {
     }
 }
 
-/// An engine error: a kind, a one-line message, and optionally a hint on what to do about it.
-#[derive(Debug, thiserror::Error)]
+/// A situation a front end may word its own advice around (the CLI names its commands and
+/// flags there; the engine knows neither).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Topic {
+    /// No branch has this id or node_uid.
+    UnknownBranch,
+    /// No database file at the path given.
+    NoDatabase,
+    /// An empty file, or an SQLite database memctl did not create.
+    NotMemctlDatabase,
+    /// An import would write branches that already exist.
+    ImportTargetInUse,
+    /// A legacy import was given the directory that holds this database file.
+    LegacyDirectory(std::path::PathBuf),
+    /// A strict `apply` found problems in a memory update block.
+    RejectedUpdate,
+}
+
+/// An engine error: a kind, a one-line message, optionally a hint on what to do about it, and
+/// optionally the [`Topic`] it is about.
+#[derive(Debug, Clone, thiserror::Error)]
 #[error("{message}")]
 pub struct Error {
     kind: ErrorKind,
     message: String,
     hint: Option<String>,
+    topic: Option<Topic>,
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
-        Error { kind, message: message.into(), hint: None }
+        Error { kind, message: message.into(), hint: None, topic: None }
     }
 
     pub fn invalid(message: impl Into<String>) -> Self {
@@ -107,6 +116,16 @@ impl Error {
         self
     }
 
+    /// The same error (kind, hint, topic) with another message.
+    pub fn with_message(self, message: impl Into<String>) -> Self {
+        Error { message: message.into(), ..self }
+    }
+
+    pub fn with_topic(mut self, topic: Topic) -> Self {
+        self.topic = Some(topic);
+        self
+    }
+
     pub fn kind(&self) -> ErrorKind {
         self.kind
     }
@@ -117,6 +136,21 @@ impl Error {
 
     pub fn hint(&self) -> Option<&str> {
         self.hint.as_deref()
+    }
+
+    pub fn topic(&self) -> Option<&Topic> {
+        self.topic.as_ref()
+    }
+}
+
+/// SQLite's own words for an error, without rusqlite's wrapping.
+pub(crate) fn sqlite_reason(err: &rusqlite::Error) -> String {
+    match err {
+        rusqlite::Error::SqliteFailure(code, Some(message)) if !message.is_empty() => {
+            format!("{message} ({})", code.extended_code)
+        }
+        rusqlite::Error::SqliteFailure(code, _) => code.to_string(),
+        other => other.to_string(),
     }
 }
 
@@ -137,7 +171,7 @@ impl From<rusqlite::Error> for Error {
         };
         let message = match kind {
             ErrorKind::Busy => "the database stayed locked by other writers past busy_timeout".to_string(),
-            _ => format!("database error: {}", crate::store::sqlite_reason(&err)),
+            _ => format!("database error: {}", sqlite_reason(&err)),
         };
         let error = Error::new(kind, message);
         match kind {
@@ -163,9 +197,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn exit_codes_are_distinct_and_documented() {
-        let codes: Vec<u8> = ErrorKind::ALL.iter().map(|k| k.exit_code()).collect();
-        assert_eq!(codes, vec![1, 2, 3, 4, 5, 6, 255]);
+    fn kinds_have_the_documented_names() {
         let names: Vec<&str> = ErrorKind::ALL.iter().map(|k| k.as_str()).collect();
         assert_eq!(
             names,

@@ -13,7 +13,7 @@
 use crate::archival::ArchivalWrite;
 use crate::branch::{validate_branch_id, Branch};
 use crate::core_kv::{validate_key, CoreWrite, DEFAULT_IMPORTANCE, PINNED};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, Topic};
 use crate::recall::normalize_tags;
 use crate::store::{Store, Tx};
 use crate::view;
@@ -185,7 +185,7 @@ impl Tx<'_> {
                     "branch '{}' already exists in this database; nothing was imported",
                     branch.id
                 ))
-                .with_hint("import into a new database: memctl --db NEW.sqlite import legacy …"));
+                .with_topic(Topic::ImportTargetInUse));
             }
             if let Some(uid) = branch.node_uid.as_deref().filter(|uid| *uid != branch.id) {
                 let free = validate_branch_id(uid, "node_uid").is_ok() && self.find_branch(uid)?.is_none();
@@ -427,7 +427,7 @@ fn open_legacy(source: &Path) -> Result<Connection> {
         let inside = source.join("memory.sqlite");
         let error = Error::invalid(format!("{}: is a directory, not a database file", source.display()));
         return Err(if inside.is_file() {
-            error.with_hint(format!("import the database in it: memctl import legacy {}", inside.display()))
+            error.with_topic(Topic::LegacyDirectory(inside))
         } else {
             error.with_hint(
                 "give the memory.sqlite file the Python store wrote, e.g. run/memory/memory.sqlite",
@@ -475,7 +475,7 @@ fn columns(conn: &Connection, table: &str) -> Result<Vec<String>> {
 fn check_schema(conn: &Connection, source: &Path) -> Result<HashSet<&'static str>> {
     let application_id: i64 = conn
         .query_row("SELECT application_id FROM pragma_application_id", [], |r| r.get(0))
-        .map_err(|e| not_legacy(source, &crate::store::sqlite_reason(&e)))?;
+        .map_err(|e| not_legacy(source, &crate::error::sqlite_reason(&e)))?;
     if application_id == crate::schema::APPLICATION_ID {
         return Err(not_legacy(source, "it is a memctl database already"));
     }

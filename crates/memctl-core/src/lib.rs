@@ -39,7 +39,6 @@ mod store;
 mod summarizer;
 mod tokens;
 mod view;
-mod wal_vfs;
 
 pub use archival::{Record, Search, UpdateOutcome};
 pub use branch::{validate_branch_id, Branch, BranchPath, ForkOutcome, OwnCounts};
@@ -50,7 +49,7 @@ pub use config::{
 };
 pub use consolidate::{ConsolidateOutcome, SUMMARY_MAX_CHARS};
 pub use core_kv::{rendered_chars, CoreEntry, CoreSetOutcome, CoreWrite, DEFAULT_IMPORTANCE, PINNED};
-pub use error::{Error, ErrorKind, Result};
+pub use error::{Error, ErrorKind, Result, Topic};
 pub use export::{viewer_html, Artifacts, JsonlLine, PaperMemory, PaperSection};
 pub use journal::Op;
 pub use legacy::{Converted, ImportReport, LegacyDatabase, SkippedRows};

@@ -9,7 +9,7 @@
 
 use crate::archival::{Record, Search};
 use crate::core_kv::CoreWrite;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, Topic};
 use crate::recall::{Event, EvictSelector};
 use crate::store::{Store, Tx};
 use serde::Serialize;
@@ -466,7 +466,7 @@ impl Store {
 fn problems_error(problems: &[Skipped]) -> Error {
     let list: Vec<String> = problems.iter().map(|p| format!("{}: {}", p.op, p.reason)).collect();
     Error::invalid(format!("memory_update rejected, nothing applied: {}", list.join("; ")))
-        .with_hint("fix the block, or apply what is valid with --lenient")
+        .with_topic(Topic::RejectedUpdate)
 }
 
 /// Runs one operation; its JSON result.

@@ -4,7 +4,7 @@
 //! `(branch, seq)` so the view reads each ancestor with one index range scan. Branches are
 //! referenced by an integer `bid`; the caller-facing id and node_uid live only in `branches`.
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, Topic};
 use crate::store::Creation;
 use rusqlite::Connection;
 
@@ -270,8 +270,9 @@ pub(crate) fn prepare(conn: &Connection, creation: Creation) -> Result<()> {
         if tables > 0 {
             return Err(not_memctl());
         }
-        return Err(Error::incompatible("empty file, not a memctl database yet")
-            .with_hint("create the database with `memctl init`"));
+        return Err(
+            Error::incompatible("empty file, not a memctl database yet").with_topic(Topic::NotMemctlDatabase)
+        );
     }
     if version > 0 && application_id != APPLICATION_ID {
         return Err(not_memctl());
@@ -300,13 +301,13 @@ pub(crate) fn has_fts_table(conn: &Connection) -> Result<bool> {
 }
 
 fn not_memctl() -> Error {
-    Error::incompatible("an SQLite database, but not a memctl one").with_hint(
-        "memctl opens only databases it created; point --db at one, or create one with `memctl init`",
-    )
+    Error::incompatible("an SQLite database, but not a memctl one")
+        .with_hint("memctl opens only databases it created")
+        .with_topic(Topic::NotMemctlDatabase)
 }
 
 fn unreadable(e: rusqlite::Error) -> Error {
-    Error::incompatible(format!("unreadable: {}", crate::store::sqlite_reason(&e)))
+    Error::incompatible(format!("unreadable: {}", crate::error::sqlite_reason(&e)))
         .with_hint("the file is not an SQLite database, or is damaged; memctl cannot use it")
 }
 

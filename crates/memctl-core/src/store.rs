@@ -5,7 +5,7 @@ use crate::branch::BranchPath;
 use crate::checkpoint::Checkpointer;
 use crate::clock::Clock;
 use crate::config::{Config, FtsMode, Synchronous};
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{sqlite_reason, Error, ErrorKind, Result, Topic};
 use crate::schema;
 use rusqlite::{Connection, OpenFlags};
 use std::cell::{Cell, OnceCell, RefCell};
@@ -20,17 +20,6 @@ use std::time::Duration;
 pub(crate) enum Creation {
     Allowed,
     Refused,
-}
-
-/// SQLite's own words for an error, without rusqlite's wrapping.
-pub(crate) fn sqlite_reason(err: &rusqlite::Error) -> String {
-    match err {
-        rusqlite::Error::SqliteFailure(code, Some(message)) if !message.is_empty() => {
-            format!("{message} ({})", code.extended_code)
-        }
-        rusqlite::Error::SqliteFailure(code, _) => code.to_string(),
-        other => other.to_string(),
-    }
 }
 
 /// Who is writing, recorded in every journal row (SPEC §8).
@@ -83,8 +72,9 @@ impl Store {
     /// left untouched (only an explicit `init` creates a database).
     pub fn open_existing(path: &Path, config: Config, clock: Clock) -> Result<Store> {
         if !path.exists() {
-            return Err(Error::not_found(format!("no database at {}", path.display()))
-                .with_hint("create it with `memctl init` (or pass --db / set MEMCTL_DB)"));
+            return Err(
+                Error::not_found(format!("no database at {}", path.display())).with_topic(Topic::NoDatabase)
+            );
         }
         Store::open_file(path, config, clock, Creation::Refused)
     }
@@ -96,16 +86,12 @@ impl Store {
         }
         let in_file = |e: Error| match e.kind() {
             ErrorKind::IncompatibleDb => {
-                let error = Error::incompatible(format!("{}: {}", path.display(), e.message()));
-                match e.hint() {
-                    Some(hint) => error.with_hint(hint),
-                    None => error,
-                }
+                let message = format!("{}: {}", path.display(), e.message());
+                e.with_message(message)
             }
             _ => e,
         };
-        crate::wal_vfs::register()?;
-        let conn = Connection::open_with_flags_and_vfs(path, flags, crate::wal_vfs::NAME)
+        let conn = Connection::open_with_flags(path, flags)
             .map_err(|e| Error::incompatible(format!("cannot open: {}", sqlite_reason(&e))))
             .map_err(in_file)?;
         let synchronous = config.sqlite.synchronous;

@@ -40,9 +40,6 @@ fn copy_on_write_smoke() {
     assert!(!s.ops(None, None).unwrap().is_empty());
 }
 
-/// memctl writes its WAL through its own VFS (one system call per frame); the file must stay
-/// an ordinary SQLite database: plain SQLite, with the default VFS, reads every committed row
-/// while memctl keeps writing, and finds the file intact.
 /// A database file in a new directory, and the configuration to open it with.
 fn file_db() -> (tempfile::TempDir, std::path::PathBuf, Config) {
     let dir = tempfile::tempdir().unwrap();
@@ -50,6 +47,8 @@ fn file_db() -> (tempfile::TempDir, std::path::PathBuf, Config) {
     (dir, path, Config { auto_consolidate: false, ..Config::default() })
 }
 
+/// The file stays an ordinary SQLite database: plain SQLite reads every committed row while
+/// memctl keeps writing, and finds the file intact.
 #[test]
 fn plain_sqlite_reads_what_memctl_writes() {
     let (_dir, path, config) = file_db();
