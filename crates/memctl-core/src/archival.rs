@@ -3,29 +3,13 @@
 
 use crate::error::{Error, Result};
 use crate::query::{bm25, Query, TermCounts};
-use crate::recall::{content_hash, normalize_tags, AppendOutcome};
+use crate::rows::{AppendOutcome, Record};
 use crate::store::{Store, Tx};
+use crate::stored_text::{content_hash, normalize_tags};
 use crate::view;
 use rusqlite::OptionalExtension;
 use serde::Serialize;
 use serde_json::json;
-
-/// The visible version of an archival record.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Record {
-    /// Stable id: the seq of the record's first version.
-    pub id: i64,
-    /// The branch that wrote the visible version.
-    pub branch: String,
-    pub text: String,
-    pub tags: Vec<String>,
-    pub ts: f64,
-    /// The seq of the visible version.
-    pub seq: i64,
-    /// Search rank, higher is better (search hits only).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub score: Option<f64>,
-}
 
 /// A search over a branch's archival view.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -57,10 +41,6 @@ pub struct UpdateOutcome {
 }
 
 impl Store {
-    pub fn archival_add(&self, branch: &str, text: &str, tags: &[String]) -> Result<AppendOutcome> {
-        self.write(|tx| tx.archival_add(branch, text, tags))
-    }
-
     /// A record as the branch sees it; not found when outside the view or deleted there.
     pub fn archival_get(&self, branch: &str, id: i64) -> Result<Record> {
         let path = self.path(branch)?;
@@ -70,20 +50,6 @@ impl Store {
     /// The newest `limit` visible records (all when None).
     pub fn archival_list(&self, branch: &str, limit: Option<usize>) -> Result<Vec<Record>> {
         view::archival(self, &*self.path(branch)?, &[], limit)
-    }
-
-    pub fn archival_update(
-        &self,
-        branch: &str,
-        id: i64,
-        text: Option<&str>,
-        tags: Option<&[String]>,
-    ) -> Result<UpdateOutcome> {
-        self.write(|tx| tx.archival_update(branch, id, text, tags))
-    }
-
-    pub fn archival_delete(&self, branch: &str, id: i64) -> Result<i64> {
-        self.write(|tx| tx.archival_delete(branch, id))
     }
 
     /// Searches the branch's view (SPEC §4.4): words OR-ed, tags AND-ed before the limit, ranked

@@ -3,36 +3,11 @@
 
 use crate::archival::ArchivalWrite;
 use crate::error::{Error, Result};
-use crate::redact::redact;
+use crate::rows::{line_chars, CoreEntry};
 use crate::store::{Store, Tx};
 use crate::view;
 use serde::Serialize;
 use serde_json::json;
-
-/// One visible core key.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct CoreEntry {
-    pub key: String,
-    pub value: String,
-    /// The branch that wrote the visible value.
-    pub branch: String,
-    pub seq: i64,
-    pub importance: u8,
-    /// Seconds after `ts` at which the value expires.
-    pub ttl: Option<f64>,
-    pub ts: f64,
-}
-
-impl CoreEntry {
-    /// Characters of the entry's `key: value` line, the unit of the core budget.
-    pub fn chars(&self) -> usize {
-        line_chars(&self.key, &self.value)
-    }
-}
-
-fn line_chars(key: &str, value: &str) -> usize {
-    key.chars().count() + 2 + value.chars().count()
-}
 
 /// The budget's measure of a core: its `key: value` lines joined by newlines, as rendered (and
 /// as the Python store counts it).
@@ -82,20 +57,6 @@ impl Store {
     /// The visible core chars of a branch (the budget's measure, see [`rendered_chars`]).
     pub fn core_chars(&self, branch: &str) -> Result<usize> {
         Ok(rendered_chars(&self.core(branch)?))
-    }
-
-    pub fn core_set(
-        &self,
-        branch: &str,
-        key: &str,
-        value: &str,
-        options: CoreWrite,
-    ) -> Result<CoreSetOutcome> {
-        self.write(|tx| tx.core_set(branch, key, value, options))
-    }
-
-    pub fn core_delete(&self, branch: &str, keys: &[&str]) -> Result<Vec<String>> {
-        self.write(|tx| tx.core_delete(branch, keys))
     }
 }
 
@@ -203,7 +164,7 @@ impl Tx<'_> {
 
     /// Evicts visible keys other than `written` — lowest importance first, then oldest, never
     /// pinned ones — until the core fits its budget. Each goes to archival, then a tombstone.
-    fn enforce_core_budget(&self, path: &crate::branch::BranchPath, written: &str) -> Result<Vec<String>> {
+    fn enforce_core_budget(&self, path: &crate::rows::BranchPath, written: &str) -> Result<Vec<String>> {
         let entries = view::core(self, path)?;
         let mut used = rendered_chars(&entries);
         let budget = self.config.core_max_chars;
@@ -259,14 +220,5 @@ impl Tx<'_> {
             self.journal(Some(path.branch().bid), "core.del", json!({"keys": deleted}))?;
         }
         Ok(deleted)
-    }
-
-    /// Text as it will be stored: redacted when redaction is on.
-    pub(crate) fn redacted(&self, text: &str) -> String {
-        if self.config.redaction.enabled {
-            redact(text).into_owned()
-        } else {
-            text.to_string()
-        }
     }
 }

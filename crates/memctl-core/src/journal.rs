@@ -2,7 +2,7 @@
 //! and capped, and the phase and actor of the writer.
 
 use crate::error::Result;
-use crate::store::Store;
+use crate::store::{Store, Tx};
 use serde::Serialize;
 use serde_json::Value;
 use std::borrow::Cow;
@@ -22,6 +22,14 @@ pub struct Op {
     pub actor: Option<String>,
     pub ts: f64,
     pub details: Value,
+}
+
+impl Tx<'_> {
+    /// Writes the journal row of one mutation (SPEC §8), its arguments capped.
+    pub(crate) fn journal(&self, bid: Option<i64>, op: &str, mut args: Value) -> Result<()> {
+        cap(&mut args);
+        self.insert_op(bid, op, &serde_json::to_string(&args)?)
+    }
 }
 
 /// Arguments as journalled: every string cut to [`MAX_ARG_CHARS`]. Callers pass text as it was

@@ -11,11 +11,12 @@
 //! summary of its kind folds it in.
 
 use crate::archival::ArchivalWrite;
-use crate::branch::{validate_branch_id, Branch};
+use crate::branch::validate_branch_id;
 use crate::core_kv::{validate_key, CoreWrite, DEFAULT_IMPORTANCE, PINNED};
 use crate::error::{Error, Result, Topic};
-use crate::recall::normalize_tags;
+use crate::rows::Branch;
 use crate::store::{Store, Tx};
+use crate::stored_text::normalize_tags;
 use crate::view;
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OpenFlags};

@@ -21,11 +21,9 @@ mod branch;
 mod checkpoint;
 mod clock;
 mod config;
-mod consolidate;
 mod core_kv;
 mod error;
 mod export;
-mod fts_match;
 mod journal;
 mod legacy;
 mod pressure;
@@ -34,21 +32,23 @@ mod query;
 mod recall;
 mod redact;
 mod render;
+mod rows;
 mod schema;
 mod store;
+mod stored_text;
 mod summarizer;
 mod tokens;
 mod view;
+mod writes;
 
-pub use archival::{Record, Search, UpdateOutcome};
-pub use branch::{validate_branch_id, Branch, BranchPath, ForkOutcome, OwnCounts};
+pub use archival::{Search, UpdateOutcome};
+pub use branch::{validate_branch_id, ForkOutcome, OwnCounts};
 pub use clock::{parse_duration, parse_timestamp, utc_datetime, Clock};
 pub use config::{
     Config, FtsMode, PressureThresholds, RedactionConfig, SearchConfig, SqliteConfig, SummarizerConfig,
     Synchronous,
 };
-pub use consolidate::{ConsolidateOutcome, SUMMARY_MAX_CHARS};
-pub use core_kv::{rendered_chars, CoreEntry, CoreSetOutcome, CoreWrite, DEFAULT_IMPORTANCE, PINNED};
+pub use core_kv::{rendered_chars, CoreSetOutcome, CoreWrite, DEFAULT_IMPORTANCE, PINNED};
 pub use error::{Error, ErrorKind, Result, Topic};
 pub use export::{viewer_html, Artifacts, JsonlLine, PaperMemory, PaperSection};
 pub use journal::Op;
@@ -57,9 +57,10 @@ pub use pressure::{ArchivalSize, CorePressure, Level, Pressure, RecallPressure};
 pub use protocol::{
     find_update_block, strip_blocks, ApplyOutcome, Skipped, LLM_IMPORTANCE, LLM_KIND, LLM_TAG,
 };
-pub use recall::{AppendOutcome, Event, EvictOutcome, EvictSelector, RecallView, Summary};
+pub use recall::{ConsolidateOutcome, EvictOutcome, EvictSelector, RecallView, SUMMARY_MAX_CHARS};
 pub use redact::redact;
 pub use render::{tags_suffix, Budget, PromptContext, SectionReport};
+pub use rows::{AppendOutcome, Branch, BranchPath, CoreEntry, Event, Record, Summary};
 pub use schema::{PAGE_SIZE, SCHEMA_VERSION};
 pub use store::{OpContext, Store, Tx};
 pub use summarizer::{Request as SummarizerRequest, Task as SummarizerTask};

@@ -7,10 +7,11 @@
 //! outside the view, say) can be undone alone. Strict mode (the default) applies nothing when
 //! anything failed; lenient mode keeps the operations that worked and lists the others.
 
-use crate::archival::{Record, Search};
+use crate::archival::Search;
 use crate::core_kv::CoreWrite;
-use crate::error::{Error, Result, Topic};
-use crate::recall::{Event, EvictSelector};
+use crate::error::{Error, ErrorKind, Result, Topic};
+use crate::recall::EvictSelector;
+use crate::rows::{Event, Record};
 use crate::store::{Store, Tx};
 use serde::Serialize;
 use serde_json::{json, Map, Value};
@@ -428,24 +429,16 @@ impl Store {
             let mut applied = 0;
             let mut failures = Vec::new();
             for (name, op) in &ops {
-                tx.conn.execute_batch("SAVEPOINT memctl_op")?;
-                match run(tx, branch, op, &mut feedback) {
+                match tx.savepoint(|tx| run(tx, branch, op, &mut feedback)) {
                     Ok(result) => {
-                        tx.conn.execute_batch("RELEASE memctl_op")?;
                         results.insert(name.to_string(), result);
                         applied += 1;
                     }
-                    Err(e)
-                        if e.kind() == crate::ErrorKind::Busy || e.kind() == crate::ErrorKind::Internal =>
-                    {
-                        return Err(e);
+                    Err(e) if e.kind() == ErrorKind::Busy || e.kind() == ErrorKind::Internal => {
+                        return Err(e)
                     }
                     Err(e) => {
-                        tx.conn.execute_batch("ROLLBACK TO memctl_op; RELEASE memctl_op")?;
-                        // The rollback also undid the path table and paths cached since.
-                        tx.forget_loaded_path();
-                        tx.forget_paths();
-                        failures.push(Skipped { op: name.to_string(), reason: e.message().to_string() });
+                        failures.push(Skipped { op: name.to_string(), reason: e.message().to_string() })
                     }
                 }
             }

@@ -6,8 +6,9 @@
 //! next is tried; nothing is ever cut, so the text never exceeds the budget. Rendering reads
 //! one snapshot of the view and writes nothing.
 
-use crate::archival::{Record, Search};
+use crate::archival::Search;
 use crate::error::Result;
+use crate::rows::Record;
 use crate::store::Store;
 use crate::tokens::{count_tokens, Encoding};
 use crate::view::View;

@@ -5,8 +5,49 @@
 //! referenced by an integer `bid`; the caller-facing id and node_uid live only in `branches`.
 
 use crate::error::{Error, Result, Topic};
-use crate::store::Creation;
 use rusqlite::Connection;
+
+/// Whether opening may create the schema in a new or empty file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Creation {
+    Allowed,
+    Refused,
+}
+
+/// Where an event is stored: `events` is ordered by branch, then seq (`rid = bid << 40 | seq`),
+/// so a branch's events are one rowid range and the table needs no `(branch, seq)` index — one
+/// page less to write per append. This is the encoding's one definition (the migration that
+/// introduced it spells it in its frozen SQL).
+pub(crate) mod event_rid {
+    use crate::error::{Error, Result};
+
+    /// Bits of a rowid that hold the seq.
+    const SEQ_BITS: u32 = 40;
+    /// The largest seq the encoding can hold; bids stay below 2^23 so a rowid fits an i64.
+    const MAX_SEQ: i64 = (1 << SEQ_BITS) - 1;
+    const MAX_BID: i64 = (1 << (63 - SEQ_BITS)) - 1;
+
+    /// The rowid of event `seq` of branch `bid`.
+    pub(crate) fn of(bid: i64, seq: i64) -> Result<i64> {
+        if !(0..=MAX_SEQ).contains(&seq) || !(0..=MAX_BID).contains(&bid) {
+            return Err(Error::internal(format!(
+                "event seq {seq} of branch {bid} is past what the events table can order (2^40 seqs, 2^23 branches)"
+            )));
+        }
+        Ok(bid << SEQ_BITS | seq)
+    }
+
+    /// SQL `lo AND hi` for `rid BETWEEN …`: the events of branch `bid` with seq ≤ `cutoff`,
+    /// both SQL expressions (`cutoff` may exceed the seqs the encoding holds).
+    pub(crate) fn range(bid: &str, cutoff: &str) -> String {
+        format!("({bid} << {SEQ_BITS}) AND ({bid} << {SEQ_BITS}) + min({cutoff}, {MAX_SEQ})")
+    }
+
+    /// SQL `lo AND hi`: every event of branch `bid`.
+    pub(crate) fn all_of(bid: &str) -> String {
+        format!("({bid} << {SEQ_BITS}) AND ({bid} << {SEQ_BITS}) + {MAX_SEQ}")
+    }
+}
 
 /// One step of the schema's history, applied in order inside one write transaction.
 struct Migration {
@@ -222,6 +263,7 @@ CREATE TABLE events_new (
     created_at REAL NOT NULL,
     ordinal    INTEGER NOT NULL DEFAULT 0
 );
+-- The encoding of schema::event_rid, frozen here as this migration first wrote it.
 INSERT INTO events_new(rid, seq, branch, kind, text, tags, text_hash, created_at, ordinal)
     SELECT (branch << 40) + seq, seq, branch, kind, text, tags, text_hash, created_at, ordinal FROM events;
 DROP TABLE events;

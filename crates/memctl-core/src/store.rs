@@ -1,26 +1,19 @@
 //! The open database: connection set-up, the write transaction ([`Tx`]) that allocates seqs and
-//! writes the journal, and the per-handle cache of branch paths.
+//! inserts journal rows, savepoints, and a per-handle memo that rollbacks clear. The store knows
+//! the schema but no layer: what the memo holds is up to its users (the view's paths).
 
-use crate::branch::BranchPath;
 use crate::checkpoint::Checkpointer;
 use crate::clock::Clock;
 use crate::config::{Config, FtsMode, Synchronous};
 use crate::error::{sqlite_reason, Error, ErrorKind, Result, Topic};
-use crate::schema;
+use crate::schema::{self, Creation};
 use rusqlite::{Connection, OpenFlags};
+use std::any::{Any, TypeId};
 use std::cell::{Cell, OnceCell, RefCell};
 use std::collections::HashMap;
 use std::path::Path;
-use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// Whether opening may create the schema in a new or empty file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Creation {
-    Allowed,
-    Refused,
-}
 
 /// Who is writing, recorded in every journal row (SPEC §8).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -38,29 +31,14 @@ pub struct Store {
     /// Whether `archival_fts` exists (and so is kept up to date by every archival write);
     /// looked up on first use, so commands that never touch archival never pay for it.
     fts_table: OnceCell<bool>,
-    /// Whether `memctl_match` (fts_match.rs) is registered on this connection.
-    fts_match: Cell<bool>,
-    /// Paths by branch id. Parents never change, so a path stays valid for the handle's life;
-    /// the cache is dropped when a write transaction rolls back (it may hold a new branch).
-    paths: RefCell<HashMap<String, Rc<BranchPath>>>,
-    /// The branch whose path is in `temp.view_path`, and how many branches of it (a path may
-    /// stop at an anchor), if any.
-    loaded_path: Cell<Option<(i64, usize)>>,
+    /// State derived from the database and kept between calls, one value per type (see
+    /// [`Store::memo`]); cleared by every rollback, which may undo what it was derived from.
+    memo: RefCell<HashMap<TypeId, Box<dyn Any>>>,
     /// Checkpoints the WAL in the background once it grows (file databases only).
     checkpointer: Option<Arc<Checkpointer>>,
     /// `(data version, next seq)` after this handle's last commit (see [`Tx::next_seq`]).
     seq_cache: Cell<Option<(u32, i64)>>,
 }
-
-/// The path of the branch being read, one row per branch nearest first, so view queries join
-/// it like a table. Connection-private and in memory: filling it writes nothing to the database.
-const VIEW_PATH_TABLE: &str = "
-    PRAGMA temp_store = MEMORY;
-    CREATE TEMP TABLE view_path (
-        pos    INTEGER PRIMARY KEY,
-        bid    INTEGER NOT NULL UNIQUE,
-        cutoff INTEGER NOT NULL
-    );";
 
 impl Store {
     /// Opens (creating and migrating if needed) the database at `path`.
@@ -124,17 +102,17 @@ impl Store {
             Synchronous::Normal => "NORMAL",
             Synchronous::Full => "FULL",
         };
-        conn.execute_batch(&format!("PRAGMA synchronous = {synchronous}; PRAGMA foreign_keys = ON;"))?;
-        conn.execute_batch(VIEW_PATH_TABLE)?;
+        // Temporary tables (the view's path) stay in memory: filling them writes no file.
+        conn.execute_batch(&format!(
+            "PRAGMA synchronous = {synchronous}; PRAGMA foreign_keys = ON; PRAGMA temp_store = MEMORY;"
+        ))?;
         Ok(Store {
             conn,
             config,
             clock,
             context: OpContext::default(),
             fts_table: OnceCell::new(),
-            fts_match: Cell::new(false),
-            paths: RefCell::new(HashMap::new()),
-            loaded_path: Cell::new(None),
+            memo: RefCell::new(HashMap::new()),
             checkpointer: None,
             seq_cache: Cell::new(None),
         })
@@ -165,15 +143,6 @@ impl Store {
         }
         let found = schema::has_fts_table(&self.conn)?;
         Ok(*self.fts_table.get_or_init(|| found))
-    }
-
-    /// Registers the FTS5 function archival search ranks with, on first use.
-    pub(crate) fn register_fts_match(&self) -> Result<()> {
-        if !self.fts_match.get() {
-            crate::fts_match::register(&self.conn)?;
-            self.fts_match.set(true);
-        }
-        Ok(())
     }
 
     /// Whether archival search runs on FTS5 (else the keyword fallback). With `search.fts = "on"`
@@ -235,32 +204,21 @@ impl Store {
         if !self.conn.is_autocommit() {
             let _ = self.conn.execute_batch("ROLLBACK");
         }
-        // The rollback may have removed branches and undone the path table's contents.
-        self.forget_paths();
-        self.loaded_path.set(None);
+        self.forget();
     }
 
-    /// After a rollback to a savepoint: the path table may have lost rows loaded since.
-    pub(crate) fn forget_loaded_path(&self) {
-        self.loaded_path.set(None);
+    /// The handle's memo of type `T` (created empty on first use), lent to `f`. Keep `f`
+    /// short: it must not reach the memo of the same type again.
+    pub(crate) fn memo<T: Default + 'static, R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
+        let mut memo = self.memo.borrow_mut();
+        let value = memo.entry(TypeId::of::<T>()).or_insert_with(|| Box::new(T::default()));
+        f(value.downcast_mut::<T>().expect("a memo entry holds the type it is keyed by"))
     }
 
-    /// Puts `path` into `temp.view_path` unless it is already there.
-    pub(crate) fn load_path(&self, path: &BranchPath) -> Result<()> {
-        let loaded = (path.branch().bid, path.branches().len());
-        if self.loaded_path.get() == Some(loaded) {
-            return Ok(());
-        }
-        self.loaded_path.set(None);
-        self.conn.prepare_cached("DELETE FROM temp.view_path")?.execute([])?;
-        self.conn
-            .prepare_cached(
-                "INSERT INTO temp.view_path(pos, bid, cutoff)
-                 SELECT key, value ->> 0, value ->> 1 FROM json_each(?1)",
-            )?
-            .execute([path.cutoffs_json()])?;
-        self.loaded_path.set(Some(loaded));
-        Ok(())
+    /// Drops everything memoised: after a rollback it may describe rows that are gone, or
+    /// miss rows that are back (the view's path table, a new branch's path).
+    pub(crate) fn forget(&self) {
+        self.memo.borrow_mut().clear();
     }
 
     /// The main database's data version (`SQLITE_FCNTL_DATA_VERSION`): unlike `PRAGMA
@@ -282,19 +240,6 @@ impl Store {
             return Err(Error::internal(format!("cannot read the data version (SQLite error {rc})")));
         }
         Ok(version)
-    }
-
-    pub(crate) fn cached_path(&self, id: &str) -> Option<Rc<BranchPath>> {
-        self.paths.borrow().get(id).cloned()
-    }
-
-    pub(crate) fn cache_path(&self, path: Rc<BranchPath>) {
-        self.paths.borrow_mut().insert(path.branch().id.clone(), path);
-    }
-
-    /// Drops cached paths, whose branch records (node_uid) may now be stale.
-    pub(crate) fn forget_paths(&self) {
-        self.paths.borrow_mut().clear();
     }
 }
 
@@ -400,14 +345,26 @@ impl Tx<'_> {
         Ok(())
     }
 
-    /// Writes the journal row of one mutation (SPEC §8).
-    pub(crate) fn journal(&self, bid: Option<i64>, op: &str, mut args: serde_json::Value) -> Result<()> {
-        crate::journal::cap(&mut args);
-        self.journal_serialized(bid, op, &serde_json::to_string(&args)?)
+    /// Runs `f` inside a savepoint: kept if it returns `Ok`, undone (with the seqs it took and
+    /// the memo) otherwise, while the transaction goes on.
+    pub fn savepoint<T>(&self, f: impl FnOnce(&Tx<'_>) -> Result<T>) -> Result<T> {
+        let conn = &self.store.conn;
+        conn.prepare_cached("SAVEPOINT memctl_savepoint")?.execute([])?;
+        let (next_seq, journalled) = (self.next_seq.get(), self.journalled.get());
+        let outcome = f(self);
+        if outcome.is_err() {
+            conn.prepare_cached("ROLLBACK TO memctl_savepoint")?.execute([])?;
+            self.next_seq.set(next_seq);
+            self.journalled.set(journalled);
+            self.store.forget();
+        }
+        conn.prepare_cached("RELEASE memctl_savepoint")?.execute([])?;
+        outcome
     }
 
-    /// Writes a journal row whose arguments are already capped and serialized.
-    pub(crate) fn journal_serialized(&self, bid: Option<i64>, op: &str, args: &str) -> Result<()> {
+    /// Inserts the journal row of one mutation, its arguments capped and serialized by the
+    /// caller (journal.rs).
+    pub(crate) fn insert_op(&self, bid: Option<i64>, op: &str, args: &str) -> Result<()> {
         let seq = self.next_seq()?;
         let ctx = &self.store.context;
         self.store

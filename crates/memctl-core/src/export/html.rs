@@ -28,25 +28,14 @@ impl Store {
         self.read(|| {
             let mut branches: Vec<Value> = Vec::new();
             let mut by_bid: std::collections::HashMap<i64, usize> = std::collections::HashMap::new();
-            let mut stmt = self.conn.prepare(
-                "SELECT b.bid, b.id, b.node_uid, p.id, b.depth, b.fork_seq, b.created_at, b.meta
-                 FROM branches b LEFT JOIN branches p ON p.bid = b.parent ORDER BY b.fork_seq",
-            )?;
-            let mut rows = stmt.query([])?;
-            while let Some(r) = rows.next()? {
-                by_bid.insert(r.get(0)?, branches.len());
+            for b in self.branches()? {
+                by_bid.insert(b.bid, branches.len());
                 branches.push(json!({
-                    "id": r.get::<_, String>(1)?,
-                    "node_uid": r.get::<_, Option<String>>(2)?,
-                    "parent": r.get::<_, Option<String>>(3)?,
-                    "depth": r.get::<_, i64>(4)?,
-                    "fork_seq": r.get::<_, i64>(5)?,
-                    "ts": r.get::<_, f64>(6)?,
-                    "meta": serde_json::from_str::<Value>(&r.get::<_, String>(7)?).unwrap_or(Value::Null),
+                    "id": b.id, "node_uid": b.node_uid, "parent": b.parent, "depth": b.depth,
+                    "fork_seq": b.fork_seq, "ts": b.created_at, "meta": b.meta,
                     "core": [], "events": [], "archival": [], "exclusions": [], "summaries": [], "ops": [],
                 }));
             }
-            drop(rows);
             let mut unscoped_ops = Vec::new();
             for (layer, sql) in LAYERS {
                 let mut stmt = self.conn.prepare(sql)?;

@@ -9,11 +9,9 @@
 //! the LLM has nothing to invent from. On failure the deterministic text stays and a warning
 //! says so.
 
-use crate::archival::Record;
-use crate::branch::Branch;
 use crate::clock::utc_datetime;
 use crate::error::{Error, Result};
-use crate::recall::Event;
+use crate::rows::{Branch, Event, Record};
 use crate::store::Store;
 use crate::summarizer::{Answer, Mode, Request, Task};
 use crate::view::View;

@@ -1,19 +1,16 @@
 //! THE view (SPEC §2): the one definition of what a branch sees, used by every reader.
 //!
 //! A branch B with path B = b0, b1, …, bk (root) sees every row of b0, and from each ancestor bi
-//! the rows with `seq <= fork_seq(b(i-1))`. That rule is the SQL fragment [`visible`]: the path
-//! (loaded once into `temp.view_path`, nearest branch first) joined to a layer table, one
-//! `(branch, seq)` index range scan per ancestor. On top of it, per layer:
+//! the rows with `seq <= fork_seq(b(i-1))`. That rule is written once in each form it takes:
+//! - path.rs builds the path and its cutoffs (`cutoffs`) and loads them into `temp.view_path`;
+//! - sql.rs turns them into the one SQL predicate (`visible_through`) that every query here
+//!   and every "is there a visible row that …" sub-query is built from.
+//! On top of it, per layer:
 //! - core: per key the visible row with the greatest seq, among rows whose TTL has not run out;
 //!   a tombstone (NULL value) hides the key;
 //! - recall: visible events not hidden by a visible exclusion; visible summaries not folded into
 //!   a newer visible summary;
 //! - archival: per record the visible version with the greatest seq; a tombstone hides it.
-//!
-//! Ordering: a branch's rows all have seqs above its fork_seq, so every visible row of a nearer
-//! branch is newer than every visible row of a farther one. "Newest first" is therefore
-//! `ORDER BY p.pos, t.seq DESC`, which SQLite reads straight off the nested loop: a window of N
-//! rows stops after the nearest ancestors that hold them, however deep the path.
 //!
 //! Anchors: core and summaries are resolved over all their visible rows, which would mean one
 //! probe per ancestor. So every `anchor_every` levels a fork records which rows of its parent's
@@ -21,48 +18,27 @@
 //! are not in the child's view), and readers take the path down to the nearest anchored branch
 //! plus its anchor rows. The rows read are the same, minus ones that can never win.
 //!
-//! Nothing else in the crate decides visibility.
+//! Derived implementations — faster forms of the same rule, each checked against the in-memory
+//! model of tests/model.rs (and the viewer's against `memctl read`):
+//! - fts_match.rs decides visibility of an FTS5 match from its seq and the path's fork seqs;
+//! - [`event_count`] counts a view's events from running ordinals kept at write time;
+//! - the HTML viewer's JavaScript (export/viewer.html) recomputes views from embedded rows.
+//!
+//! Nothing else in the crate decides visibility; this module imports nothing above the store.
 
-use crate::archival::Record;
-use crate::branch::{Branch, BranchPath};
-use crate::core_kv::CoreEntry;
+mod fts_match;
+mod path;
+mod sql;
+
 use crate::error::{Error, Result};
-use crate::fts_match;
 use crate::query::{Query, TermCounts};
-use crate::recall::{Event, Summary};
+use crate::rows::{Branch, BranchPath, CoreEntry, Event, Record, Summary};
+use crate::schema::event_rid;
 use crate::store::Store;
 use rusqlite::Row;
 use serde::Serialize;
+use sql::{anchored, current_version, not_excluded, visible, visible_through, HAS_TAGS, NEWEST_FIRST};
 use std::collections::{HashMap, HashSet};
-
-/// The visible rows of a layer table under the alias `t`, with their path entry `p`.
-fn visible(table: &str) -> String {
-    format!("temp.view_path p CROSS JOIN {table} t ON t.branch = p.bid AND t.seq <= p.cutoff")
-}
-
-/// The same for `events`, which are stored in branch order (recall.rs): a rowid range per
-/// ancestor instead of an index range.
-const VISIBLE_EVENTS: &str = "temp.view_path p CROSS JOIN events t
-    ON t.rid BETWEEN p.bid << 40 AND (p.bid << 40) + min(p.cutoff, 1099511627775)";
-
-/// Newest first (see the module comment).
-const NEWEST_FIRST: &str = "ORDER BY p.pos, t.seq DESC";
-
-/// True when event `t` is not hidden by a visible exclusion.
-const NOT_EXCLUDED: &str = "NOT EXISTS (
-    SELECT 1 FROM inherited_exclusions x JOIN temp.view_path q ON q.bid = x.branch
-    WHERE x.event_id = t.seq AND x.seq <= q.cutoff)";
-
-/// True when archival version `t` is its record's newest visible version.
-const CURRENT_VERSION: &str = "NOT EXISTS (
-    SELECT 1 FROM archival n JOIN temp.view_path q ON q.bid = n.branch
-    WHERE n.record_id = t.record_id AND n.seq > t.seq AND n.seq <= q.cutoff)";
-
-/// True when record `t` carries every tag of the JSON array bound as `?1` (NULL: no filter,
-/// and no JSON parsed per row).
-const HAS_TAGS: &str = "(?1 IS NULL OR NOT EXISTS (
-    SELECT 1 FROM json_each(?1) want
-    WHERE want.value NOT IN (SELECT have.value FROM json_each(t.tags) have)))";
 
 /// Everything a branch sees.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -118,19 +94,6 @@ fn tags_from_json(text: &str) -> Vec<String> {
     serde_json::from_str(text).unwrap_or_default()
 }
 
-/// The rows of a small layer table (core, summaries) that can be visible, as `t`: those of the
-/// path down to its nearest anchor, then the anchor's rows, which stand for the rest of the path.
-/// Its parameters are `:last` (the anchor's position) and `:anchor` (its bid), from
-/// [`anchor_params`].
-fn anchored(table: &str, columns: &str) -> String {
-    format!(
-        "SELECT {columns} FROM {} WHERE p.pos <= :last
-         UNION ALL
-         SELECT {columns} FROM anchor_rows a CROSS JOIN {table} t ON t.seq = a.seq WHERE a.branch = :anchor",
-        visible(table)
-    )
-}
-
 fn anchor_params(path: &BranchPath) -> (i64, Option<i64>) {
     match path.anchor() {
         Some((position, bid)) => (position as i64, Some(bid)),
@@ -142,7 +105,7 @@ const CORE_COLUMNS: &str = "t.key, t.value, t.branch, t.seq, t.importance, t.ttl
 
 /// Visible core entries (tombstones and expired rows resolved), oldest write first.
 pub(crate) fn core(store: &Store, path: &BranchPath) -> Result<Vec<CoreEntry>> {
-    store.load_path(path)?;
+    path::load(store, path)?;
     let sql = format!(
         "SELECT key, value, branch, max(seq), importance, ttl_s, created_at FROM ({})
          WHERE ttl_s IS NULL OR created_at + ttl_s >= :now
@@ -178,7 +141,7 @@ pub(crate) fn core(store: &Store, path: &BranchPath) -> Result<Vec<CoreEntry>> {
 /// Branches deeper down read at most `anchor_every` levels plus these rows, whatever their
 /// depth; the anchor copies no data, only names rows by seq.
 pub(crate) fn anchor_rows(store: &Store, path: &BranchPath) -> Result<Vec<i64>> {
-    store.load_path(path)?;
+    path::load(store, path)?;
     let sql = format!(
         "SELECT key, seq, value IS NULL, ttl_s IS NULL FROM ({}) ORDER BY key, seq DESC",
         anchored("core", CORE_COLUMNS)
@@ -207,10 +170,12 @@ pub(crate) fn anchor_rows(store: &Store, path: &BranchPath) -> Result<Vec<i64>> 
 
 /// Visible events, newest first, at most `limit`.
 pub(crate) fn events(store: &Store, path: &BranchPath, limit: Option<usize>) -> Result<Vec<Event>> {
-    store.load_path(path)?;
+    path::load(store, path)?;
     let sql = format!(
-        "SELECT t.seq, t.branch, t.kind, t.text, t.tags, t.created_at FROM {VISIBLE_EVENTS}
-         WHERE {NOT_EXCLUDED} ORDER BY p.pos, t.rid DESC LIMIT ?1"
+        "SELECT t.seq, t.branch, t.kind, t.text, t.tags, t.created_at FROM {}
+         WHERE {} ORDER BY p.pos, t.rid DESC LIMIT ?1",
+        visible("events"),
+        not_excluded()
     );
     let mut stmt = store.conn.prepare_cached(&sql)?;
     let rows = stmt.query_map([limit_param(limit)], |row| event_from_row(path, row))?;
@@ -232,7 +197,7 @@ fn event_from_row(path: &BranchPath, row: &Row<'_>) -> rusqlite::Result<Event> {
 /// are read once and the folded ones dropped here: checking each row in SQL against every
 /// other row's list was quadratic in the rows a path accumulates.
 pub(crate) fn summaries(store: &Store, path: &BranchPath) -> Result<Vec<Summary>> {
-    store.load_path(path)?;
+    path::load(store, path)?;
     let columns = "t.seq, t.branch, t.kind, t.summary_text, t.summarized_event_ids, t.created_at, \
                    t.replaced_summary_ids";
     let (last, anchor) = anchor_params(path);
@@ -261,22 +226,30 @@ pub(crate) fn summaries(store: &Store, path: &BranchPath) -> Result<Vec<Summary>
     Ok(all)
 }
 
-/// How many events the view of branch `bid` shows, in constant time: the events it inherited at
-/// its fork, plus its own events, less its own exclusions (each hides one visible event). The
-/// newest row of each table carries the branch's running count (`ordinal`).
+/// How many events the view of branch `bid` shows, in constant time — a derived form of the
+/// rule (see the module comment): the events it inherited at its fork (`inherited_events`,
+/// written by the fork), plus its own events, less its own exclusions (each hides one visible
+/// event). The newest row of each table carries the branch's running count (`ordinal`).
 pub(crate) fn event_count(store: &Store, bid: i64) -> Result<usize> {
-    let count: i64 = store
-        .conn
-        .prepare_cached(
-            "SELECT b.inherited_events
-                  + coalesce((SELECT ordinal FROM events WHERE rid BETWEEN ?1 << 40 AND (?1 << 40) + 1099511627775
-                              ORDER BY rid DESC LIMIT 1), 0)
-                  - coalesce((SELECT ordinal FROM inherited_exclusions WHERE branch = ?1
-                              ORDER BY seq DESC LIMIT 1), 0)
-             FROM branches b WHERE b.bid = ?1",
-        )?
-        .query_row([bid], |r| r.get(0))?;
+    let sql = format!(
+        "SELECT b.inherited_events + coalesce(({}), 0) - coalesce(({}), 0) FROM branches b WHERE b.bid = ?1",
+        last_ordinal("events", "?1"),
+        last_ordinal("inherited_exclusions", "?1")
+    );
+    let count: i64 = store.conn.prepare_cached(&sql)?.query_row([bid], |r| r.get(0))?;
     Ok(count.max(0) as usize)
+}
+
+/// SQL for the running count (`ordinal`) on the newest row of branch `bid` in `table` (events
+/// or exclusions): how many rows the branch has written there.
+pub(crate) fn last_ordinal(table: &str, bid: &str) -> String {
+    match table {
+        "events" => format!(
+            "SELECT ordinal FROM events WHERE rid BETWEEN {} ORDER BY rid DESC LIMIT 1",
+            event_rid::all_of(bid)
+        ),
+        _ => format!("SELECT ordinal FROM {table} WHERE branch = {bid} ORDER BY seq DESC LIMIT 1"),
+    }
 }
 
 const RECORD_COLUMNS: &str = "t.record_id, t.branch, t.text, t.tags, t.created_at, t.seq";
@@ -300,12 +273,13 @@ pub(crate) fn archival(
     tags: &[String],
     limit: Option<usize>,
 ) -> Result<Vec<Record>> {
-    store.load_path(path)?;
+    path::load(store, path)?;
     let sql = format!(
         "SELECT {RECORD_COLUMNS} FROM {}
-         WHERE t.text IS NOT NULL AND {CURRENT_VERSION} AND {HAS_TAGS}
+         WHERE t.text IS NOT NULL AND {} AND {HAS_TAGS}
          {NEWEST_FIRST} LIMIT ?2",
-        visible("archival")
+        visible("archival"),
+        current_version()
     );
     let mut stmt = store.conn.prepare_cached(&sql)?;
     let tags = tags_filter(tags)?;
@@ -316,10 +290,11 @@ pub(crate) fn archival(
 
 /// The visible version of one record, or None if it is not in the view (or deleted there).
 pub(crate) fn archival_record(store: &Store, path: &BranchPath, id: i64) -> Result<Option<Record>> {
-    store.load_path(path)?;
+    path::load(store, path)?;
     let sql = format!(
-        "SELECT {RECORD_COLUMNS} FROM archival t JOIN temp.view_path p ON p.bid = t.branch AND t.seq <= p.cutoff
-         WHERE t.record_id = ?1 ORDER BY t.seq DESC LIMIT 1"
+        "SELECT {RECORD_COLUMNS} FROM archival t JOIN temp.view_path p ON {}
+         WHERE t.record_id = ?1 ORDER BY t.seq DESC LIMIT 1",
+        visible_through("p", "t")
     );
     let mut stmt = store.conn.prepare_cached(&sql)?;
     let mut rows = stmt.query([id])?;
@@ -347,7 +322,7 @@ pub(crate) fn archival_fts_matches(
     query: &Query,
     tags: &[String],
 ) -> Result<Vec<Match>> {
-    store.register_fts_match()?;
+    fts_match::register(store)?;
     let bids: Vec<i64> = path.branches().iter().map(|b| b.bid).collect();
     let (expression, first_branch) = query.fts_expression(tags, &bids);
     let forks = fts_match::encode_forks(path.branches().iter().map(|b| b.fork_seq));
@@ -393,11 +368,12 @@ impl Superseded {
 /// The visible updates and deletes, read through their partial index: one range scan per
 /// ancestor over rows that only updates and deletes write.
 fn superseded_versions(store: &Store, path: &BranchPath) -> Result<Superseded> {
-    store.load_path(path)?;
-    let mut stmt = store.conn.prepare_cached(
+    path::load(store, path)?;
+    let mut stmt = store.conn.prepare_cached(&format!(
         "SELECT t.record_id, t.seq FROM temp.view_path p CROSS JOIN archival t INDEXED BY archival_later_versions
-         ON t.branch = p.bid AND t.seq <= p.cutoff AND t.record_id != t.seq",
-    )?;
+         ON {} AND t.record_id != t.seq",
+        visible_through("p", "t")
+    ))?;
     let mut rows = stmt.query([])?;
     let mut superseded = Superseded { newest: HashMap::new(), later_versions: HashMap::new() };
     while let Some(row) = rows.next()? {

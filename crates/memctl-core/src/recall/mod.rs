@@ -1,27 +1,22 @@
 //! Recall memory (SPEC §4.3): the immutable timeline of events. Events leave a branch's view only
 //! through exclusion rows written in that branch; summaries stand in for what they replaced.
 
+mod consolidate;
+
+pub use consolidate::{ConsolidateOutcome, SUMMARY_MAX_CHARS};
+
 use crate::archival::ArchivalWrite;
-use crate::branch::BranchPath;
 use crate::error::{Error, Result};
 use crate::journal;
 use crate::query::{bm25, Query, TermCounts};
+use crate::rows::{AppendOutcome, BranchPath, Event, Summary};
+use crate::schema::event_rid;
 use crate::store::{Store, Tx};
+use crate::stored_text::{content_hash, normalize_tags};
 use crate::view;
 use serde::Serialize;
 use serde_json::json;
 use std::borrow::Cow;
-
-/// One recall event.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Event {
-    pub id: i64,
-    pub branch: String,
-    pub kind: String,
-    pub text: String,
-    pub tags: Vec<String>,
-    pub ts: f64,
-}
 
 /// An append's journal arguments, capped, serialized straight from the borrowed values as
 /// [`Tx::journal`] would serialize them (keys in order): appends are the hottest write.
@@ -38,24 +33,6 @@ impl<'a> AppendArgs<'a> {
         let tags = tags.iter().map(|tag| journal::capped(tag)).collect();
         AppendArgs { id, kind: journal::capped(kind), tags, text: journal::capped(text) }
     }
-}
-
-/// A summary standing in for excluded events.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Summary {
-    pub id: i64,
-    pub branch: String,
-    pub kind: String,
-    pub text: String,
-    pub event_ids: Vec<i64>,
-    pub ts: f64,
-}
-
-/// Result of an append: the new id, or the existing identical event's id when skipped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct AppendOutcome {
-    pub id: i64,
-    pub skipped: bool,
 }
 
 /// Which visible events to evict.
@@ -82,16 +59,6 @@ pub struct RecallView {
 }
 
 impl Store {
-    pub fn recall_append(
-        &self,
-        branch: &str,
-        kind: &str,
-        text: &str,
-        tags: &[String],
-    ) -> Result<AppendOutcome> {
-        self.write(|tx| tx.recall_append(branch, kind, text, tags))
-    }
-
     /// Summaries, then the newest `limit` events (all when None).
     pub fn recall_list(&self, branch: &str, limit: Option<usize>) -> Result<RecallView> {
         let path = self.path(branch)?;
@@ -121,57 +88,6 @@ impl Store {
         scored.sort_by(|a, b| b.0.total_cmp(&a.0));
         Ok(scored.into_iter().take(k).map(|(_, e)| e).collect())
     }
-
-    pub fn recall_evict(&self, branch: &str, selector: &EvictSelector) -> Result<EvictOutcome> {
-        self.write(|tx| tx.recall_evict(branch, selector))
-    }
-
-    pub fn recall_exclude(&self, branch: &str, ids: &[i64]) -> Result<()> {
-        self.write(|tx| tx.recall_exclude(branch, ids))
-    }
-
-    pub fn recall_summarize(&self, branch: &str, kind: &str, text: &str, ids: &[i64]) -> Result<i64> {
-        self.write(|tx| tx.recall_summarize(branch, kind, text, ids))
-    }
-}
-
-/// Where an event is stored: `events` is ordered by branch, then seq (rowid = bid · 2^40 + seq),
-/// so a branch's events are one rowid range and the table needs no `(branch, seq)` index — one
-/// page less to write per append.
-fn event_rowid(bid: i64, seq: i64) -> Result<i64> {
-    const SEQS: i64 = 1 << 40;
-    // bid < 2^23 keeps bid · 2^40 + seq within an i64.
-    if !(0..SEQS).contains(&seq) || !(0..1 << 23).contains(&bid) {
-        return Err(Error::internal(format!(
-            "event seq {seq} of branch {bid} is past what the events table can order (2^40 seqs, 2^23 branches)"
-        )));
-    }
-    Ok(bid * SEQS + seq)
-}
-
-/// Tags as stored: trimmed, non-empty, one line, each once, order kept.
-pub(crate) fn normalize_tags(tx: &Tx<'_>, tags: &[String]) -> Result<Vec<String>> {
-    let mut out: Vec<String> = Vec::with_capacity(tags.len());
-    for tag in tags {
-        let tag = tag.trim();
-        if tag.is_empty() || tag.chars().any(char::is_control) {
-            return Err(Error::invalid(format!("invalid tag {tag:?}: tags are non-empty single-line text")));
-        }
-        let tag = tx.redacted(tag);
-        if !out.contains(&tag) {
-            out.push(tag);
-        }
-    }
-    Ok(out)
-}
-
-pub(crate) fn content_hash(parts: &[&str]) -> [u8; 32] {
-    let mut hasher = blake3::Hasher::new();
-    for part in parts {
-        hasher.update(&(part.len() as u64).to_le_bytes());
-        hasher.update(part.as_bytes());
-    }
-    *hasher.finalize().as_bytes()
 }
 
 impl Tx<'_> {
@@ -196,7 +112,7 @@ impl Tx<'_> {
         let outcome = self.insert_event(bid, kind, &text, &tags)?;
         if !outcome.skipped {
             let args = AppendArgs::new(outcome.id, kind, &text, &tags);
-            self.journal_serialized(Some(bid), "recall.append", &serde_json::to_string(&args)?)?;
+            self.insert_op(Some(bid), "recall.append", &serde_json::to_string(&args)?)?;
             self.auto_consolidate(&path)?;
         }
         Ok(outcome)
@@ -216,25 +132,15 @@ impl Tx<'_> {
         // One statement in the common case: the unique (branch, text_hash) index turns a
         // duplicate into a no-op, and only then is the existing id looked up.
         let seq = self.peek_seq()?;
-        let inserted = self
-            .conn
-            .prepare_cached(
-                "INSERT INTO events(rid, seq, branch, kind, text, tags, text_hash, created_at, ordinal)
-                 VALUES (?8, ?1, ?2, ?3, ?4, ?5, ?6, ?7,
-                         coalesce((SELECT ordinal FROM events WHERE rid BETWEEN ?2 << 40 AND ?8
-                                   ORDER BY rid DESC LIMIT 1), 0) + 1)
-                 ON CONFLICT (branch, text_hash) DO NOTHING",
-            )?
-            .execute(rusqlite::params![
-                seq,
-                bid,
-                kind,
-                text,
-                tags_json,
-                hash,
-                self.now(),
-                event_rowid(bid, seq)?
-            ])?;
+        let sql = format!(
+            "INSERT INTO events(rid, seq, branch, kind, text, tags, text_hash, created_at, ordinal)
+             VALUES (?8, ?1, ?2, ?3, ?4, ?5, ?6, ?7, coalesce(({}), 0) + 1)
+             ON CONFLICT (branch, text_hash) DO NOTHING",
+            view::last_ordinal("events", "?2")
+        );
+        let params =
+            rusqlite::params![seq, bid, kind, text, tags_json, hash, self.now(), event_rid::of(bid, seq)?];
+        let inserted = self.conn.prepare_cached(&sql)?.execute(params)?;
         if inserted == 0 {
             let id = self
                 .conn
@@ -263,12 +169,11 @@ impl Tx<'_> {
     }
 
     pub(crate) fn insert_exclusions(&self, bid: i64, ids: &[i64]) -> Result<()> {
-        let mut stmt = self.conn.prepare_cached(
+        let mut stmt = self.conn.prepare_cached(&format!(
             "INSERT INTO inherited_exclusions(seq, branch, event_id, created_at, ordinal)
-             VALUES (?1, ?2, ?3, ?4,
-                     coalesce((SELECT ordinal FROM inherited_exclusions WHERE branch = ?2
-                               ORDER BY seq DESC LIMIT 1), 0) + 1)",
-        )?;
+             VALUES (?1, ?2, ?3, ?4, coalesce(({}), 0) + 1)",
+            view::last_ordinal("inherited_exclusions", "?2")
+        ))?;
         for id in ids {
             stmt.execute(rusqlite::params![self.next_seq()?, bid, id, self.now()])?;
         }

@@ -7,10 +7,9 @@
 //! of that kind, so summaries do not pile up.
 
 use crate::archival::ArchivalWrite;
-use crate::branch::BranchPath;
 use crate::clock::utc_datetime;
 use crate::error::Result;
-use crate::recall::{Event, Summary};
+use crate::rows::{BranchPath, Event, Summary};
 use crate::store::{Store, Tx};
 use crate::summarizer::{Answer, Mode, Request, Task};
 use crate::view;

@@ -1,6 +1,7 @@
 //! `memctl_match`, an FTS5 auxiliary function: for each row an archival search matches, whether
 //! the view holds it, and if so how often each query word occurs in it and its length in
-//! tokens — what the view's bm25 (query.rs) needs.
+//! tokens — what the view's bm25 (query.rs) needs. Its visibility test is a derived form of the
+//! view rule (see the view's module comment), checked against the model by tests/model.rs.
 //!
 //! FTS5's own `bm25()` is not used because it counts, on every query, the documents of each
 //! phrase in the whole database (`xQueryPhrase`): at a million records that costs tens of
@@ -21,29 +22,44 @@
 
 use crate::error::{Error, Result};
 use crate::query::TermCounts;
+use crate::store::Store;
 use rusqlite::{ffi, Connection};
 use std::os::raw::{c_int, c_void};
 use std::ptr;
 
 /// The name the function is registered under.
-pub(crate) const FUNCTION: &str = "memctl_match";
+pub(super) const FUNCTION: &str = "memctl_match";
 
 /// The `text` and `tags` columns of `archival_fts` (the third, `branch`, is not counted).
 const SEARCHED_COLUMNS: [c_int; 2] = [0, 1];
 
 /// The `forks` argument for a path's fork seqs, nearest branch first.
-pub(crate) fn encode_forks(forks: impl Iterator<Item = i64>) -> Vec<u8> {
+pub(super) fn encode_forks(forks: impl Iterator<Item = i64>) -> Vec<u8> {
     forks.flat_map(i64::to_le_bytes).collect()
 }
 
 /// The counts of a visible row, from the function's blob.
-pub(crate) fn decode_counts(blob: &[u8]) -> Option<TermCounts> {
+pub(super) fn decode_counts(blob: &[u8]) -> Option<TermCounts> {
     let mut values = blob.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]));
     Some(TermCounts { tokens: values.next()?, tf: values.collect() })
 }
 
+/// Whether `memctl_match` is registered on the store's connection (the store's memo forgets it
+/// on a rollback; registering again is harmless: FTS5 finds the newest function of a name).
+#[derive(Default)]
+struct Registered(bool);
+
+/// Registers `memctl_match` on the store's connection, once.
+pub(super) fn register(store: &Store) -> Result<()> {
+    if !store.memo(|registered: &mut Registered| registered.0) {
+        register_on(&store.conn)?;
+        store.memo(|registered: &mut Registered| registered.0 = true);
+    }
+    Ok(())
+}
+
 /// Registers `memctl_match` on `conn`, whose SQLite must have FTS5.
-pub(crate) fn register(conn: &Connection) -> Result<()> {
+fn register_on(conn: &Connection) -> Result<()> {
     // SAFETY: `fts5(?1)` with a bound "fts5_api_ptr" pointer is SQLite's documented way to get
     // the FTS5 API of a connection; the statement is finalized before returning, and the API
     // object lives as long as the connection, which owns the registered function.

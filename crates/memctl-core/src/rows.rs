@@ -1,0 +1,143 @@
+//! The rows callers see, one type per kind, and the path a view is read along. This module is
+//! the bottom of the engine: it knows no SQL and imports nothing of the crate; every layer
+//! above reads and writes these types.
+
+use serde::Serialize;
+use std::collections::HashMap;
+
+/// A branch as callers see it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Branch {
+    #[serde(skip)]
+    pub(crate) bid: i64,
+    pub id: String,
+    pub node_uid: Option<String>,
+    pub parent: Option<String>,
+    pub depth: i64,
+    pub fork_seq: i64,
+    #[serde(rename = "ts")]
+    pub created_at: f64,
+    /// The runner's own data about the node (a JSON object), e.g. its score.
+    pub meta: serde_json::Value,
+    /// Whether the branch holds its parent's view's anchor rows (view.rs).
+    #[serde(skip)]
+    pub(crate) anchored: bool,
+}
+
+/// The path from a branch up to its root (or, for some reads, to its nearest anchor), with
+/// each branch's cutoff: the highest seq of its rows the view holds. The cutoffs are computed
+/// in one place, `view::path`, from SPEC §2's rule.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BranchPath {
+    /// The branch first, its root last.
+    branches: Vec<Branch>,
+    /// Position in `branches` by bid.
+    positions: HashMap<i64, usize>,
+    /// `[[bid, cutoff], …]` in path order, as the view loads it into its path table.
+    cutoffs_json: String,
+}
+
+impl BranchPath {
+    /// A path of `branches` (nearest first) with their cutoffs, in the same order.
+    pub(crate) fn new(branches: Vec<Branch>, cutoffs: &[i64]) -> BranchPath {
+        let pairs: Vec<[i64; 2]> = branches.iter().zip(cutoffs).map(|(b, &cutoff)| [b.bid, cutoff]).collect();
+        let positions = branches.iter().enumerate().map(|(i, b)| (b.bid, i)).collect();
+        BranchPath { branches, positions, cutoffs_json: serde_json::json!(pairs).to_string() }
+    }
+
+    pub fn branch(&self) -> &Branch {
+        &self.branches[0]
+    }
+
+    /// The branch, then its parent, … up to the root.
+    pub fn branches(&self) -> &[Branch] {
+        &self.branches
+    }
+
+    /// The nearest anchored branch of the path (see view.rs): its position and bid.
+    pub(crate) fn anchor(&self) -> Option<(usize, i64)> {
+        self.branches.iter().enumerate().find(|(_, b)| b.anchored).map(|(i, b)| (i, b.bid))
+    }
+
+    pub(crate) fn cutoffs_json(&self) -> &str {
+        &self.cutoffs_json
+    }
+
+    /// The id of a branch on this path, by bid.
+    pub(crate) fn id_of(&self, bid: i64) -> &str {
+        self.positions.get(&bid).map_or("?", |&i| self.branches[i].id.as_str())
+    }
+}
+
+/// One visible core key.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CoreEntry {
+    pub key: String,
+    pub value: String,
+    /// The branch that wrote the visible value.
+    pub branch: String,
+    pub seq: i64,
+    pub importance: u8,
+    /// Seconds after `ts` at which the value expires.
+    pub ttl: Option<f64>,
+    pub ts: f64,
+}
+
+impl CoreEntry {
+    /// Characters of the entry's `key: value` line, the unit of the core budget.
+    pub fn chars(&self) -> usize {
+        line_chars(&self.key, &self.value)
+    }
+}
+
+/// Characters of a core `key: value` line.
+pub(crate) fn line_chars(key: &str, value: &str) -> usize {
+    key.chars().count() + 2 + value.chars().count()
+}
+
+/// One recall event.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Event {
+    pub id: i64,
+    pub branch: String,
+    pub kind: String,
+    pub text: String,
+    pub tags: Vec<String>,
+    pub ts: f64,
+}
+
+/// A summary standing in for excluded events.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Summary {
+    pub id: i64,
+    pub branch: String,
+    pub kind: String,
+    pub text: String,
+    pub event_ids: Vec<i64>,
+    pub ts: f64,
+}
+
+/// The visible version of an archival record.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Record {
+    /// Stable id: the seq of the record's first version.
+    pub id: i64,
+    /// The branch that wrote the visible version.
+    pub branch: String,
+    pub text: String,
+    pub tags: Vec<String>,
+    pub ts: f64,
+    /// The seq of the visible version.
+    pub seq: i64,
+    /// Search rank, higher is better (search hits only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub score: Option<f64>,
+}
+
+/// What adding an event or an archival record did: the new id, or the id of the identical row
+/// the branch already holds, skipped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct AppendOutcome {
+    pub id: i64,
+    pub skipped: bool,
+}

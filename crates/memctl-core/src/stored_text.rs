@@ -1,0 +1,42 @@
+//! Text as every layer stores it: redacted (SPEC §7), tags normalised, and content hashed for
+//! duplicate suppression.
+
+use crate::error::{Error, Result};
+use crate::redact::redact;
+use crate::store::Tx;
+
+impl Tx<'_> {
+    /// Text as it will be stored: redacted when redaction is on.
+    pub(crate) fn redacted(&self, text: &str) -> String {
+        if self.config.redaction.enabled {
+            redact(text).into_owned()
+        } else {
+            text.to_string()
+        }
+    }
+}
+
+/// Tags as stored: trimmed, non-empty, one line, each once, order kept.
+pub(crate) fn normalize_tags(tx: &Tx<'_>, tags: &[String]) -> Result<Vec<String>> {
+    let mut out: Vec<String> = Vec::with_capacity(tags.len());
+    for tag in tags {
+        let tag = tag.trim();
+        if tag.is_empty() || tag.chars().any(char::is_control) {
+            return Err(Error::invalid(format!("invalid tag {tag:?}: tags are non-empty single-line text")));
+        }
+        let tag = tx.redacted(tag);
+        if !out.contains(&tag) {
+            out.push(tag);
+        }
+    }
+    Ok(out)
+}
+
+pub(crate) fn content_hash(parts: &[&str]) -> [u8; 32] {
+    let mut hasher = blake3::Hasher::new();
+    for part in parts {
+        hasher.update(&(part.len() as u64).to_le_bytes());
+        hasher.update(part.as_bytes());
+    }
+    *hasher.finalize().as_bytes()
+}

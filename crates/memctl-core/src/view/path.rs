@@ -1,0 +1,161 @@
+//! Where a view starts: finding branches by id or node_uid, the path from a branch to its root,
+//! and THE rule of SPEC §2 that turns a path into per-branch cutoffs. The path is loaded into a
+//! connection-private table, `temp.view_path`, that every view query joins (sql.rs).
+
+use crate::error::{Error, Result, Topic};
+use crate::rows::{Branch, BranchPath};
+use crate::store::Store;
+use rusqlite::{OptionalExtension, Row};
+use std::collections::HashMap;
+use std::rc::Rc;
+
+/// The rule: a branch sees all of its own rows, and from each ancestor the rows up to the fork
+/// of the path's branch just below it. `path` is nearest first; the cutoffs come in its order.
+fn cutoffs(path: &[Branch]) -> Vec<i64> {
+    let below = path.iter().map(|b| b.fork_seq);
+    std::iter::once(i64::MAX).chain(below).take(path.len()).collect()
+}
+
+/// What the view keeps per handle (in the store's memo, cleared on rollback): paths by branch
+/// id — parents never change, so a path stays valid while its branch exists — and which path
+/// `temp.view_path` holds.
+#[derive(Default)]
+struct PathState {
+    paths: HashMap<String, Rc<BranchPath>>,
+    /// The branch whose path is loaded, and how many branches of it (a path may stop at an
+    /// anchor); None when the table may be missing or stale.
+    loaded: Option<(i64, usize)>,
+}
+
+/// The path table: one row per path branch, nearest first, with its cutoff. In memory and
+/// private to the connection: filling it writes nothing to the database. Created on first use
+/// (and again after a rollback that undid its creation).
+const PATH_TABLE: &str = "CREATE TEMP TABLE IF NOT EXISTS view_path (
+    pos    INTEGER PRIMARY KEY,
+    bid    INTEGER NOT NULL UNIQUE,
+    cutoff INTEGER NOT NULL
+)";
+
+/// Puts `path` into `temp.view_path` unless it is already there.
+pub(crate) fn load(store: &Store, path: &BranchPath) -> Result<()> {
+    let wanted = (path.branch().bid, path.branches().len());
+    let loaded = store.memo(|state: &mut PathState| state.loaded.take());
+    if loaded == Some(wanted) {
+        store.memo(|state: &mut PathState| state.loaded = loaded);
+        return Ok(());
+    }
+    if loaded.is_none() {
+        store.conn.prepare_cached(PATH_TABLE)?.execute([])?;
+    }
+    store.conn.prepare_cached("DELETE FROM temp.view_path")?.execute([])?;
+    store
+        .conn
+        .prepare_cached(
+            "INSERT INTO temp.view_path(pos, bid, cutoff)
+             SELECT key, value ->> 0, value ->> 1 FROM json_each(?1)",
+        )?
+        .execute([path.cutoffs_json()])?;
+    store.memo(|state: &mut PathState| state.loaded = Some(wanted));
+    Ok(())
+}
+
+const BRANCH_COLUMNS: &str =
+    "b.bid, b.id, b.node_uid, p.id, b.depth, b.fork_seq, b.created_at, b.meta, b.anchored";
+
+fn branch_from_row(row: &Row<'_>) -> rusqlite::Result<Branch> {
+    Ok(Branch {
+        bid: row.get(0)?,
+        id: row.get(1)?,
+        node_uid: row.get(2)?,
+        parent: row.get(3)?,
+        depth: row.get(4)?,
+        fork_seq: row.get(5)?,
+        created_at: row.get(6)?,
+        meta: serde_json::from_str(&row.get::<_, String>(7)?).unwrap_or_default(),
+        anchored: row.get(8)?,
+    })
+}
+
+impl Store {
+    /// Finds a branch by id, or else by node_uid. Unknown names are a not-found error.
+    pub fn branch(&self, name: &str) -> Result<Branch> {
+        self.find_branch(name)?.ok_or_else(|| unknown_branch(name))
+    }
+
+    pub(crate) fn find_branch(&self, name: &str) -> Result<Option<Branch>> {
+        let sql = format!(
+            "SELECT {BRANCH_COLUMNS} FROM branches b LEFT JOIN branches p ON p.bid = b.parent
+             WHERE b.id = ?1
+             UNION ALL
+             SELECT {BRANCH_COLUMNS} FROM branches b LEFT JOIN branches p ON p.bid = b.parent
+             WHERE b.node_uid = ?1 AND b.id <> ?1
+             LIMIT 1"
+        );
+        Ok(self.conn.prepare_cached(&sql)?.query_row([name], branch_from_row).optional()?)
+    }
+
+    /// All branches, parents before children (by fork_seq).
+    pub fn branches(&self) -> Result<Vec<Branch>> {
+        let sql = format!(
+            "SELECT {BRANCH_COLUMNS} FROM branches b LEFT JOIN branches p ON p.bid = b.parent
+             ORDER BY b.fork_seq"
+        );
+        let mut stmt = self.conn.prepare_cached(&sql)?;
+        let rows = stmt.query_map([], branch_from_row)?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// The direct children of a branch, oldest first.
+    pub fn children(&self, name: &str) -> Result<Vec<Branch>> {
+        let parent = self.branch(name)?;
+        let sql = format!(
+            "SELECT {BRANCH_COLUMNS} FROM branches b JOIN branches p ON p.bid = b.parent
+             WHERE b.parent = ?1 ORDER BY b.fork_seq"
+        );
+        let mut stmt = self.conn.prepare_cached(&sql)?;
+        let rows = stmt.query_map([parent.bid], branch_from_row)?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// The path of a branch (itself first, root last), read once per handle in one query.
+    /// Cached by branch id, which never changes (a node_uid may, so it is resolved each time).
+    pub fn path(&self, name: &str) -> Result<Rc<BranchPath>> {
+        if let Some(path) = self.memo(|state: &mut PathState| state.paths.get(name).cloned()) {
+            return Ok(path);
+        }
+        let branch = self.branch(name)?;
+        let path = Rc::new(self.read_path(&branch, false)?);
+        self.memo(|state: &mut PathState| state.paths.insert(path.branch().id.clone(), path.clone()));
+        Ok(path)
+    }
+
+    /// The path from `branch` up to its nearest anchored branch (or its root): all that
+    /// resolving its core and summaries reads (see the view's module comment), at most `anchor_every` levels.
+    pub(crate) fn path_to_anchor(&self, branch: &Branch) -> Result<BranchPath> {
+        self.read_path(branch, true)
+    }
+
+    fn read_path(&self, branch: &Branch, stop_at_anchor: bool) -> Result<BranchPath> {
+        let sql = format!(
+            "WITH RECURSIVE up(bid, step) AS (
+                 SELECT ?1, 0
+                 UNION ALL
+                 SELECT b.parent, up.step + 1 FROM up JOIN branches b ON b.bid = up.bid
+                 WHERE b.parent IS NOT NULL AND NOT (?2 AND b.anchored)
+             )
+             SELECT {BRANCH_COLUMNS} FROM up
+             JOIN branches b ON b.bid = up.bid LEFT JOIN branches p ON p.bid = b.parent
+             ORDER BY up.step"
+        );
+        let mut stmt = self.conn.prepare_cached(&sql)?;
+        let branches: Vec<Branch> = stmt
+            .query_map(rusqlite::params![branch.bid, stop_at_anchor], branch_from_row)?
+            .collect::<rusqlite::Result<_>>()?;
+        let cutoffs = cutoffs(&branches);
+        Ok(BranchPath::new(branches, &cutoffs))
+    }
+}
+
+fn unknown_branch(name: &str) -> Error {
+    Error::not_found(format!("unknown branch '{name}'")).with_topic(Topic::UnknownBranch)
+}

@@ -1,0 +1,65 @@
+//! THE view rule in SQL. [`visible_through`] is the one predicate that says a layer row is in a
+//! branch's view; every query of the view, and every sub-query that asks "is there a visible
+//! row that …", is built from it over `temp.view_path` (path.rs).
+
+use crate::schema::event_rid;
+
+/// Row `t` of a layer table is visible through path entry `p`: it belongs to that path branch
+/// and is not newer than the branch's cutoff (SPEC §2).
+pub(super) fn visible_through(p: &str, t: &str) -> String {
+    format!("{t}.branch = {p}.bid AND {t}.seq <= {p}.cutoff")
+}
+
+/// The visible rows of a layer table, as `t` with their path entry `p`: one range scan per path
+/// branch. `events` are stored in branch order (schema.rs), so for them the same rule reads as
+/// a rowid range instead of an index range.
+pub(super) fn visible(table: &str) -> String {
+    if table == "events" {
+        let range = event_rid::range("p.bid", "p.cutoff");
+        return format!("temp.view_path p CROSS JOIN events t ON t.rid BETWEEN {range}");
+    }
+    format!("temp.view_path p CROSS JOIN {table} t ON {}", visible_through("p", "t"))
+}
+
+/// Newest first. A branch's rows all have seqs above its fork_seq, so every visible row of a
+/// nearer branch is newer than every visible row of a farther one: SQLite reads this order
+/// straight off the nested loop, and a window of N rows stops at the nearest ancestors.
+pub(super) const NEWEST_FIRST: &str = "ORDER BY p.pos, t.seq DESC";
+
+/// Event `t` is not hidden by a visible exclusion. (A plain join: the planner starts from the
+/// exclusions of that event, not from the path.)
+pub(super) fn not_excluded() -> String {
+    format!(
+        "NOT EXISTS (SELECT 1 FROM inherited_exclusions x JOIN temp.view_path q ON {}
+                     WHERE x.event_id = t.seq)",
+        visible_through("q", "x")
+    )
+}
+
+/// Archival version `t` is its record's newest visible version.
+pub(super) fn current_version() -> String {
+    format!(
+        "NOT EXISTS (SELECT 1 FROM archival n JOIN temp.view_path q ON {}
+                     WHERE n.record_id = t.record_id AND n.seq > t.seq)",
+        visible_through("q", "n")
+    )
+}
+
+/// Record `t` carries every tag of the JSON array bound as `?1` (NULL: no filter, and no JSON
+/// parsed per row).
+pub(super) const HAS_TAGS: &str = "(?1 IS NULL OR NOT EXISTS (
+    SELECT 1 FROM json_each(?1) want
+    WHERE want.value NOT IN (SELECT have.value FROM json_each(t.tags) have)))";
+
+/// The rows of a small layer table (core, summaries) that can be visible, as `t`: those of the
+/// path down to its nearest anchor, then the anchor's rows, which stand for the rest of the
+/// path (see the view's module comment). Parameters: `:last`, the anchor's position, and
+/// `:anchor`, its bid.
+pub(super) fn anchored(table: &str, columns: &str) -> String {
+    format!(
+        "SELECT {columns} FROM {} WHERE p.pos <= :last
+         UNION ALL
+         SELECT {columns} FROM anchor_rows a CROSS JOIN {table} t ON t.seq = a.seq WHERE a.branch = :anchor",
+        visible(table)
+    )
+}
