@@ -132,6 +132,26 @@ pub fn sha256(data: &[u8]) -> [u8; 32] {
     out
 }
 
+/// The defaults, without automatic consolidation: BENCH.md's workloads count every row they
+/// write (workload b also runs a variant with it on).
+pub fn bench_config() -> memctl_core::Config {
+    memctl_core::Config { auto_consolidate: false, ..memctl_core::Config::default() }
+}
+
+/// `count` search queries of one to three words from the vocabulary, always the same.
+pub fn query_words(count: usize) -> Vec<String> {
+    let vocab = vocab();
+    let mut rng = Rng::new(0x5EA);
+    (0..count)
+        .map(|j| {
+            (0..1 + j % 3)
+                .map(|_| vocab[rng.below(vocab.len() as u64) as usize].as_str())
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

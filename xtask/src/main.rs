@@ -4,13 +4,17 @@
 //! `target/release/xtask bench-inner …`, so every timing is of optimised code.
 
 mod gen;
+mod layers;
+mod options;
+mod paths;
 mod plot;
 mod report;
 mod scale;
 mod workloads;
 
 use anyhow::{bail, Context, Result};
-use std::path::PathBuf;
+use options::BenchOptions;
+use paths::{release_binary, target_dir, workspace_root};
 use std::process::{Command, ExitCode};
 
 const HELP: &str = "\
@@ -18,6 +22,8 @@ cargo xtask <task>
 
 Tasks:
   bench [--quick] [--only NAME]   run the benchmark workloads of shared/reference/BENCH.md
+  layers                          check that no crate has an import circle and that the
+                                  engine's layers point down (docs/architecture.md)
   help                            this text
 
 Run `cargo xtask bench --help` for the benchmark's options.
@@ -107,6 +113,20 @@ fn run(args: &[String]) -> Result<ExitCode> {
             workloads::run(&options, &target_dir().join("bench"))?;
             Ok(ExitCode::SUCCESS)
         }
+        "layers" => {
+            let mut failed = false;
+            for (src, rules) in layers::CRATES {
+                let problems = layers::problems(&workspace_root().join(src), rules)?;
+                for problem in &problems {
+                    eprintln!("{src}: {problem}");
+                }
+                if problems.is_empty() {
+                    println!("{src}: no import circle, {rules:?} rules kept");
+                }
+                failed |= !problems.is_empty();
+            }
+            Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+        }
         // The process floor of workload h: start, open the database, insert one row, exit.
         "floor-insert" => {
             let db = rest.first().context("floor-insert needs a database path")?;
@@ -125,82 +145,6 @@ fn run(args: &[String]) -> Result<ExitCode> {
 
 fn wants_help(args: &[String]) -> bool {
     args.iter().any(|a| matches!(a.as_str(), "-h" | "--help" | "help"))
-}
-
-/// What `bench` was asked to run.
-#[derive(Debug, Clone, Default)]
-pub struct BenchOptions {
-    pub quick: bool,
-    /// One workload letter, `a`..`e`, `g`, `h`, `i`, `p` or `s`.
-    pub only: Option<char>,
-}
-
-impl BenchOptions {
-    fn parse(args: &[String]) -> Result<BenchOptions> {
-        let mut options = BenchOptions::default();
-        let mut args = args.iter();
-        while let Some(arg) = args.next() {
-            match arg.as_str() {
-                "--quick" => options.quick = true,
-                "--only" => {
-                    let name = args.next().context("--only needs a workload name (a..e, g, h, i, p, s)")?;
-                    options.only = Some(parse_workload(name)?);
-                }
-                other => match other.strip_prefix("--only=") {
-                    Some(name) => options.only = Some(parse_workload(name)?),
-                    None => {
-                        bail!("unknown bench option '{other}' (see `cargo xtask bench --help`)")
-                    }
-                },
-            }
-        }
-        Ok(options)
-    }
-
-    /// Whether workload `name` is selected.
-    pub fn runs(&self, name: char) -> bool {
-        self.only.is_none_or(|only| only == name)
-    }
-}
-
-fn parse_workload(name: &str) -> Result<char> {
-    match name.to_ascii_lowercase().as_str() {
-        "a" => Ok('a'),
-        "b" => Ok('b'),
-        "c" => Ok('c'),
-        "d" => Ok('d'),
-        "e" | "f" | "e/f" | "ef" => Ok('e'),
-        "g" => Ok('g'),
-        "h" => Ok('h'),
-        "i" => Ok('i'),
-        "p" => Ok('p'),
-        "s" => Ok('s'),
-        _ => bail!("unknown workload '{name}': choose a, b, c, d, e, g, h, i, p or s"),
-    }
-}
-
-fn workspace_root() -> PathBuf {
-    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    manifest.parent().map(PathBuf::from).unwrap_or(manifest)
-}
-
-/// A binary of this workspace's release build.
-pub fn release_binary(name: &str) -> PathBuf {
-    target_dir().join("release").join(format!("{name}{}", std::env::consts::EXE_SUFFIX))
-}
-
-pub fn target_dir() -> PathBuf {
-    match std::env::var_os("CARGO_TARGET_DIR") {
-        Some(dir) => {
-            let dir = PathBuf::from(dir);
-            if dir.is_absolute() {
-                dir
-            } else {
-                workspace_root().join(dir)
-            }
-        }
-        None => workspace_root().join("target"),
-    }
 }
 
 /// `cargo build --release -p xtask -p memctl-cli`, then `target/release/xtask bench-inner ARGS`.
@@ -227,24 +171,4 @@ fn build_release_and_run(args: &[String]) -> Result<ExitCode> {
         Some(code) => ExitCode::from(code.clamp(1, 255) as u8),
         None => ExitCode::FAILURE,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn parse(args: &[&str]) -> Result<BenchOptions> {
-        BenchOptions::parse(&args.iter().map(|s| s.to_string()).collect::<Vec<_>>())
-    }
-
-    #[test]
-    fn bench_options() {
-        let o = parse(&["--quick", "--only", "d"]).unwrap();
-        assert!(o.quick);
-        assert!(o.runs('d') && !o.runs('a'));
-        assert_eq!(parse(&["--only=f"]).unwrap().only, Some('e'));
-        assert!(parse(&["--only", "z"]).is_err());
-        assert!(parse(&["--fast"]).is_err());
-        assert!(parse(&[]).unwrap().runs('a'));
-    }
 }

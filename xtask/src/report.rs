@@ -1,7 +1,7 @@
 //! Statistics, the result rows, the printed table and the JSON report.
 
 use serde_json::{json, Value};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Median of a sample (mean of the two middle values for an even count); NaN when empty.
 pub fn median(values: &[f64]) -> f64 {
@@ -255,6 +255,13 @@ pub fn table(rows: &[Row]) -> String {
         out.push('\n');
     }
     out
+}
+
+/// Runs `f` and times it.
+pub fn timed<T>(f: impl FnOnce() -> memctl_core::Result<T>) -> anyhow::Result<(T, Duration)> {
+    let start = Instant::now();
+    let value = f()?;
+    Ok((value, start.elapsed()))
 }
 
 #[cfg(test)]

@@ -6,9 +6,8 @@
 //! `target/bench/scale/`; later runs reuse it. `--quick` builds a tenth of it (100 records and
 //! 10 events per branch).
 
-use crate::gen::{node_id, vocab, Rng, EVENT_KINDS, PHASES};
-use crate::report::{median, millis, percentile, Python, Row};
-use crate::workloads::{bench_config, query_words, timed};
+use crate::gen::{bench_config, node_id, query_words, vocab, Rng, EVENT_KINDS, PHASES};
+use crate::report::{median, millis, percentile, timed, Python, Row};
 use anyhow::{ensure, Context, Result};
 use memctl_core::{Budget, Clock, Search, Store, SCHEMA_VERSION};
 use serde_json::{json, Value};
@@ -209,7 +208,7 @@ pub fn scale(quick: bool, out_dir: &Path) -> Result<(Vec<Row>, Value)> {
 
     // Whole calls as a runner makes them: a fresh process, its open, the work, the JSON. The
     // writes go to a copy, so the kept database stays as built.
-    let memctl = crate::release_binary("memctl");
+    let memctl = crate::paths::release_binary("memctl");
     ensure!(memctl.exists(), "{} is missing: run `cargo xtask bench`, which builds it", memctl.display());
     let copy_dir = tempfile::Builder::new().prefix("memctl-bench-scale-").tempdir()?;
     let copy = copy_dir.path().join("memory.sqlite");

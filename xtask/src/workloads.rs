@@ -1,9 +1,9 @@
 //! BENCH.md's workloads a–e, g and i in-process through memctl-core, h and p through the binary
 //! (s, the scale workload, is in `scale.rs`).
 
-use crate::gen::{node_id, vocab, Rng, EVENT_KINDS, PHASES};
-use crate::report::{median, micros, millis, percentile, table, Python, Row};
-use crate::BenchOptions;
+use crate::gen::{bench_config, node_id, query_words, vocab, Rng, EVENT_KINDS, PHASES};
+use crate::options::BenchOptions;
+use crate::report::{median, micros, millis, percentile, table, timed, Python, Row};
 use anyhow::{ensure, Context, Result};
 use memctl_core::{Budget, Clock, Config, CoreWrite, FtsMode, Search, Store};
 use serde_json::{json, Map, Value};
@@ -108,18 +108,6 @@ impl Db {
     }
 }
 
-/// The defaults, without automatic consolidation: BENCH.md's workloads count every row they
-/// write (workload b also runs a variant with it on).
-pub fn bench_config() -> Config {
-    Config { auto_consolidate: false, ..Config::default() }
-}
-
-pub fn timed<T>(f: impl FnOnce() -> memctl_core::Result<T>) -> Result<(T, Duration)> {
-    let start = Instant::now();
-    let value = f()?;
-    Ok((value, start.elapsed()))
-}
-
 /// Runs the selected workloads, prints the table and writes `out_dir/bench.json`.
 pub fn run(options: &BenchOptions, out_dir: &Path) -> Result<()> {
     let reps = Reps::new(options.quick);
@@ -138,7 +126,7 @@ pub fn run(options: &BenchOptions, out_dir: &Path) -> Result<()> {
         ('i', "legacy import", legacy_import),
         ('p', "16 parallel CLI processes", parallel),
         ('s', "scale: 1M archival records", |reps| {
-            crate::scale::scale(reps.quick, &crate::target_dir().join("bench"))
+            crate::scale::scale(reps.quick, &crate::paths::target_dir().join("bench"))
         }),
     ];
     for (name, title, workload) in workloads {
@@ -427,9 +415,9 @@ fn exports(reps: &Reps) -> Result<(Vec<Row>, Value)> {
 /// in the repository (21 MB): `MEMCTL_BENCH_LEGACY=PATH`, else `../shared/reference/legacy/
 /// tree1000/memory.sqlite` beside the workspace.
 fn legacy_import(reps: &Reps) -> Result<(Vec<Row>, Value)> {
-    let source = std::env::var_os("MEMCTL_BENCH_LEGACY")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| crate::workspace_root().join("../shared/reference/legacy/tree1000/memory.sqlite"));
+    let source = std::env::var_os("MEMCTL_BENCH_LEGACY").map(PathBuf::from).unwrap_or_else(|| {
+        crate::paths::workspace_root().join("../shared/reference/legacy/tree1000/memory.sqlite")
+    });
     if !source.is_file() {
         let row = Row::new("i import legacy tree1000", "not run", "s").note(format!(
             "no legacy database at {}: set MEMCTL_BENCH_LEGACY to the Python store's tree1000 memory.sqlite",
@@ -474,7 +462,7 @@ fn parallel(reps: &Reps) -> Result<(Vec<Row>, Value)> {
     }
     let Db { dir, path, store } = db;
     drop(store);
-    let memctl = crate::release_binary("memctl");
+    let memctl = crate::paths::release_binary("memctl");
     ensure!(memctl.exists(), "{} is missing: run `cargo xtask bench`, which builds it", memctl.display());
     let db_arg = path.display().to_string();
     let calls = reps.parallel_calls;
@@ -724,19 +712,6 @@ fn blake3_free_hash(text: &str) -> Vec<u8> {
 }
 
 /// BENCH.md's search queries (seed 0x5EA): query j is 1 + j mod 3 vocabulary words.
-pub fn query_words(count: usize) -> Vec<String> {
-    let vocab = vocab();
-    let mut rng = Rng::new(0x5EA);
-    (0..count)
-        .map(|j| {
-            (0..1 + j % 3)
-                .map(|_| vocab[rng.below(vocab.len() as u64) as usize].as_str())
-                .collect::<Vec<_>>()
-                .join(" ")
-        })
-        .collect()
-}
-
 /// d. A 51-branch chain, 10,000 archival writes, 100 searches (k=5) from the deepest branch.
 fn archival(reps: &Reps) -> Result<(Vec<Row>, Value)> {
     const CHAIN: usize = 51;
@@ -927,8 +902,8 @@ fn cli_call(reps: &Reps) -> Result<(Vec<Row>, Value)> {
     }
     let Db { dir, path, store } = db;
     drop(store);
-    let memctl = crate::release_binary("memctl");
-    let xtask = crate::release_binary("xtask");
+    let memctl = crate::paths::release_binary("memctl");
+    let xtask = crate::paths::release_binary("xtask");
     ensure!(memctl.exists(), "{} is missing: run `cargo xtask bench`, which builds it", memctl.display());
     let deepest = node_id(TREE_BRANCHES - 1);
     let db_arg = path.display().to_string();

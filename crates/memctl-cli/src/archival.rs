@@ -2,8 +2,7 @@
 
 use crate::input;
 use crate::invocation::Context;
-use crate::output::{excerpt, score, tags_suffix, timestamp};
-use crate::recall::report_added;
+use crate::output::{record_line, timestamp};
 use clap::{ArgGroup, Subcommand};
 use memctl_core::{Record, Search};
 use serde_json::json;
@@ -90,7 +89,7 @@ pub fn run(ctx: &Context, command: ArchivalCommand) -> anyhow::Result<()> {
         ArchivalCommand::Add { branch, text, tags } => {
             let text = input::text(text.as_deref(), "record text")?;
             let outcome = store.archival_add(&branch, &text, &tags)?;
-            report_added(ctx, &branch, outcome, "archival record");
+            ctx.report_added(&branch, outcome, "archival record");
         }
         ArchivalCommand::Get { branch, id } => {
             let record = store.archival_get(&branch, id)?;
@@ -126,18 +125,6 @@ pub fn run(ctx: &Context, command: ArchivalCommand) -> anyhow::Result<()> {
         }
     }
     Ok(())
-}
-
-/// One line per record: id, score when searched, first line of text, tags, writer.
-pub fn record_line(record: &Record) -> String {
-    let score = record.score.map_or(String::new(), |s| format!("  score {}", score(s)));
-    format!(
-        "  #{:<5}{score}  {}{}  ← {}",
-        record.id,
-        excerpt(&record.text, 100),
-        tags_suffix(&record.tags),
-        record.branch
-    )
 }
 
 fn render_record(record: &Record) -> String {

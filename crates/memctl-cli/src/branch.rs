@@ -1,7 +1,7 @@
 //! `memctl branch create|list|show|set-uid` and `memctl fork`.
 
 use crate::invocation::Context;
-use crate::output::{fields, timestamp};
+use crate::output::{fields, timestamp, tree};
 use clap::{Args, Subcommand};
 use memctl_core::{Branch, Error, ErrorKind, ForkOutcome, Store, Tx};
 use serde_json::{json, Value};
@@ -140,38 +140,6 @@ fn list(ctx: &Context, store: &Store) -> anyhow::Result<()> {
         tree(&branches)
     });
     Ok(())
-}
-
-/// The forest drawn with box characters, children in fork order.
-pub fn tree(branches: &[Branch]) -> String {
-    let label = |b: &Branch| match &b.node_uid {
-        Some(uid) if uid != &b.id => format!("{}  ({uid})", b.id),
-        _ => b.id.clone(),
-    };
-    let children = |parent: Option<&str>| -> Vec<&Branch> {
-        branches.iter().filter(|b| b.parent.as_deref() == parent).collect()
-    };
-    fn draw<'a>(
-        out: &mut Vec<String>,
-        node: &'a Branch,
-        prefix: &str,
-        children: &dyn Fn(Option<&str>) -> Vec<&'a Branch>,
-        label: &dyn Fn(&Branch) -> String,
-    ) {
-        let kids = children(Some(&node.id));
-        for (i, kid) in kids.iter().enumerate() {
-            let last = i + 1 == kids.len();
-            out.push(format!("{prefix}{}{}", if last { "└── " } else { "├── " }, label(kid)));
-            let deeper = format!("{prefix}{}", if last { "    " } else { "│   " });
-            draw(out, kid, &deeper, children, label);
-        }
-    }
-    let mut out = Vec::new();
-    for root in children(None) {
-        out.push(label(root));
-        draw(&mut out, root, "", &children, &label);
-    }
-    out.join("\n")
 }
 
 fn show(ctx: &Context, store: &Store, name: &str) -> anyhow::Result<()> {

@@ -1,11 +1,11 @@
 //! The command line: global options and the command tree. Each group's arguments live with the
 //! code that runs them (one file per group); this file only assembles them.
 
+use crate::invocation::GlobalArgs;
 use crate::{
     apply, archival, branch, context, core_mem, export, import, init, log, pressure, quickstart, read, recall,
 };
-use clap::{Args, Parser, Subcommand};
-use std::path::PathBuf;
+use clap::{Parser, Subcommand};
 
 const ABOUT: &str = "Branch-scoped MemGPT-style memory for tree-search agents, in one SQLite file";
 
@@ -39,34 +39,6 @@ pub struct Cli {
     pub global: GlobalArgs,
     #[command(subcommand)]
     pub command: Command,
-}
-
-#[derive(Debug, Clone, Args)]
-#[command(next_help_heading = "Global options")]
-pub struct GlobalArgs {
-    /// Database file [default: config db_path, else ./memory.sqlite]
-    #[arg(long, global = true, env = "MEMCTL_DB", hide_env_values = true, value_name = "PATH")]
-    pub db: Option<PathBuf>,
-
-    /// Configuration file [default: ./memctl.toml if present, else built-in defaults]
-    #[arg(long, global = true, env = "MEMCTL_CONFIG", hide_env_values = true, value_name = "PATH")]
-    pub config: Option<PathBuf>,
-
-    /// Print one JSON object on stdout (errors as JSON on stderr)
-    #[arg(long, global = true)]
-    pub json: bool,
-
-    /// Phase recorded in the operation journal (e.g. draft, debug, improve)
-    #[arg(long, global = true, value_name = "NAME")]
-    pub phase: Option<String>,
-
-    /// Actor recorded in the operation journal (e.g. worker-3)
-    #[arg(long, global = true, env = "MEMCTL_ACTOR", hide_env_values = true, value_name = "NAME")]
-    pub actor: Option<String>,
-
-    /// No messages on stderr (data on stdout is unchanged)
-    #[arg(long, short, global = true)]
-    pub quiet: bool,
 }
 
 #[derive(Debug, Subcommand)]

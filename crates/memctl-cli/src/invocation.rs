@@ -1,11 +1,40 @@
 //! What every command needs: the resolved configuration, the database path, the output mode and
 //! the journal context.
 
-use crate::cli::GlobalArgs;
 use crate::config;
 use crate::output;
-use memctl_core::{Clock, Config, Error, OpContext, Result, Store};
+use clap::Args;
+use memctl_core::{AppendOutcome, Clock, Config, Error, OpContext, Result, Store};
+use serde_json::json;
 use std::path::PathBuf;
+
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Global options")]
+pub struct GlobalArgs {
+    /// Database file [default: config db_path, else ./memory.sqlite]
+    #[arg(long, global = true, env = "MEMCTL_DB", hide_env_values = true, value_name = "PATH")]
+    pub db: Option<PathBuf>,
+
+    /// Configuration file [default: ./memctl.toml if present, else built-in defaults]
+    #[arg(long, global = true, env = "MEMCTL_CONFIG", hide_env_values = true, value_name = "PATH")]
+    pub config: Option<PathBuf>,
+
+    /// Print one JSON object on stdout (errors as JSON on stderr)
+    #[arg(long, global = true)]
+    pub json: bool,
+
+    /// Phase recorded in the operation journal (e.g. draft, debug, improve)
+    #[arg(long, global = true, value_name = "NAME")]
+    pub phase: Option<String>,
+
+    /// Actor recorded in the operation journal (e.g. worker-3)
+    #[arg(long, global = true, env = "MEMCTL_ACTOR", hide_env_values = true, value_name = "NAME")]
+    pub actor: Option<String>,
+
+    /// No messages on stderr (data on stdout is unchanged)
+    #[arg(long, short, global = true)]
+    pub quiet: bool,
+}
 
 pub struct Context {
     pub config: Config,
@@ -77,5 +106,16 @@ impl Context {
         if !self.quiet && !self.json {
             eprintln!("{message}");
         }
+    }
+
+    /// Reports an append: the new id, or the id of the identical row that made it a no-op.
+    pub fn report_added(&self, branch: &str, outcome: AppendOutcome, thing: &str) {
+        self.emit(json!({"id": outcome.id, "skipped": outcome.skipped}), || {
+            if outcome.skipped {
+                format!("Skipped: {branch} already has this {thing} (id {})", outcome.id)
+            } else {
+                format!("Added {thing} {} to {branch}", outcome.id)
+            }
+        });
     }
 }

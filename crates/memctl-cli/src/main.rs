@@ -4,6 +4,7 @@
 mod app;
 mod apply;
 mod archival;
+mod artifacts;
 mod branch;
 mod cli;
 mod config;

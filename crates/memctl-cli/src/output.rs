@@ -1,5 +1,8 @@
-//! Text rendering shared by the commands: stdout, timestamps, aligned tables, tag lists.
+//! Text rendering shared by the commands: stdout, timestamps, aligned tables, tag lists, and the
+//! lines that show engine rows (events, summaries, records, the branch tree, a whole view).
 
+use clap::ValueEnum;
+use memctl_core::{Branch, Event, Record, Summary, View};
 use std::io::Write;
 
 /// Writes one line of data to stdout. A closed pipe (`memctl … | head -1`) ends the output
@@ -85,6 +88,115 @@ pub fn score(value: f64) -> String {
     } else {
         format!("{value:.1e}")
     }
+}
+
+/// Which layers of a view to show.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Scope {
+    All,
+    Core,
+    Recall,
+    Archival,
+}
+
+/// The view as text, one section per layer in `scope`.
+pub fn view_text(view: &View, scope: Scope) -> String {
+    let show = |wanted: Scope| scope == Scope::All || scope == wanted;
+    let mut out = Vec::new();
+    if show(Scope::Core) {
+        out.push(format!("Core ({}):", count(view.core.len(), "key", "keys")));
+        if !view.core.is_empty() {
+            let rows: Vec<Vec<String>> = view
+                .core
+                .iter()
+                .map(|e| vec![format!("  {}", e.key), one_line(&e.value), format!("← {}", e.branch)])
+                .collect();
+            out.push(table(&["  KEY", "VALUE", "FROM"], &rows));
+        }
+    }
+    if show(Scope::Recall) {
+        out.push(format!(
+            "Recall ({}, {}, newest first):",
+            count(view.summaries.len(), "summary", "summaries"),
+            count(view.events.len(), "event", "events")
+        ));
+        out.extend(view.summaries.iter().map(summary_line));
+        out.extend(view.events.iter().map(event_line));
+    }
+    if show(Scope::Archival) {
+        out.push(format!("Archival ({}, newest first):", count(view.archival.len(), "record", "records")));
+        out.extend(view.archival.iter().map(record_line));
+    }
+    out.join("\n")
+}
+
+/// `#12  2026-01-02 03:04:05  [kind] text (tags: a, b)  ← branch`
+pub fn event_line(event: &Event) -> String {
+    format!(
+        "  #{:<5} {}  [{}] {}{}  ← {}",
+        event.id,
+        timestamp(event.ts),
+        event.kind,
+        event.text.replace('\n', "\n         "),
+        tags_suffix(&event.tags),
+        event.branch
+    )
+}
+
+/// `#12  [summary:kind] text (replaces N events)  ← branch`
+pub fn summary_line(summary: &Summary) -> String {
+    format!(
+        "  #{:<5} [summary:{}] {} (replaces {} events)  ← {}",
+        summary.id,
+        summary.kind,
+        summary.text.replace('\n', "\n         "),
+        summary.event_ids.len(),
+        summary.branch
+    )
+}
+
+/// One line per record: id, score when searched, first line of text, tags, writer.
+pub fn record_line(record: &Record) -> String {
+    let score = record.score.map_or(String::new(), |s| format!("  score {}", score(s)));
+    format!(
+        "  #{:<5}{score}  {}{}  ← {}",
+        record.id,
+        excerpt(&record.text, 100),
+        tags_suffix(&record.tags),
+        record.branch
+    )
+}
+
+/// The forest drawn with box characters, children in fork order.
+pub fn tree(branches: &[Branch]) -> String {
+    let label = |b: &Branch| match &b.node_uid {
+        Some(uid) if uid != &b.id => format!("{}  ({uid})", b.id),
+        _ => b.id.clone(),
+    };
+    let children = |parent: Option<&str>| -> Vec<&Branch> {
+        branches.iter().filter(|b| b.parent.as_deref() == parent).collect()
+    };
+    fn draw<'a>(
+        out: &mut Vec<String>,
+        node: &'a Branch,
+        prefix: &str,
+        children: &dyn Fn(Option<&str>) -> Vec<&'a Branch>,
+        label: &dyn Fn(&Branch) -> String,
+    ) {
+        let kids = children(Some(&node.id));
+        for (i, kid) in kids.iter().enumerate() {
+            let last = i + 1 == kids.len();
+            out.push(format!("{prefix}{}{}", if last { "└── " } else { "├── " }, label(kid)));
+            let deeper = format!("{prefix}{}", if last { "    " } else { "│   " });
+            draw(out, kid, &deeper, children, label);
+        }
+    }
+    let mut out = Vec::new();
+    for root in children(None) {
+        out.push(label(root));
+        draw(&mut out, root, "", &children, &label);
+    }
+    out.join("\n")
 }
 
 #[cfg(test)]

@@ -1,10 +1,9 @@
 //! `memctl quickstart`: a small simulated tree search (HPC kernel tuning) that shows what memctl
 //! keeps: the branch tree, one node's memory, and where the database is.
 
-use crate::branch::tree;
-use crate::export::{write_paper, write_viewer};
+use crate::artifacts::{write_paper, write_viewer};
 use crate::invocation::Context;
-use crate::read::{render, Scope};
+use crate::output::{tree, view_text, Scope};
 use clap::Args;
 use memctl_core::{CoreWrite, OpContext, Store};
 use serde_json::json;
@@ -170,7 +169,7 @@ pub fn run(ctx: &Context, args: QuickstartArgs) -> anyhow::Result<()> {
              Explore it:\n  memctl --db {db} branch list\n  memctl --db {db} read gpu-half\n  memctl --db {db} log {BEST}",
             count = branches.len(),
             tree = tree(&branches),
-            view = render(&view, Scope::All),
+            view = view_text(&view, Scope::All),
             markdown = paper.markdown.display(),
             html = html.display(),
         )

@@ -1,11 +1,8 @@
 //! `memctl read`: what a branch sees, layer by layer.
 
-use crate::archival::record_line;
 use crate::invocation::Context;
-use crate::output::{count, one_line, table};
-use crate::recall::{event_line, summary_line};
-use clap::{Args, ValueEnum};
-use memctl_core::View;
+use crate::output::{view_text, Scope};
+use clap::Args;
 use serde_json::{json, Map, Value};
 
 pub const EXAMPLES: &str = "\
@@ -13,14 +10,6 @@ Examples:
   memctl read node-7                    # core, recall window, newest archival records
   memctl read node-7 --scope core
   memctl --json read node-7 --all       # every visible event and record";
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Scope {
-    All,
-    Core,
-    Recall,
-    Archival,
-}
 
 #[derive(Debug, Args)]
 pub struct ReadArgs {
@@ -55,37 +44,6 @@ pub fn run(ctx: &Context, args: ReadArgs) -> anyhow::Result<()> {
         json.insert("archival".into(), json!(view.archival));
     }
 
-    ctx.emit(Value::Object(json), || render(&view, args.scope));
+    ctx.emit(Value::Object(json), || view_text(&view, args.scope));
     Ok(())
-}
-
-/// The view as text, one section per layer in `scope`.
-pub fn render(view: &View, scope: Scope) -> String {
-    let show = |wanted: Scope| scope == Scope::All || scope == wanted;
-    let mut out = Vec::new();
-    if show(Scope::Core) {
-        out.push(format!("Core ({}):", count(view.core.len(), "key", "keys")));
-        if !view.core.is_empty() {
-            let rows: Vec<Vec<String>> = view
-                .core
-                .iter()
-                .map(|e| vec![format!("  {}", e.key), one_line(&e.value), format!("← {}", e.branch)])
-                .collect();
-            out.push(table(&["  KEY", "VALUE", "FROM"], &rows));
-        }
-    }
-    if show(Scope::Recall) {
-        out.push(format!(
-            "Recall ({}, {}, newest first):",
-            count(view.summaries.len(), "summary", "summaries"),
-            count(view.events.len(), "event", "events")
-        ));
-        out.extend(view.summaries.iter().map(summary_line));
-        out.extend(view.events.iter().map(event_line));
-    }
-    if show(Scope::Archival) {
-        out.push(format!("Archival ({}, newest first):", count(view.archival.len(), "record", "records")));
-        out.extend(view.archival.iter().map(record_line));
-    }
-    out.join("\n")
 }

@@ -2,9 +2,9 @@
 
 use crate::input;
 use crate::invocation::Context;
-use crate::output::{count, tags_suffix, timestamp};
+use crate::output::{count, event_line, summary_line};
 use clap::{ArgGroup, Subcommand};
-use memctl_core::{AppendOutcome, Event, EvictSelector, Summary};
+use memctl_core::EvictSelector;
 use serde_json::json;
 
 #[derive(Debug, Subcommand)]
@@ -82,7 +82,7 @@ pub fn run(ctx: &Context, command: RecallCommand) -> anyhow::Result<()> {
         RecallCommand::Append { branch, kind, text, tags } => {
             let text = input::text(text.as_deref(), "event text")?;
             let outcome = store.recall_append(&branch, &kind, &text, &tags)?;
-            report_added(ctx, &branch, outcome, "event");
+            ctx.report_added(&branch, outcome, "event");
         }
         RecallCommand::List { branch, limit } => {
             let limit = limit.unwrap_or(store.config().recall_max_events);
@@ -131,39 +131,4 @@ pub fn run(ctx: &Context, command: RecallCommand) -> anyhow::Result<()> {
         }
     }
     Ok(())
-}
-
-/// Reports an append: the new id, or the id of the identical row that made it a no-op.
-pub fn report_added(ctx: &Context, branch: &str, outcome: AppendOutcome, thing: &str) {
-    ctx.emit(json!({"id": outcome.id, "skipped": outcome.skipped}), || {
-        if outcome.skipped {
-            format!("Skipped: {branch} already has this {thing} (id {})", outcome.id)
-        } else {
-            format!("Added {thing} {} to {branch}", outcome.id)
-        }
-    });
-}
-
-/// `#12  2026-01-02 03:04:05  [kind] text (tags: a, b)  ← branch`
-pub fn event_line(event: &Event) -> String {
-    format!(
-        "  #{:<5} {}  [{}] {}{}  ← {}",
-        event.id,
-        timestamp(event.ts),
-        event.kind,
-        event.text.replace('\n', "\n         "),
-        tags_suffix(&event.tags),
-        event.branch
-    )
-}
-
-pub fn summary_line(summary: &Summary) -> String {
-    format!(
-        "  #{:<5} [summary:{}] {} (replaces {} events)  ← {}",
-        summary.id,
-        summary.kind,
-        summary.text.replace('\n', "\n         "),
-        summary.event_ids.len(),
-        summary.branch
-    )
 }

@@ -104,7 +104,7 @@ pub fn tags_suffix(tags: &[String]) -> String {
 
 /// The candidate lines of each section, in display order.
 fn items(view: &View, records: &[Record]) -> [Vec<Item>; 3] {
-    let mut core: Vec<&crate::CoreEntry> = view.core.iter().collect();
+    let mut core: Vec<&crate::rows::CoreEntry> = view.core.iter().collect();
     core.sort_by(|a, b| a.key.cmp(&b.key));
     let core = core
         .into_iter()

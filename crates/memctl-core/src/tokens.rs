@@ -50,11 +50,13 @@ impl fmt::Display for Encoding {
 }
 
 impl FromStr for Encoding {
-    type Err = crate::Error;
+    type Err = crate::error::Error;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         Encoding::ALL.into_iter().find(|e| e.as_str() == s).ok_or_else(|| {
-            crate::Error::invalid(format!("unknown token encoding {s:?}: expected cl100k_base or o200k_base"))
+            crate::error::Error::invalid(format!(
+                "unknown token encoding {s:?}: expected cl100k_base or o200k_base"
+            ))
         })
     }
 }

@@ -14,7 +14,7 @@ macro_rules! one_call_writes {
     ($(fn $name:ident($($arg:ident: $ty:ty),*) -> $out:ty;)*) => {
         impl Store {
             $(
-                #[doc = concat!("[`Tx::", stringify!($name), "`](crate::Tx::", stringify!($name), ") in a transaction of its own.")]
+                #[doc = concat!("[`Tx::", stringify!($name), "`](crate::store::Tx::", stringify!($name), ") in a transaction of its own.")]
                 pub fn $name(&self, $($arg: $ty),*) -> Result<$out> {
                     self.write(|tx| tx.$name($($arg),*))
                 }

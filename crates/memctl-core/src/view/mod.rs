@@ -5,6 +5,7 @@
 //! - path.rs builds the path and its cutoffs (`cutoffs`) and loads them into `temp.view_path`;
 //! - sql.rs turns them into the one SQL predicate (`visible_through`) that every query here
 //!   and every "is there a visible row that …" sub-query is built from.
+//!
 //! On top of it, per layer:
 //! - core: per key the visible row with the greatest seq, among rows whose TTL has not run out;
 //!   a tombstone (NULL value) hides the key;
