@@ -5,13 +5,11 @@
 //! Every test runs the real binary in a fresh temporary directory (see `support`). Memory is
 //! always checked by reading it back with other commands, never by trusting `apply`'s own report.
 //! Snapshots live in `tests/snapshots/` (update with
-//! `INSTA_UPDATE=always cargo test -p memctl-cli --test apply`).
+//! `INSTA_UPDATE=always cargo test -p memctl-cli --test e2e apply::`).
 
-mod support;
-
+use crate::support::*;
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
-use support::*;
 
 // ---- helpers ------------------------------------------------------------------------------------
 

@@ -1,10 +1,8 @@
 //! `memctl export paper` and `export jsonl` (SPEC §7, §8) through the real binary, on a small
 //! search built the way runners drive memctl.
 
-mod support;
-
+use crate::support::*;
 use serde_json::{json, Value};
-use support::*;
 
 const IDEA: &str = "# Idea: tiled stencil\n\n## Title\nCache-Aware Tiling for 3-D Stencils\n\n## Abstract\n\
 Tiling the j/k loops for L3 cuts the stencil's runtime.\n\nMeasured on one EPYC node.\n\n## Short Hypothesis\n\

@@ -2,12 +2,10 @@
 //! with the `expected.json` of what that store reports per branch) imported through the binary
 //! and compared branch by branch; malformed legacy files; refusals.
 
-mod support;
-
+use crate::support::*;
 use rusqlite::Connection;
 use serde_json::Value;
 use std::collections::{BTreeSet, HashMap};
-use support::*;
 
 /// Copies a legacy fixture into the sandbox (opening it in place would leave `-wal` files).
 fn copy_legacy(sb: &Sandbox, name: &str) -> Value {

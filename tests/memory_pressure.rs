@@ -1,10 +1,8 @@
 //! End-to-end: `context`, `pressure`, `consolidate` and the summarizer protocol (SPEC §4.5,
 //! §4.6, §6), through the real binary.
 
-mod support;
-
+use crate::support::{array, int, Sandbox};
 use serde_json::Value;
-use support::{array, int, Sandbox};
 
 /// A root with 12 events of two kinds and two children forked from it.
 fn search_run(config: &str) -> Sandbox {

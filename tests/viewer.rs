@@ -6,8 +6,7 @@
 //! Without a Chromium binary the test prints a notice and passes, unless `CI` is set: then it
 //! fails, so CI never skips it silently.
 
-mod support;
-use support::*;
+use crate::support::*;
 
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};

@@ -8,7 +8,7 @@
 //! DFA that only needs validating. The first count of a 4,000-char text in a process measured
 //! ~0.4/0.7 ms (load included), later ones ~65 µs. Counting is tiktoken's own algorithm: the same
 //! split, then the same byte-pair merges (lowest rank first, leftmost on ties) on each piece.
-//! `tests/tokens.rs` checks the counts against tiktoken-rs.
+//! `tests/engine/tokens.rs` checks the counts against tiktoken-rs.
 //!
 //! Special-token strings such as `<|endoftext|>` are counted as plain text, like
 //! `encode_ordinary` does: memory text is never meant to contain control tokens.

@@ -1,7 +1,7 @@
 //! `memctl_match`, an FTS5 auxiliary function: for each row an archival search matches, whether
 //! the view holds it, and if so how often each query word occurs in it and its length in
 //! tokens — what the view's bm25 (query.rs) needs. Its visibility test is a derived form of the
-//! view rule (see the view's module comment), checked against the model by tests/model.rs.
+//! view rule (see the view's module comment), checked against the model by tests/engine/model.rs.
 //!
 //! FTS5's own `bm25()` is not used because it counts, on every query, the documents of each
 //! phrase in the whole database (`xQueryPhrase`): at a million records that costs tens of

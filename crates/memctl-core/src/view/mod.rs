@@ -20,7 +20,7 @@
 //! plus its anchor rows. The rows read are the same, minus ones that can never win.
 //!
 //! Derived implementations — faster forms of the same rule, each checked against the in-memory
-//! model of tests/model.rs (and the viewer's against `memctl read`):
+//! model of tests/engine/model.rs (and the viewer's against `memctl read`):
 //! - fts_match.rs decides visibility of an FTS5 match from its seq and the path's fork seqs;
 //! - [`event_count`] counts a view's events from running ordinals kept at write time;
 //! - the HTML viewer's JavaScript (export/viewer.html) recomputes views from embedded rows.

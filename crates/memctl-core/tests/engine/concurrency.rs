@@ -1,7 +1,7 @@
 //! SPEC §10: many processes write one database at once — no lost write, no "database is locked".
 //!
 //! `eight_processes_write_one_database` creates a database, then re-executes this test binary
-//! eight times as `--exact concurrency_child`, each child told its index and the database path
+//! eight times as `--exact concurrency::concurrency_child`, each child told its index and the database path
 //! through environment variables. The children open the store, report ready, wait for a common
 //! start signal (a file), then make 1,000 writes each — forks, core sets, recall appends and
 //! archival adds, every write its own transaction through the public API — and exit 0 only if
@@ -23,7 +23,7 @@ const CORE_KEYS: usize = 5;
 const ENV_INDEX: &str = "MEMCTL_CONCURRENCY_CHILD";
 const ENV_DB: &str = "MEMCTL_CONCURRENCY_DB";
 const ENV_DIR: &str = "MEMCTL_CONCURRENCY_DIR";
-const CHILD_TEST: &str = "concurrency_child";
+const CHILD_TEST: &str = "concurrency::concurrency_child";
 
 /// Generous: a child waits this long for the start signal, the parent this long for children.
 const PATIENCE: Duration = Duration::from_secs(300);

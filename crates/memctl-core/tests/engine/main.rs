@@ -1,0 +1,10 @@
+//! memctl-core's integration tests, one module per subject, linked into one test binary.
+
+mod concurrency;
+mod consolidation;
+mod model;
+mod protocol;
+mod regressions;
+mod search;
+mod smoke;
+mod tokens;
