@@ -11,8 +11,16 @@
 //!
 //! After every operation the engine's view of every branch is compared with the model's, and the
 //! model predicts which operations fail and with which `ErrorKind`.
+//!
+//! This is also the equivalence check of the view's derived implementations (see the engine's
+//! view module): the constant-time event count (`pressure`) must equal the model view's events
+//! after every operation, and at the end of each sequence archival search runs on every branch
+//! through FTS5 (its visibility callback) and through the keyword fallback (`search.fts = "off"`,
+//! a second handle on the same file): both must return exactly the model's visible records that
+//! match a query word, in the same order with the same scores. The databases are files on disk,
+//! as in production.
 
-use memctl_core::{Clock, Config, CoreWrite, ErrorKind, Store, View};
+use memctl_core::{Clock, Config, CoreWrite, ErrorKind, FtsMode, Search, Store, View};
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use std::collections::{BTreeMap, HashSet};
@@ -514,6 +522,12 @@ fn normalize(tags: &[&str]) -> Vec<String> {
 // Engine and model side by side
 // ---------------------------------------------------------------------------------------------
 
+/// Words as both search paths read them on this test's alphabet: lowercase runs of letters and
+/// digits (tags are indexed as their stored JSON text, whose quotes and brackets separate).
+fn words_of(text: &str) -> impl Iterator<Item = String> + '_ {
+    text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase)
+}
+
 fn fail(message: String) -> TestCaseError {
     TestCaseError::fail(message)
 }
@@ -536,6 +550,10 @@ fn expect_err<T: Debug>(
 
 struct Harness {
     store: Store,
+    /// A second handle on the same file that searches archival by keywords, without FTS5.
+    fallback: Store,
+    /// The directory holding the database file.
+    _dir: tempfile::TempDir,
     model: Model,
     /// Every event id the engine created, in any branch.
     events: Vec<i64>,
@@ -565,9 +583,18 @@ impl Harness {
             anchor_every: levels,
             ..Config::default()
         };
-        let store = Store::open_in_memory(config, Clock::Fixed(T0 as f64)).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("memory.sqlite");
+        let clock = Clock::Fixed(T0 as f64);
+        let store = Store::open(&file, config.clone(), clock).unwrap();
+        assert!(store.uses_fts().unwrap(), "the bundled SQLite has FTS5");
+        let mut fallback_config = config;
+        fallback_config.search.fts = FtsMode::Off;
+        let fallback = Store::open(&file, fallback_config, clock).unwrap();
         let mut h = Harness {
             store,
+            fallback,
+            _dir: dir,
             model: Model::new(),
             events: vec![],
             records: vec![],
@@ -690,6 +717,85 @@ impl Harness {
                     }
                     None => expect_err(got, ErrorKind::NotFound, "archival_get")?,
                 }
+            }
+            self.check_search(b)?;
+        }
+        Ok(())
+    }
+
+    /// Archival search on branch `b`, through FTS5 and through the keyword fallback, against
+    /// the model: the visible records with a query word in their text or tags (and every
+    /// wanted tag), ranked alike by both paths.
+    fn check_search(&self, b: usize) -> Result<(), TestCaseError> {
+        let id = self.model.name(b);
+        let queries: [(&str, &[&str]); 6] = [
+            ("mpi", &[]),
+            ("gpu kernel", &[]),
+            ("notes tuning cache", &[]),
+            ("b", &[]),
+            ("tuning kernel", &["A"]),
+            ("absent", &[]),
+        ];
+        for (query, tags) in queries {
+            let search = Search {
+                query: query.to_string(),
+                k: 1000,
+                tags: tags.iter().map(|t| t.to_string()).collect(),
+            };
+            let fts = expect_ok(self.store.archival_search(&id, &search), "archival_search (FTS5)")?;
+            let keywords =
+                expect_ok(self.fallback.archival_search(&id, &search), "archival_search (fallback)")?;
+            let words: Vec<String> = query.split_whitespace().map(str::to_lowercase).collect();
+            let expected: BTreeMap<i64, RecordLine> = self
+                .model
+                .archival_view(b)
+                .into_iter()
+                .filter(|r| tags.iter().all(|t| r.tags.iter().any(|have| have == t)))
+                .filter(|r| {
+                    let tokens: HashSet<String> =
+                        words_of(&r.text).chain(r.tags.iter().flat_map(|t| words_of(t))).collect();
+                    words.iter().any(|w| tokens.contains(w))
+                })
+                .map(|r| (r.id, r))
+                .collect();
+            let found: Vec<i64> = fts.iter().map(|r| r.id).collect();
+            let mut sorted = found.clone();
+            sorted.sort_unstable();
+            prop_assert_eq!(
+                &sorted,
+                &expected.keys().copied().collect::<Vec<_>>(),
+                "FTS5 search {:?} {:?} on {}",
+                query,
+                tags,
+                id
+            );
+            prop_assert_eq!(
+                &found,
+                &keywords.iter().map(|r| r.id).collect::<Vec<_>>(),
+                "fallback order, {:?} on {}",
+                query,
+                id
+            );
+            for (a, k) in fts.iter().zip(&keywords) {
+                let (sa, sk) = (a.score.unwrap_or(f64::NAN), k.score.unwrap_or(f64::NAN));
+                prop_assert!(
+                    (sa - sk).abs() <= 1e-9 * sa.abs().max(1.0),
+                    "scores {} and {} for record {} of {:?} on {}",
+                    sa,
+                    sk,
+                    a.id,
+                    query,
+                    id
+                );
+                let model = &expected[&a.id];
+                prop_assert_eq!(
+                    (&a.text, &a.tags, a.seq),
+                    (&model.text, &model.tags, model.seq),
+                    "record {} of {:?} on {}",
+                    a.id,
+                    query,
+                    id
+                );
             }
         }
         Ok(())
@@ -952,6 +1058,7 @@ impl Harness {
                 self.model.now += i64::from(*secs);
                 self.note(format!("set_clock(Fixed(T0 + {}))", self.model.now - T0));
                 self.store.set_clock(Clock::Fixed(self.model.now as f64));
+                self.fallback.set_clock(Clock::Fixed(self.model.now as f64));
             }
         }
         Ok(())
