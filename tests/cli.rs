@@ -1205,6 +1205,7 @@ fn every_command_has_help_with_an_example() {
         "core del",
         "core get",
         "core set",
+        "diff",
         "export",
         "export html",
         "export jsonl",

@@ -8,5 +8,6 @@ mod apply;
 mod cli;
 mod export;
 mod import;
+mod inspect;
 mod memory_pressure;
 mod viewer;

@@ -3,7 +3,8 @@
 
 use crate::invocation::GlobalArgs;
 use crate::{
-    apply, archival, branch, context, core_mem, export, import, init, log, pressure, quickstart, read, recall,
+    apply, archival, branch, context, core_mem, diff, export, import, init, log, pressure, quickstart, read,
+    recall,
 };
 use clap::{Parser, Subcommand};
 
@@ -83,6 +84,10 @@ pub enum Command {
     #[command(after_help = read::EXAMPLES)]
     Read(read::ReadArgs),
 
+    /// Compare two branches' views: what each sees that the other does not, per layer
+    #[command(after_help = diff::EXAMPLES)]
+    Diff(diff::DiffArgs),
+
     /// The memory section for a prompt, within a budget of characters or tokens
     #[command(after_help = context::EXAMPLES)]
     Context(context::ContextArgs),
@@ -149,6 +154,7 @@ pub fn run(cli: Cli, ctx: &crate::invocation::Context) -> anyhow::Result<()> {
         Command::Recall(command) => recall::run(ctx, command),
         Command::Archival(command) => archival::run(ctx, command),
         Command::Read(args) => read::run(ctx, args),
+        Command::Diff(args) => diff::run(ctx, args),
         Command::Log(args) => log::run(ctx, args),
         Command::Import(command) => import::run(ctx, command),
         Command::Export(command) => export::run(ctx, command),

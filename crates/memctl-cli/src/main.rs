@@ -10,6 +10,7 @@ mod cli;
 mod config;
 mod context;
 mod core_mem;
+mod diff;
 mod export;
 mod failure;
 mod import;

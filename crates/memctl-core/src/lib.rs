@@ -22,6 +22,7 @@ mod checkpoint;
 mod clock;
 mod config;
 mod core_kv;
+mod diff;
 mod error;
 mod export;
 mod journal;
@@ -49,6 +50,7 @@ pub use config::{
     Synchronous,
 };
 pub use core_kv::{rendered_chars, CoreSetOutcome, CoreWrite, DEFAULT_IMPORTANCE, PINNED};
+pub use diff::{ArchivalDiff, Changed, CommonAncestor, CoreDiff, Diff, Layer, Sides};
 pub use error::{Error, ErrorKind, Result, Topic};
 pub use export::{viewer_html, Artifacts, JsonlLine, PaperMemory, PaperSection};
 pub use journal::Op;

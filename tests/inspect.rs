@@ -1,0 +1,108 @@
+//! `memctl diff` through the real binary: a fixed tree (clock pinned) snapshotted in text and
+//! JSON, and for every pair of its branches the diff checked against the set differences of the
+//! two `read --all` views.
+
+use crate::support::*;
+use serde_json::Value;
+use std::collections::BTreeSet;
+
+#[track_caller]
+fn snap(name: &str, outcome: &Outcome) {
+    insta::assert_snapshot!(name, outcome.transcript(), &outcome.command_line());
+}
+
+/// root ─┬─ a ── a1
+///       └─ b        (root writes between the two forks, so b sees more of it than a)
+fn tree() -> Sandbox {
+    let sb = Sandbox::initialized();
+    let steps: &[&[&str]] = &[
+        &["branch", "create", "root"],
+        &["core", "set", "root", "goal", "tune the stencil"],
+        &["core", "set", "root", "compiler", "gcc 13"],
+        &["recall", "append", "root", "--kind", "note", "baseline 20.1 s"],
+        &["archival", "add", "root", "tiling 32x32 is the baseline", "--tag", "result"],
+        &["fork", "root", "a"],
+        &["core", "set", "root", "late", "written after a was forked"],
+        &["recall", "append", "root", "--kind", "note", "root after the fork of a"],
+        &["fork", "root", "b"],
+        &["core", "set", "a", "goal", "tune the GPU kernel"],
+        &["core", "del", "a", "compiler"],
+        &["recall", "append", "a", "--kind", "metric", "runtime 12.4 s"],
+        &["fork", "a", "a1"],
+        &["recall", "append", "a1", "--kind", "metric", "runtime 11.0 s"],
+        &["core", "set", "b", "only_b", "b's own key"],
+        &["recall", "append", "b", "--kind", "metric", "runtime 15.2 s"],
+    ];
+    for step in steps {
+        sb.ok(step);
+    }
+    let read = sb.json(&["read", "root", "--scope", "archival"]);
+    let id = int(&array(&read, "archival")[0], "id").to_string();
+    sb.ok(&["archival", "update", "a", &id, "--text", "tiling 64x64 beat 32x32 by 18%"]);
+    sb.ok(&["archival", "add", "b", "b tried loop unrolling"]);
+    sb
+}
+
+#[test]
+fn diff_text_and_json() {
+    let sb = tree();
+    snap("diff_a_b_text", &sb.run(&["diff", "a", "b"]).success());
+    snap("diff_a_b_json", &sb.run(&["--json", "diff", "a", "b"]).success());
+    snap("diff_core_only_text", &sb.run(&["diff", "a1", "b", "--layer", "core"]).success());
+    snap("diff_parent_child_text", &sb.run(&["diff", "a", "a1"]).success());
+    snap("diff_same_text", &sb.run(&["diff", "a", "a"]).success());
+    snap("diff_unknown_branch_text", &sb.run(&["diff", "a", "nope"]).exit(3));
+    snap("diff_unknown_layer_text", &sb.run(&["diff", "a", "b", "--layer", "events"]).exit(2));
+    let same = sb.json(&["diff", "b", "b"]);
+    for layer in ["recall", "summaries"] {
+        assert!(
+            array(field(&same, layer), "only_a").is_empty()
+                && array(field(&same, layer), "only_b").is_empty()
+        );
+    }
+}
+
+fn ids(values: &[Value], key: &str) -> BTreeSet<String> {
+    values.iter().map(|v| field(v, key).to_string()).collect()
+}
+
+/// For every ordered pair (A, B): the diff's sides are exactly the set differences of the two
+/// views, and a changed key is one both see with different visible rows.
+#[test]
+fn diff_is_the_difference_of_the_views() {
+    let sb = tree();
+    let branches = ["root", "a", "a1", "b"];
+    let views: Vec<Value> = branches.iter().map(|b| sb.json(&["read", b, "--all"])).collect();
+    let explained: Vec<Value> = branches.iter().map(|b| sb.json(&["core", "get", b, "--explain"])).collect();
+    for (i, a) in branches.iter().enumerate() {
+        for (j, b) in branches.iter().enumerate() {
+            let diff = sb.json(&["diff", a, b]);
+            let events = |k: usize| ids(array(field(&views[k], "recall"), "events"), "id");
+            let (ea, eb) = (events(i), events(j));
+            assert_eq!(ids(array(field(&diff, "recall"), "only_a"), "id"), &ea - &eb, "{a} {b}");
+            assert_eq!(ids(array(field(&diff, "recall"), "only_b"), "id"), &eb - &ea, "{a} {b}");
+            let records = |k: usize| ids(array(&views[k], "archival"), "id");
+            let (ra, rb) = (records(i), records(j));
+            assert_eq!(ids(array(field(&diff, "archival"), "only_a"), "id"), &ra - &rb, "{a} {b}");
+            assert_eq!(ids(array(field(&diff, "archival"), "only_b"), "id"), &rb - &ra, "{a} {b}");
+            let keys = |k: usize| -> BTreeSet<String> { object(&views[k], "core").keys().cloned().collect() };
+            let (ka, kb) = (keys(i), keys(j));
+            let core = field(&diff, "core");
+            assert_eq!(ids(array(core, "only_a"), "key"), quoted(&ka - &kb), "{a} {b}");
+            assert_eq!(ids(array(core, "only_b"), "key"), quoted(&kb - &ka), "{a} {b}");
+            let writer = |k: usize, key: &str| int(field(field(&explained[k], "core"), key), "seq");
+            let changed: BTreeSet<String> =
+                ka.intersection(&kb).filter(|key| writer(i, key) != writer(j, key)).cloned().collect();
+            let reported: BTreeSet<String> =
+                array(core, "changed").iter().map(|c| string(field(c, "a"), "key").to_string()).collect();
+            assert_eq!(reported, changed, "{a} {b}");
+            if a == b {
+                assert!(array(core, "changed").is_empty());
+            }
+        }
+    }
+}
+
+fn quoted(keys: BTreeSet<String>) -> BTreeSet<String> {
+    keys.into_iter().map(|k| Value::String(k).to_string()).collect()
+}
