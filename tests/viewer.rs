@@ -1,5 +1,5 @@
 //! The offline viewer of `memctl export html`, checked in headless Chromium: a small tree is built
-//! through the binary, the page is opened at several branches (`#branch=ID`) and the DOM that
+//! through the binary, the page is opened at every branch (`#branch=ID`) and the DOM that
 //! Chromium dumps after running the page's script must show each branch's view exactly as
 //! `memctl read --all` computes it, with own and inherited rows told apart.
 //!
@@ -618,6 +618,13 @@ fn the_page_shows_each_branch_view_in_chromium() {
     let dom = dump_dom(&chromium, &page, "no-such-branch");
     assert!(find_one(&dom, "notice").text().contains("no-such-branch"));
     shown(&dom, "root");
+
+    // The page's JavaScript is a derived implementation of the view rule: every branch's view
+    // in the page equals the engine's.
+    for branch in &branches {
+        let page_view = shown(&dump_dom(&chromium, &page, branch), branch);
+        matches_the_engine(sb, branch, &page_view);
+    }
 }
 
 #[test]
