@@ -1224,6 +1224,7 @@ fn every_command_has_help_with_an_example() {
         "recall list",
         "recall search",
         "strip",
+        "why",
     ];
     assert_eq!(seen, expected, "the command tree");
     for path in &without_example {

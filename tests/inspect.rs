@@ -106,3 +106,59 @@ fn diff_is_the_difference_of_the_views() {
 fn quoted(keys: BTreeSet<String>) -> BTreeSet<String> {
     keys.into_iter().map(|k| Value::String(k).to_string()).collect()
 }
+
+#[test]
+fn why_text_and_json() {
+    let sb = tree();
+    snap("why_key_text", &sb.run(&["why", "a1", "goal"]).success());
+    snap("why_key_json", &sb.run(&["--json", "why", "a1", "goal"]).success());
+    snap("why_deleted_key_text", &sb.run(&["why", "a1", "compiler"]).success());
+    snap("why_after_fork_text", &sb.run(&["why", "a", "late"]).success());
+    let read = sb.json(&["read", "root", "--scope", "archival"]);
+    let record = int(&array(&read, "archival")[0], "id").to_string();
+    snap("why_record_text", &sb.run(&["why", "a1", "--record", &record]).success());
+    let events = sb.json(&["recall", "list", "a", "-n", "10"]);
+    let baseline = array(&events, "events").iter().find(|e| string(e, "text") == "baseline 20.1 s").unwrap();
+    let event = int(baseline, "id").to_string();
+    sb.ok(&["recall", "evict", "a", "--id", &event]);
+    snap("why_evicted_event_text", &sb.run(&["why", "a1", "--event", &event]).success());
+    snap("why_hidden_event_text", &sb.run(&["why", "a", "--event", &event]).success());
+    snap("why_event_json", &sb.run(&["--json", "why", "b", "--event", &event]).success());
+}
+
+#[test]
+fn why_bad_input() {
+    let sb = tree();
+    snap("why_unknown_key_text", &sb.run(&["why", "a", "no_such_key"]).success());
+    let unknown = sb.json(&["why", "a", "no_such_key"]);
+    assert_eq!(string(&unknown, "verdict"), "never_written");
+    assert!(array(&unknown, "writes").is_empty());
+    snap("why_unknown_record_text", &sb.run(&["why", "a", "--record", "99999"]).exit(3));
+    snap("why_unknown_event_json", &sb.run(&["--json", "why", "a", "--event", "99999"]).exit(3));
+    snap("why_unknown_branch_text", &sb.run(&["why", "nope", "goal"]).exit(3));
+    snap("why_no_subject_text", &sb.run(&["why", "a"]).exit(2));
+    snap("why_two_subjects_text", &sb.run(&["why", "a", "goal", "--record", "3"]).exit(2));
+}
+
+/// On every branch of the tree, `why` of every core key shows as visible exactly the write
+/// `core get --explain` reports, and says "visible" exactly for the keys `read` shows.
+#[test]
+fn why_names_the_visible_writer() {
+    let sb = tree();
+    for b in ["root", "a", "a1", "b"] {
+        let explained = sb.json(&["core", "get", b, "--explain"]);
+        let core = object(&explained, "core");
+        for key in ["goal", "compiler", "late", "only_b"] {
+            let why = sb.json(&["why", b, key]);
+            let shown: Vec<(String, i64)> = array(&why, "writes")
+                .iter()
+                .filter(|w| string(w, "status") == "visible")
+                .map(|w| (string(w, "branch").to_string(), int(w, "seq")))
+                .collect();
+            let expected: Vec<(String, i64)> =
+                core.get(key).map(|e| (string(e, "branch").to_string(), int(e, "seq"))).into_iter().collect();
+            assert_eq!(shown, expected, "why {b} {key}");
+            assert_eq!(string(&why, "verdict") == "visible", core.contains_key(key), "why {b} {key}");
+        }
+    }
+}

@@ -4,7 +4,7 @@
 use crate::invocation::GlobalArgs;
 use crate::{
     apply, archival, branch, context, core_mem, diff, export, import, init, log, pressure, quickstart, read,
-    recall,
+    recall, why,
 };
 use clap::{Parser, Subcommand};
 
@@ -88,6 +88,10 @@ pub enum Command {
     #[command(after_help = diff::EXAMPLES)]
     Diff(diff::DiffArgs),
 
+    /// Why a branch sees what it sees of a core key, archival record or event
+    #[command(after_help = why::EXAMPLES)]
+    Why(why::WhyArgs),
+
     /// The memory section for a prompt, within a budget of characters or tokens
     #[command(after_help = context::EXAMPLES)]
     Context(context::ContextArgs),
@@ -155,6 +159,7 @@ pub fn run(cli: Cli, ctx: &crate::invocation::Context) -> anyhow::Result<()> {
         Command::Archival(command) => archival::run(ctx, command),
         Command::Read(args) => read::run(ctx, args),
         Command::Diff(args) => diff::run(ctx, args),
+        Command::Why(args) => why::run(ctx, args),
         Command::Log(args) => log::run(ctx, args),
         Command::Import(command) => import::run(ctx, command),
         Command::Export(command) => export::run(ctx, command),

@@ -23,6 +23,7 @@ mod pressure;
 mod quickstart;
 mod read;
 mod recall;
+mod why;
 
 fn main() -> std::process::ExitCode {
     app::main()

@@ -3,6 +3,7 @@
 
 use crate::error::Result;
 use crate::store::{Store, Tx};
+use rusqlite::OptionalExtension;
 use serde::Serialize;
 use serde_json::Value;
 use std::borrow::Cow;
@@ -73,26 +74,36 @@ impl Store {
     /// Journal rows, oldest first: all of them, or one branch's; only the newest `limit`.
     pub fn ops(&self, branch: Option<&str>, limit: Option<usize>) -> Result<Vec<Op>> {
         let bid = branch.map(|name| self.branch(name)).transpose()?.map(|b| b.bid);
-        let mut stmt = self.conn.prepare_cached(
-            "SELECT * FROM (
-                 SELECT o.seq, o.op, b.id, b.node_uid, o.phase, o.actor, o.created_at, o.args
-                 FROM ops o LEFT JOIN branches b ON b.bid = o.branch
-                 WHERE ?1 IS NULL OR o.branch = ?1 ORDER BY o.seq DESC LIMIT ?2
-             ) ORDER BY 1",
-        )?;
+        let mut stmt = self.conn.prepare_cached(&format!(
+            "SELECT * FROM ({OP_SELECT} WHERE ?1 IS NULL OR o.branch = ?1 ORDER BY o.seq DESC LIMIT ?2) ORDER BY 1"
+        ))?;
         let limit = limit.map_or(-1, |n| n as i64);
-        let rows = stmt.query_map(rusqlite::params![bid, limit], |row| {
-            Ok(Op {
-                seq: row.get(0)?,
-                op: row.get(1)?,
-                branch: row.get(2)?,
-                node_uid: row.get(3)?,
-                phase: row.get(4)?,
-                actor: row.get(5)?,
-                ts: row.get(6)?,
-                details: serde_json::from_str(&row.get::<_, String>(7)?).unwrap_or(Value::Null),
-            })
-        })?;
+        let rows = stmt.query_map(rusqlite::params![bid, limit], op_from_row)?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
+
+    /// The journal row of the mutation that wrote the row at `seq`. A transaction takes its
+    /// seqs in one run and journals each mutation right after its rows, so it is the first
+    /// journal row after `seq`.
+    pub(crate) fn journal_entry_of(&self, seq: i64) -> Result<Option<Op>> {
+        let mut stmt =
+            self.conn.prepare_cached(&format!("{OP_SELECT} WHERE o.seq > ?1 ORDER BY o.seq LIMIT 1"))?;
+        Ok(stmt.query_row([seq], op_from_row).optional()?)
+    }
+}
+
+const OP_SELECT: &str = "SELECT o.seq, o.op, b.id, b.node_uid, o.phase, o.actor, o.created_at, o.args
+                         FROM ops o LEFT JOIN branches b ON b.bid = o.branch";
+
+fn op_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Op> {
+    Ok(Op {
+        seq: row.get(0)?,
+        op: row.get(1)?,
+        branch: row.get(2)?,
+        node_uid: row.get(3)?,
+        phase: row.get(4)?,
+        actor: row.get(5)?,
+        ts: row.get(6)?,
+        details: serde_json::from_str(&row.get::<_, String>(7)?).unwrap_or(Value::Null),
+    })
 }

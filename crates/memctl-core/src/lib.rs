@@ -40,6 +40,7 @@ mod stored_text;
 mod summarizer;
 mod tokens;
 mod view;
+mod why;
 mod writes;
 
 pub use archival::{Search, UpdateOutcome};
@@ -67,4 +68,5 @@ pub use schema::{PAGE_SIZE, SCHEMA_VERSION};
 pub use store::{OpContext, Store, Tx};
 pub use summarizer::{Request as SummarizerRequest, Task as SummarizerTask};
 pub use tokens::{count_tokens, Encoding};
-pub use view::View;
+pub use view::{history::Reach, View};
+pub use why::{Action, Content, Status, Subject, Verdict, Why, Write};

@@ -37,6 +37,11 @@ pub(crate) mod event_rid {
         Ok(bid << SEQ_BITS | seq)
     }
 
+    /// SQL for the rowid of event `seq` of branch `bid`, both SQL expressions.
+    pub(crate) fn sql_of(bid: &str, seq: &str) -> String {
+        format!("(({bid} << {SEQ_BITS}) + {seq})")
+    }
+
     /// SQL `lo AND hi` for `rid BETWEEN …`: the events of branch `bid` with seq ≤ `cutoff`,
     /// both SQL expressions (`cutoff` may exceed the seqs the encoding holds).
     pub(crate) fn range(bid: &str, cutoff: &str) -> String {

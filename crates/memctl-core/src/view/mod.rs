@@ -25,9 +25,13 @@
 //! - [`event_count`] counts a view's events from running ordinals kept at write time;
 //! - the HTML viewer's JavaScript (export/viewer.html) recomputes views from embedded rows.
 //!
+//! history.rs places single rows (one core key, record or event) against a path with the same
+//! predicate, for `why`.
+//!
 //! Nothing else in the crate decides visibility; this module imports nothing above the store.
 
 mod fts_match;
+pub(crate) mod history;
 mod path;
 mod sql;
 

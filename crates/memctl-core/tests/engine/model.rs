@@ -20,7 +20,9 @@
 //! match a query word, in the same order with the same scores. The databases are files on disk,
 //! as in production.
 
-use memctl_core::{Clock, Config, CoreWrite, ErrorKind, FtsMode, Search, Store, View};
+use memctl_core::{
+    Clock, Config, CoreWrite, ErrorKind, FtsMode, Search, Status, Store, Subject, Verdict, View,
+};
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use std::collections::{BTreeMap, HashSet};
@@ -719,7 +721,200 @@ impl Harness {
                 }
             }
             self.check_search(b)?;
+            self.check_why(b)?;
         }
+        self.check_diffs()
+    }
+
+    /// `diff` of every pair of branches against the model: each layer's "only in A", "only
+    /// in B" and changed sets are the set differences of the model's two views.
+    fn check_diffs(&self) -> Result<(), TestCaseError> {
+        let n = self.model.branches.len();
+        for a in 0..n {
+            for b in 0..n {
+                let (name_a, name_b) = (self.model.name(a), self.model.name(b));
+                let diff = expect_ok(self.store.diff(&name_a, &name_b, &[]), "diff")?;
+                let (va, vb) = (self.model.view(a), self.model.view(b));
+                let core = diff.core.as_ref().unwrap();
+                let keys = |lines: &[CoreLine]| -> BTreeMap<String, (String, i64)> {
+                    lines.iter().map(|l| (l.key.clone(), (l.writer.clone(), l.seq))).collect()
+                };
+                let (ka, kb) = (keys(&va.core), keys(&vb.core));
+                let only = |x: &BTreeMap<String, (String, i64)>,
+                            y: &BTreeMap<String, (String, i64)>|
+                 -> Vec<String> {
+                    x.keys().filter(|k| !y.contains_key(*k)).cloned().collect()
+                };
+                let changed: Vec<String> = ka
+                    .iter()
+                    .filter(|(k, w)| kb.get(*k).is_some_and(|v| v != *w))
+                    .map(|(k, _)| k.clone())
+                    .collect();
+                let sorted = |mut v: Vec<String>| {
+                    v.sort();
+                    v
+                };
+                prop_assert_eq!(
+                    sorted(core.only_a.iter().map(|e| e.key.clone()).collect()),
+                    only(&ka, &kb),
+                    "core only in {} vs {}",
+                    name_a,
+                    name_b
+                );
+                prop_assert_eq!(
+                    sorted(core.only_b.iter().map(|e| e.key.clone()).collect()),
+                    only(&kb, &ka),
+                    "core only in {} vs {}",
+                    name_b,
+                    name_a
+                );
+                prop_assert_eq!(
+                    sorted(core.changed.iter().map(|c| c.a.key.clone()).collect()),
+                    changed,
+                    "core changed, {} vs {}",
+                    name_a,
+                    name_b
+                );
+                let ids_minus = |x: &[i64], y: &[i64]| -> Vec<i64> {
+                    let y: HashSet<i64> = y.iter().copied().collect();
+                    let mut out: Vec<i64> = x.iter().copied().filter(|i| !y.contains(i)).collect();
+                    out.sort_unstable();
+                    out
+                };
+                let sorted_ids = |mut v: Vec<i64>| {
+                    v.sort_unstable();
+                    v
+                };
+                let (ea, eb): (Vec<i64>, Vec<i64>) =
+                    (va.events.iter().map(|e| e.id).collect(), vb.events.iter().map(|e| e.id).collect());
+                let recall = diff.recall.as_ref().unwrap();
+                prop_assert_eq!(
+                    sorted_ids(recall.only_a.iter().map(|e| e.id).collect()),
+                    ids_minus(&ea, &eb),
+                    "recall only in {} vs {}",
+                    name_a,
+                    name_b
+                );
+                prop_assert_eq!(
+                    sorted_ids(recall.only_b.iter().map(|e| e.id).collect()),
+                    ids_minus(&eb, &ea),
+                    "recall only in {} vs {}",
+                    name_b,
+                    name_a
+                );
+                let (sa, sb): (Vec<i64>, Vec<i64>) = (
+                    va.summaries.iter().map(|s| s.id).collect(),
+                    vb.summaries.iter().map(|s| s.id).collect(),
+                );
+                let summaries = diff.summaries.as_ref().unwrap();
+                prop_assert_eq!(
+                    sorted_ids(summaries.only_a.iter().map(|s| s.id).collect()),
+                    ids_minus(&sa, &sb),
+                    "summaries only in {}",
+                    name_a
+                );
+                prop_assert_eq!(
+                    sorted_ids(summaries.only_b.iter().map(|s| s.id).collect()),
+                    ids_minus(&sb, &sa),
+                    "summaries only in {}",
+                    name_b
+                );
+                let (ra, rb): (Vec<i64>, Vec<i64>) =
+                    (va.archival.iter().map(|r| r.id).collect(), vb.archival.iter().map(|r| r.id).collect());
+                let archival = diff.archival.as_ref().unwrap();
+                prop_assert_eq!(
+                    sorted_ids(archival.only_a.iter().map(|r| r.id).collect()),
+                    ids_minus(&ra, &rb),
+                    "archival only in {}",
+                    name_a
+                );
+                prop_assert_eq!(
+                    sorted_ids(archival.only_b.iter().map(|r| r.id).collect()),
+                    ids_minus(&rb, &ra),
+                    "archival only in {}",
+                    name_b
+                );
+                let versions: BTreeMap<i64, i64> = vb.archival.iter().map(|r| (r.id, r.seq)).collect();
+                let changed: Vec<i64> = va
+                    .archival
+                    .iter()
+                    .filter(|r| versions.get(&r.id).is_some_and(|&seq| seq != r.seq))
+                    .map(|r| r.id)
+                    .collect();
+                prop_assert_eq!(
+                    sorted_ids(archival.changed.iter().map(|c| c.a.id).collect()),
+                    sorted_ids(changed),
+                    "archival changed, {} vs {}",
+                    name_a,
+                    name_b
+                );
+                if a == b {
+                    prop_assert!(diff.is_empty(), "diff {} {} is not empty", name_a, name_b);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// `why` on branch `b` for every core key, record and event: the write it names as shown
+    /// is the model's visible writer, and it says "visible" exactly when the model's view
+    /// holds the subject.
+    fn check_why(&self, b: usize) -> Result<(), TestCaseError> {
+        let id = self.model.name(b);
+        let view = self.model.view(b);
+        for key in KEYS {
+            let why = expect_ok(self.store.why(&id, &Subject::Key(key.to_string())), "why key")?;
+            let shown: Vec<(String, i64)> = why
+                .writes
+                .iter()
+                .filter(|w| w.status == Status::Visible)
+                .map(|w| (w.branch.clone(), w.seq))
+                .collect();
+            let expected: Vec<(String, i64)> =
+                view.core.iter().filter(|l| l.key == key).map(|l| (l.writer.clone(), l.seq)).collect();
+            prop_assert_eq!(&shown, &expected, "why {} {}", id, key);
+            prop_assert_eq!(
+                why.verdict == Verdict::Visible,
+                !expected.is_empty(),
+                "verdict of why {} {}",
+                id,
+                key
+            );
+            let written = self.model.branches.iter().any(|m| m.core.iter().any(|r| r.key == key));
+            prop_assert_eq!(
+                why.verdict == Verdict::NeverWritten,
+                !written,
+                "why {} {}: never written",
+                id,
+                key
+            );
+        }
+        for &record in &self.records {
+            let why = expect_ok(self.store.why(&id, &Subject::Record(record)), "why record")?;
+            let shown: Vec<(String, i64)> = why
+                .writes
+                .iter()
+                .filter(|w| w.status == Status::Visible)
+                .map(|w| (w.branch.clone(), w.seq))
+                .collect();
+            let expected: Vec<(String, i64)> =
+                view.archival.iter().filter(|r| r.id == record).map(|r| (r.writer.clone(), r.seq)).collect();
+            prop_assert_eq!(&shown, &expected, "why {} --record {}", id, record);
+        }
+        for &event in &self.events {
+            let why = expect_ok(self.store.why(&id, &Subject::Event(event)), "why event")?;
+            let visible = view.events.iter().any(|e| e.id == event);
+            prop_assert_eq!(
+                why.verdict == Verdict::Visible,
+                visible,
+                "why {} --event {}: {}",
+                id,
+                event,
+                why.reason
+            );
+        }
+        expect_err(self.store.why(&id, &Subject::Record(-1)), ErrorKind::NotFound, "why unknown record")?;
+        expect_err(self.store.why(&id, &Subject::Event(-1)), ErrorKind::NotFound, "why unknown event")?;
         Ok(())
     }
 

@@ -1,0 +1,110 @@
+//! `memctl why B KEY | --record ID | --event ID`: every write of a core key, archival record or
+//! event, which one the branch sees and why, and why it cannot see the others.
+
+use crate::invocation::Context;
+use crate::output::{excerpt, one_line, timestamp};
+use clap::Args;
+use memctl_core::{Content, Status, Subject, Why, Write};
+
+pub const EXAMPLES: &str = "\
+Examples:
+  memctl why node-7 best_runtime_s      # which write of the key node-7 sees, and the others
+  memctl why node-7 --record 42         # the versions of archival record 42
+  memctl why node-7 --event 118         # is event 118 in node-7's view, or what hid it
+  memctl --json why node-7 best_runtime_s | jq '.writes[] | select(.status == \"visible\")'
+
+Every write is listed, in any branch, oldest first, with its status for the branch:
+  visible     the row the branch sees          deletes     a delete that decides
+  overridden  a newer write in the view wins    expired     its TTL ran out
+  hidden      an event an exclusion hides       hides       the exclusion that hides it
+  folded      a summary a newer one folds in    after_fork  written to an ancestor after the fork
+  off_path    written in a branch that is not the branch or one of its ancestors
+A key nobody wrote has an empty history (exit 0); an unknown record or event exits 3.";
+
+#[derive(Debug, Args)]
+#[command(
+    override_usage = "memctl why <BRANCH> <KEY>\n       memctl why <BRANCH> --record <ID>\n       memctl why <BRANCH> --event <ID>"
+)]
+#[command(group = clap::ArgGroup::new("subject").required(true).args(["key", "record", "event"]))]
+pub struct WhyArgs {
+    /// The branch whose view is explained (id or node_uid)
+    pub branch: String,
+    /// A core key
+    pub key: Option<String>,
+    /// An archival record id
+    #[arg(long, value_name = "ID")]
+    pub record: Option<i64>,
+    /// A recall event id
+    #[arg(long, value_name = "ID")]
+    pub event: Option<i64>,
+}
+
+pub fn run(ctx: &Context, args: WhyArgs) -> anyhow::Result<()> {
+    let subject = match (args.key, args.record, args.event) {
+        (Some(key), _, _) => Subject::Key(key),
+        (_, Some(id), _) => Subject::Record(id),
+        (_, _, Some(id)) => Subject::Event(id),
+        _ => unreachable!("clap requires one subject"),
+    };
+    let why = ctx.open()?.why(&args.branch, &subject)?;
+    ctx.emit(serde_json::to_value(&why)?, || text(&why));
+    Ok(())
+}
+
+fn text(why: &Why) -> String {
+    let subject = match &why.subject {
+        Subject::Key(key) => format!("core key {key}"),
+        Subject::Record(id) => format!("archival record {id}"),
+        Subject::Event(id) => format!("event {id}"),
+    };
+    let verdict = serde_json::to_value(why.verdict).unwrap_or_default();
+    let mut out =
+        vec![format!("{} · {subject}: {}", why.branch, verdict.as_str().unwrap_or("?")), why.reason.clone()];
+    if why.writes.is_empty() {
+        return out.join("\n");
+    }
+    out.push(String::new());
+    out.push("Writes, oldest first (* decides):".to_string());
+    for w in &why.writes {
+        let mark = if Some(w.seq) == why.decided_by { '*' } else { ' ' };
+        out.push(format!("{mark} seq {}  {}  {}  {}", w.seq, w.branch, timestamp(w.ts), what(w)));
+        out.push(format!("    {}: {}", status(w.status), w.reason));
+        if let Some(op) = &w.journal {
+            let by: Vec<String> = [
+                op.phase.as_ref().map(|p| format!("phase {p}")),
+                op.actor.as_ref().map(|a| format!("actor {a}")),
+            ]
+            .into_iter()
+            .flatten()
+            .collect();
+            let by = if by.is_empty() { String::new() } else { format!(" ({})", by.join(", ")) };
+            out.push(format!("    journal #{} {}{by}", op.seq, op.op));
+        }
+    }
+    out.join("\n")
+}
+
+/// What a write did, in a few words.
+fn what(w: &Write) -> String {
+    match &w.content {
+        Content::Core { value: Some(value), importance, ttl, .. } => {
+            let ttl = ttl.map_or(String::new(), |t| format!(", ttl {t} s"));
+            format!("set = {}  [importance {importance}{ttl}]", excerpt(&one_line(value), 60))
+        }
+        Content::Core { value: None, .. } => "delete".to_string(),
+        Content::Version { text: Some(text), .. } => {
+            let verb = serde_json::to_value(w.action).unwrap_or_default();
+            format!("{}: {}", verb.as_str().unwrap_or("?"), excerpt(&one_line(text), 60))
+        }
+        Content::Version { text: None, .. } => "delete".to_string(),
+        Content::Event { kind, text, .. } => format!("append [{kind}] {}", excerpt(&one_line(text), 60)),
+        Content::Exclusion { event_id } => format!("exclude event {event_id}"),
+        Content::Summary { kind, event_ids, .. } => {
+            format!("summarize [{kind}] {} event(s)", event_ids.len())
+        }
+    }
+}
+
+fn status(status: Status) -> String {
+    serde_json::to_value(status).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()
+}

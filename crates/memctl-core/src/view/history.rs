@@ -1,0 +1,189 @@
+//! Every row of one core key, archival record or event, wherever it was written, with where it
+//! stands against a branch's path ([`Reach`], from THE predicate in sql.rs). `why` explains a
+//! view with these; which row the view shows still comes from the readers in mod.rs.
+
+use super::path;
+use super::sql::{not_excluded, reach, visible_through};
+use crate::error::Result;
+use crate::rows::{BranchPath, Event, Summary};
+use crate::schema::event_rid;
+use crate::store::Store;
+use rusqlite::{Row, ToSql};
+use serde::Serialize;
+
+/// Where a row stands against a branch's path (SPEC §2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Reach {
+    /// In the view: written by the branch, or by an ancestor up to the path's cutoff there.
+    InView,
+    /// Written to an ancestor after the path left it (after the fork of the path's branch below).
+    AfterFork,
+    /// Written in a branch that is neither the branch nor one of its ancestors.
+    OffPath,
+}
+
+/// A row of a layer table, with its writer and where it stands.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Placed<T> {
+    pub branch: String,
+    /// The writer's parent, for rows off the path (where that branch came from).
+    pub parent: Option<String>,
+    pub seq: i64,
+    pub ts: f64,
+    pub reach: Reach,
+    /// The highest seq of the writer the view holds, when the writer is on the path.
+    pub cutoff: Option<i64>,
+    pub row: T,
+}
+
+/// One core row: None is a delete (tombstone).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct CoreRow {
+    pub value: Option<String>,
+    pub importance: u8,
+    pub ttl: Option<f64>,
+}
+
+/// One archival version: text None is a delete (tombstone).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Version {
+    pub text: Option<String>,
+    pub tags: Vec<String>,
+}
+
+/// The rows of `from` (a FROM clause naming the branch `b` and the layer row `t`) matching
+/// `filter`, oldest first, placed against `path`.
+fn placed<T>(
+    store: &Store,
+    path: &BranchPath,
+    from: &str,
+    filter: &str,
+    param: &dyn ToSql,
+    columns: &str,
+    row: impl Fn(&Row<'_>) -> rusqlite::Result<T>,
+) -> Result<Vec<Placed<T>>> {
+    path::load(store, path)?;
+    let sql = format!(
+        "SELECT b.id, up.id, t.seq, t.created_at, {}, p.cutoff, {columns}
+         FROM {from} LEFT JOIN branches up ON up.bid = b.parent
+         LEFT JOIN temp.view_path p ON p.bid = t.branch
+         WHERE {filter} ORDER BY t.seq",
+        reach("p", "t")
+    );
+    let mut stmt = store.conn.prepare_cached(&sql)?;
+    let rows = stmt.query_map([param], |r| {
+        let reach = match r.get::<_, i64>(4)? {
+            0 => Reach::InView,
+            1 => Reach::AfterFork,
+            _ => Reach::OffPath,
+        };
+        Ok(Placed {
+            branch: r.get(0)?,
+            parent: r.get(1)?,
+            seq: r.get(2)?,
+            ts: r.get(3)?,
+            reach,
+            cutoff: r.get(5)?,
+            row: row(r)?,
+        })
+    })?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// Columns after the fixed ones of [`placed`] start here.
+const FIRST: usize = 6;
+
+/// Every write of core key `key`, in any branch: one index probe per branch.
+pub(crate) fn core_key(store: &Store, path: &BranchPath, key: &str) -> Result<Vec<Placed<CoreRow>>> {
+    placed(
+        store,
+        path,
+        "branches b CROSS JOIN core t ON t.branch = b.bid AND t.key = ?1",
+        "1",
+        &key,
+        "t.value, t.importance, t.ttl_s",
+        |r| Ok(CoreRow { value: r.get(FIRST)?, importance: r.get(FIRST + 1)?, ttl: r.get(FIRST + 2)? }),
+    )
+}
+
+/// Every version of archival record `id`, in any branch.
+pub(crate) fn record(store: &Store, path: &BranchPath, id: i64) -> Result<Vec<Placed<Version>>> {
+    placed(
+        store,
+        path,
+        "archival t JOIN branches b ON b.bid = t.branch",
+        "t.record_id = ?1",
+        &id,
+        "t.text, t.tags",
+        |r| Ok(Version { text: r.get(FIRST)?, tags: super::tags_from_json(&r.get::<_, String>(FIRST + 1)?) }),
+    )
+}
+
+/// Event `id`, wherever it was written (its rowid holds its branch: one probe per branch).
+pub(crate) fn event(store: &Store, path: &BranchPath, id: i64) -> Result<Option<Placed<Event>>> {
+    let from = format!(
+        "branches b CROSS JOIN events t ON t.rid = {} AND t.seq = ?1",
+        event_rid::sql_of("b.bid", "?1")
+    );
+    let mut rows = placed(store, path, &from, "1", &id, "t.kind, t.text, t.tags", |r| {
+        Ok(Event {
+            id,
+            branch: r.get(0)?,
+            kind: r.get(FIRST)?,
+            text: r.get(FIRST + 1)?,
+            tags: super::tags_from_json(&r.get::<_, String>(FIRST + 2)?),
+            ts: r.get(3)?,
+        })
+    })?;
+    Ok(rows.pop())
+}
+
+/// Whether the view holds event `id`: written on the path within its cutoff, and not hidden by
+/// an exclusion the view holds.
+pub(crate) fn event_visible(store: &Store, path: &BranchPath, id: i64) -> Result<bool> {
+    path::load(store, path)?;
+    let sql = format!(
+        "SELECT EXISTS (SELECT 1 FROM temp.view_path p JOIN events t ON t.rid = {} AND {} WHERE {})",
+        event_rid::sql_of("p.bid", "?1"),
+        visible_through("p", "t"),
+        not_excluded()
+    );
+    Ok(store.conn.prepare_cached(&sql)?.query_row([id], |r| r.get(0))?)
+}
+
+/// Every exclusion of event `id` (evictions and consolidations write them), in any branch.
+pub(crate) fn exclusions(store: &Store, path: &BranchPath, id: i64) -> Result<Vec<Placed<()>>> {
+    let from = "inherited_exclusions t JOIN branches b ON b.bid = t.branch";
+    placed(store, path, from, "t.event_id = ?1", &id, "NULL", |_| Ok(()))
+}
+
+/// Every summary that names event `id` among those it stands for, in any branch.
+pub(crate) fn summaries(store: &Store, path: &BranchPath, id: i64) -> Result<Vec<Placed<Summary>>> {
+    placed(
+        store,
+        path,
+        "inherited_summaries t JOIN branches b ON b.bid = t.branch",
+        "EXISTS (SELECT 1 FROM json_each(t.summarized_event_ids) e WHERE e.value = ?1)",
+        &id,
+        "t.kind, t.summary_text, t.summarized_event_ids",
+        |r| {
+            Ok(Summary {
+                id: r.get(2)?,
+                branch: r.get(0)?,
+                kind: r.get(FIRST)?,
+                text: r.get(FIRST + 1)?,
+                event_ids: serde_json::from_str(&r.get::<_, String>(FIRST + 2)?).unwrap_or_default(),
+                ts: r.get(3)?,
+            })
+        },
+    )
+}
+
+impl CoreRow {
+    /// Whether a row written at `ts` has run out its TTL at `now`: the condition view::core
+    /// drops rows on (`created_at + ttl_s >= :now` keeps them).
+    pub(crate) fn expired(&self, ts: f64, now: f64) -> bool {
+        self.ttl.is_some_and(|ttl| ts + ttl < now)
+    }
+}

@@ -1,0 +1,410 @@
+//! `why`: how a core key, an archival record or an event came to be what a branch sees. Every
+//! write of it, wherever made, is placed against the branch's path (view::history) and told
+//! apart: the row the view shows — taken from the view's own readers — the rows it overrides,
+//! and the rows the branch cannot see, with the reason for each.
+
+use crate::clock::utc_datetime;
+use crate::error::{Error, Result};
+use crate::journal::Op;
+use crate::rows::BranchPath;
+use crate::store::Store;
+use crate::view;
+use crate::view::history::{self, CoreRow, Placed, Reach, Version};
+use serde::Serialize;
+use std::collections::HashSet;
+
+/// What `why` is asked about.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Subject {
+    /// A core key.
+    Key(String),
+    /// An archival record, by id.
+    Record(i64),
+    /// A recall event, by id.
+    Event(i64),
+}
+
+/// What the branch sees of the subject.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// The view shows it (`decided_by` is the write shown).
+    Visible,
+    /// The newest write the view holds deletes it.
+    Deleted,
+    /// Every write the view holds has run out its TTL (core).
+    Expired,
+    /// The event is in the view's rows but an exclusion the view holds hides it.
+    Hidden,
+    /// Written, but not by the branch or its ancestors within their cutoffs.
+    NotInView,
+    /// No branch ever wrote this core key.
+    NeverWritten,
+}
+
+/// What one write is to the branch's view.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// The row the view shows.
+    Visible,
+    /// A delete that decides: the key or record is gone from the view.
+    Deletes,
+    /// In the view, but a newer write there decides.
+    Overridden,
+    /// In the view, but its TTL ran out.
+    Expired,
+    /// An event in the view's rows that an exclusion hides.
+    Hidden,
+    /// An exclusion in the view: it hides the event.
+    Hides,
+    /// A summary in the view that a newer summary folds in.
+    Folded,
+    /// Written to an ancestor after the path left it.
+    AfterFork,
+    /// Written in a branch that is not the branch or an ancestor of it.
+    OffPath,
+}
+
+/// What a write did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    Set,
+    Delete,
+    Add,
+    Update,
+    Append,
+    Exclude,
+    Summarize,
+}
+
+/// The row a write left, by layer.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum Content {
+    Core { value: Option<String>, importance: u8, ttl: Option<f64>, expires_at: Option<f64> },
+    Version { text: Option<String>, tags: Vec<String> },
+    Event { kind: String, text: String, tags: Vec<String> },
+    Exclusion { event_id: i64 },
+    Summary { kind: String, text: String, event_ids: Vec<i64> },
+}
+
+/// One write of the subject and what it is to the branch's view.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Write {
+    pub action: Action,
+    pub branch: String,
+    pub seq: i64,
+    pub ts: f64,
+    #[serde(flatten)]
+    pub content: Content,
+    pub reach: Reach,
+    pub status: Status,
+    pub reason: String,
+    /// The journal row of the mutation that made it.
+    pub journal: Option<Op>,
+}
+
+/// The history of a subject along a branch's path, and the verdict.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Why {
+    pub branch: String,
+    #[serde(flatten)]
+    pub subject: Subject,
+    pub verdict: Verdict,
+    pub reason: String,
+    /// The seq of the write that decides the verdict (shown, deleting or hiding), if one does.
+    pub decided_by: Option<i64>,
+    /// Every write of the subject in any branch, oldest first.
+    pub writes: Vec<Write>,
+}
+
+impl Store {
+    /// Why `branch` sees what it sees of `subject`. An unknown record or event is a not-found
+    /// error; a core key nobody wrote has an empty history.
+    pub fn why(&self, branch: &str, subject: &Subject) -> Result<Why> {
+        self.read(|| {
+            let path = self.path(branch)?;
+            let explained = match subject {
+                Subject::Key(key) => self.why_key(&path, key)?,
+                Subject::Record(id) => self.why_record(&path, *id)?,
+                Subject::Event(id) => self.why_event(&path, *id)?,
+            };
+            let (verdict, reason, decided_by, writes) = explained;
+            let writes = writes
+                .into_iter()
+                .map(|mut w: Write| {
+                    w.journal = self.journal_entry_of(w.seq)?;
+                    Ok(w)
+                })
+                .collect::<Result<_>>()?;
+            Ok(Why {
+                branch: path.branch().id.clone(),
+                subject: subject.clone(),
+                verdict,
+                reason,
+                decided_by,
+                writes,
+            })
+        })
+    }
+
+    fn why_key(&self, path: &BranchPath, key: &str) -> Result<Explained> {
+        let rows = history::core_key(self, path, key)?;
+        let me = &path.branch().id;
+        let now = self.clock.now();
+        let shown = view::core(self, path)?.into_iter().find(|e| e.key == key);
+        let live = |r: &&Placed<CoreRow>| r.reach == Reach::InView && !r.row.expired(r.ts, now);
+        let decider = match &shown {
+            Some(entry) => rows.iter().find(|r| r.seq == entry.seq),
+            // Nothing shown: the newest live write the view holds, if any, is a delete.
+            None => rows.iter().rfind(live),
+        };
+        let (verdict, reason) = match (decider, &shown) {
+            (Some(d), Some(entry)) => (
+                Verdict::Visible,
+                format!("{me} sees {key} = {}, written by {} at seq {}", entry.value, d.branch, d.seq),
+            ),
+            (Some(d), None) => (
+                Verdict::Deleted,
+                format!("{key} is deleted in {me}'s view: {} deleted it at seq {}", d.branch, d.seq),
+            ),
+            (None, _) if rows.iter().any(|r| r.reach == Reach::InView) => (
+                Verdict::Expired,
+                format!("{key} has expired in {me}'s view: the TTL of every write of it there has run out"),
+            ),
+            (None, _) if rows.is_empty() => {
+                (Verdict::NeverWritten, format!("no branch has written core key '{key}'"))
+            }
+            (None, _) => (Verdict::NotInView, not_in_view(me, &format!("core key {key}"), rows.len())),
+        };
+        let writes = rows
+            .iter()
+            .map(|r| {
+                let expires_at = r.row.ttl.map(|ttl| r.ts + ttl);
+                let (status, reason) = match r.reach {
+                    Reach::InView if Some(r.seq) == decider.map(|d| d.seq) => {
+                        if r.row.value.is_some() {
+                            (Status::Visible, newest_in_view(path, r, "live write"))
+                        } else {
+                            (Status::Deletes, format!("a delete, {}", newest_in_view(path, r, "live write")))
+                        }
+                    }
+                    Reach::InView if r.row.expired(r.ts, now) => (
+                        Status::Expired,
+                        format!(
+                            "its TTL of {} s ran out at {}",
+                            r.row.ttl.unwrap_or_default(),
+                            utc_datetime(expires_at.unwrap_or_default())
+                        ),
+                    ),
+                    Reach::InView => (Status::Overridden, overridden_by(decider)),
+                    _ => out_of_view(path, r),
+                };
+                let action = if r.row.value.is_some() { Action::Set } else { Action::Delete };
+                let content = Content::Core {
+                    value: r.row.value.clone(),
+                    importance: r.row.importance,
+                    ttl: r.row.ttl,
+                    expires_at,
+                };
+                write(r, action, content, status, reason)
+            })
+            .collect();
+        Ok((verdict, reason, decider.map(|d| d.seq), writes))
+    }
+
+    fn why_record(&self, path: &BranchPath, id: i64) -> Result<Explained> {
+        let rows = history::record(self, path, id)?;
+        if rows.is_empty() {
+            return Err(Error::not_found(format!("archival record {id} does not exist in any branch")));
+        }
+        let me = &path.branch().id;
+        let shown = view::archival_record(self, path, id)?;
+        let decider = match &shown {
+            Some(record) => rows.iter().find(|r| r.seq == record.seq),
+            // Nothing shown: the newest version the view holds, if any, is a delete.
+            None => rows.iter().rfind(|r| r.reach == Reach::InView),
+        };
+        let (verdict, reason) = match (decider, &shown) {
+            (Some(d), Some(_)) => (
+                Verdict::Visible,
+                format!("{me} sees record {id} as version seq {}, written by {}", d.seq, d.branch),
+            ),
+            (Some(d), None) => (
+                Verdict::Deleted,
+                format!("record {id} is deleted in {me}'s view: {} deleted it at seq {}", d.branch, d.seq),
+            ),
+            (None, _) => (Verdict::NotInView, not_in_view(me, &format!("record {id}"), rows.len())),
+        };
+        let writes = rows
+            .iter()
+            .map(|r| {
+                let (status, reason) = match r.reach {
+                    Reach::InView if Some(r.seq) == decider.map(|d| d.seq) => match r.row.text {
+                        Some(_) => (Status::Visible, newest_in_view(path, r, "version")),
+                        None => {
+                            (Status::Deletes, format!("a delete, {}", newest_in_view(path, r, "version")))
+                        }
+                    },
+                    Reach::InView => (Status::Overridden, overridden_by(decider)),
+                    _ => out_of_view(path, r),
+                };
+                let action = match (&r.row.text, r.seq == id) {
+                    (None, _) => Action::Delete,
+                    (Some(_), true) => Action::Add,
+                    (Some(_), false) => Action::Update,
+                };
+                let Version { text, tags } = r.row.clone();
+                write(r, action, Content::Version { text, tags }, status, reason)
+            })
+            .collect();
+        Ok((verdict, reason, decider.map(|d| d.seq), writes))
+    }
+
+    fn why_event(&self, path: &BranchPath, id: i64) -> Result<Explained> {
+        let Some(event) = history::event(self, path, id)? else {
+            return Err(Error::not_found(format!("event {id} does not exist in any branch")));
+        };
+        let me = &path.branch().id;
+        let visible = history::event_visible(self, path, id)?;
+        let exclusions = history::exclusions(self, path, id)?;
+        let summaries = history::summaries(self, path, id)?;
+        let shown_summaries: HashSet<i64> = view::summaries(self, path)?.iter().map(|s| s.id).collect();
+        let hider = exclusions.iter().find(|x| x.reach == Reach::InView);
+        let standing_in = summaries.iter().find(|s| shown_summaries.contains(&s.seq));
+        let (verdict, reason, decided_by) = match (visible, hider) {
+            (true, _) => (
+                Verdict::Visible,
+                format!(
+                    "{me} sees event {id} ({}), written by {} at seq {}",
+                    event.row.kind, event.branch, event.seq
+                ),
+                Some(event.seq),
+            ),
+            (false, Some(x)) => {
+                let summary =
+                    standing_in.map_or(String::new(), |s| format!("; summary #{} stands for it", s.seq));
+                (
+                    Verdict::Hidden,
+                    format!(
+                        "event {id} is hidden in {me}'s view: {} excluded it at seq {}{summary}",
+                        x.branch, x.seq
+                    ),
+                    Some(x.seq),
+                )
+            }
+            (false, None) => (
+                Verdict::NotInView,
+                format!("{me}'s view does not hold event {id}: {}", out_of_view(path, &event).1),
+                None,
+            ),
+        };
+        let mut writes = vec![{
+            let (status, reason) = match (event.reach, hider) {
+                (Reach::InView, None) => {
+                    (Status::Visible, format!("in the view and not excluded: {}", held(path, &event)))
+                }
+                (Reach::InView, Some(x)) => {
+                    (Status::Hidden, format!("hidden by the exclusion at seq {} ({})", x.seq, x.branch))
+                }
+                _ => out_of_view(path, &event),
+            };
+            let e = &event.row;
+            let content = Content::Event { kind: e.kind.clone(), text: e.text.clone(), tags: e.tags.clone() };
+            write(&event, Action::Append, content, status, reason)
+        }];
+        writes.extend(exclusions.iter().map(|x| {
+            let (status, reason) = match x.reach {
+                Reach::InView => (Status::Hides, format!("an exclusion in {me}'s view: it hides event {id}")),
+                _ => out_of_view(path, x),
+            };
+            write(x, Action::Exclude, Content::Exclusion { event_id: id }, status, reason)
+        }));
+        writes.extend(summaries.iter().map(|s| {
+            let (status, reason) = match s.reach {
+                Reach::InView if shown_summaries.contains(&s.seq) => (
+                    Status::Visible,
+                    format!("{me}'s view shows this summary in place of the events it names"),
+                ),
+                Reach::InView => (Status::Folded, "folded into a newer summary in the view".to_string()),
+                _ => out_of_view(path, s),
+            };
+            let content = Content::Summary {
+                kind: s.row.kind.clone(),
+                text: s.row.text.clone(),
+                event_ids: s.row.event_ids.clone(),
+            };
+            write(s, Action::Summarize, content, status, reason)
+        }));
+        writes.sort_by_key(|w| w.seq);
+        Ok((verdict, reason, decided_by, writes))
+    }
+}
+
+/// A verdict, its reason, the deciding seq, and every write.
+type Explained = (Verdict, String, Option<i64>, Vec<Write>);
+
+fn write<T>(r: &Placed<T>, action: Action, content: Content, status: Status, reason: String) -> Write {
+    Write {
+        action,
+        branch: r.branch.clone(),
+        seq: r.seq,
+        ts: r.ts,
+        content,
+        reach: r.reach,
+        status,
+        reason,
+        journal: None,
+    }
+}
+
+/// Why the deciding write decides: the newest of its kind the view holds.
+fn newest_in_view<T>(path: &BranchPath, r: &Placed<T>, what: &str) -> String {
+    format!("the newest {what} in the view: {}", held(path, r))
+}
+
+/// How a row in the view got there: the branch's own, or an ancestor's up to the cutoff.
+fn held<T>(path: &BranchPath, r: &Placed<T>) -> String {
+    let me = &path.branch().id;
+    if r.branch == *me {
+        format!("{me}'s own row")
+    } else {
+        format!("{me} sees {}'s rows up to seq {}", r.branch, r.cutoff.unwrap_or_default())
+    }
+}
+
+fn overridden_by<T>(decider: Option<&Placed<T>>) -> String {
+    match decider {
+        Some(d) => format!("overridden by seq {} ({})", d.seq, d.branch),
+        None => "overridden by a newer write in the view".to_string(),
+    }
+}
+
+/// Status and reason of a row the view does not hold.
+fn out_of_view<T>(path: &BranchPath, r: &Placed<T>) -> (Status, String) {
+    let me = &path.branch().id;
+    match r.reach {
+        Reach::AfterFork => (
+            Status::AfterFork,
+            format!(
+                "written to {} after {me}'s path left it: {me} sees {}'s rows up to seq {}",
+                r.branch,
+                r.branch,
+                r.cutoff.unwrap_or_default()
+            ),
+        ),
+        _ => {
+            let origin =
+                r.parent.as_ref().map_or("a root of its own".to_string(), |p| format!("forked from {p}"));
+            (Status::OffPath, format!("{} is not {me} or an ancestor of it ({origin})", r.branch))
+        }
+    }
+}
+
+fn not_in_view(me: &str, what: &str, writes: usize) -> String {
+    let times = if writes == 1 { "once".to_string() } else { format!("{writes} times") };
+    format!("{me}'s view holds no write of {what}: written {times}, never on its path within the cutoffs")
+}
