@@ -1215,6 +1215,7 @@ fn every_command_has_help_with_an_example() {
         "import legacy",
         "init",
         "log",
+        "path",
         "pressure",
         "quickstart",
         "read",

@@ -55,7 +55,7 @@ fn search() -> Sandbox {
 }
 
 /// The Python store's headings, in its order (PYTHON_STORE.md §2).
-const HEADINGS: [&str; 23] = [
+const HEADINGS: [&str; 24] = [
     "# Final Memory For Paper",
     "## Executive Summary",
     "## Best Node Details",
@@ -79,6 +79,7 @@ const HEADINGS: [&str; 23] = [
     "## Execution Feedback",
     "## Negative Results & Lessons Learned",
     "## Provenance Chain",
+    "## Memory Along the Best Path",
 ];
 
 /// The lines of `markdown`, each with whether it is in a fenced code block (CommonMark: a fence
@@ -142,6 +143,20 @@ fn paper_from_memory_alone_has_every_section_filled() {
     let (md, json) = export(&sb, &[]);
     assert_eq!(headings(&md), HEADINGS);
     insta::assert_snapshot!("paper_without_artifacts", md);
+
+    // The appendix: the best path's nodes and their deltas, never a sibling's.
+    let appendix = body(&md, "## Memory Along the Best Path");
+    assert!(appendix.contains("**1. `root-branch`** (node `root`)"), "{appendix}");
+    assert!(appendix.contains("- Core set: hardware_cpu = AMD EPYC 7763 x2"), "{appendix}");
+    assert!(appendix.contains("**3. `node-3`**"), "{appendix}");
+    assert!(!appendix.contains("node-2"), "{appendix}");
+    let nodes: Vec<&str> = json["path"]["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["branch"]["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(nodes, ["root-branch", "node-1", "node-3"]);
 
     assert_eq!(body(&md, "### Title Candidates"), "- tiled stencil\n- Cache-Aware Tiling for 3-D Stencils");
     assert!(body(&md, "### Hypothesis").starts_with("L3-sized tiles give a 2x speed-up"));

@@ -162,3 +162,54 @@ fn why_names_the_visible_writer() {
         }
     }
 }
+
+#[test]
+fn path_text_json_and_markdown() {
+    let sb = tree();
+    snap("path_a1_text", &sb.run(&["path", "a1"]).success());
+    snap("path_a1_json", &sb.run(&["--json", "path", "a1"]).success());
+    snap("path_b_md", &sb.run(&["path", "b", "--format", "md"]).success());
+    assert_eq!(
+        sb.json(&["path", "a1"]),
+        serde_json::from_str::<Value>(&sb.ok(&["path", "a1", "--format", "json"])).unwrap()
+    );
+    snap("path_unknown_branch_text", &sb.run(&["path", "nope"]).exit(3));
+}
+
+/// On every branch, the nodes' deltas add up to its view: the events added less those
+/// excluded are `read`'s events, and the core writes marked shown are `core get --explain`'s.
+#[test]
+fn path_deltas_add_up_to_the_view() {
+    let sb = tree();
+    for b in ["root", "a", "a1", "b"] {
+        let report = sb.json(&["path", b]);
+        let nodes = array(&report, "nodes");
+        assert_eq!(string(field(nodes.last().unwrap(), "branch"), "id"), b);
+        let recall = |list: &str| -> BTreeSet<String> {
+            nodes.iter().flat_map(|n| array(field(n, "recall"), list).iter().map(|v| v.to_string())).collect()
+        };
+        let view = sb.json(&["read", b, "--all"]);
+        assert_eq!(
+            &recall("added") - &recall("excluded"),
+            ids(array(field(&view, "recall"), "events"), "id"),
+            "{b}"
+        );
+        let shown: BTreeSet<(String, i64)> = nodes
+            .iter()
+            .flat_map(|n| {
+                let writer = string(field(n, "branch"), "id").to_string();
+                ["set", "overridden"]
+                    .into_iter()
+                    .flat_map(move |list| array(field(n, "core"), list).iter())
+                    .filter(|w| boolean(w, "shown"))
+                    .map(move |w| (writer.clone(), int(w, "seq")))
+            })
+            .collect();
+        let explained = sb.json(&["core", "get", b, "--explain"]);
+        let core: BTreeSet<(String, i64)> = object(&explained, "core")
+            .values()
+            .map(|e| (string(e, "branch").to_string(), int(e, "seq")))
+            .collect();
+        assert_eq!(shown, core, "{b}");
+    }
+}

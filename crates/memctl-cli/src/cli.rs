@@ -3,8 +3,8 @@
 
 use crate::invocation::GlobalArgs;
 use crate::{
-    apply, archival, branch, context, core_mem, diff, export, import, init, log, pressure, quickstart, read,
-    recall, why,
+    apply, archival, branch, context, core_mem, diff, export, import, init, log, path, pressure, quickstart,
+    read, recall, why,
 };
 use clap::{Parser, Subcommand};
 
@@ -92,6 +92,10 @@ pub enum Command {
     #[command(after_help = why::EXAMPLES)]
     Why(why::WhyArgs),
 
+    /// The path root → branch, and what each node of it contributed to the branch's view
+    #[command(after_help = path::EXAMPLES)]
+    Path(path::PathArgs),
+
     /// The memory section for a prompt, within a budget of characters or tokens
     #[command(after_help = context::EXAMPLES)]
     Context(context::ContextArgs),
@@ -160,6 +164,7 @@ pub fn run(cli: Cli, ctx: &crate::invocation::Context) -> anyhow::Result<()> {
         Command::Read(args) => read::run(ctx, args),
         Command::Diff(args) => diff::run(ctx, args),
         Command::Why(args) => why::run(ctx, args),
+        Command::Path(args) => path::run(ctx, args),
         Command::Log(args) => log::run(ctx, args),
         Command::Import(command) => import::run(ctx, command),
         Command::Export(command) => export::run(ctx, command),

@@ -19,6 +19,7 @@ mod input;
 mod invocation;
 mod log;
 mod output;
+mod path;
 mod pressure;
 mod quickstart;
 mod read;

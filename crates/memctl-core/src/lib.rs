@@ -27,6 +27,7 @@ mod error;
 mod export;
 mod journal;
 mod legacy;
+mod path_report;
 mod pressure;
 mod protocol;
 mod query;
@@ -56,6 +57,9 @@ pub use error::{Error, ErrorKind, Result, Topic};
 pub use export::{viewer_html, Artifacts, JsonlLine, PaperMemory, PaperSection};
 pub use journal::Op;
 pub use legacy::{Converted, ImportReport, LegacyDatabase, SkippedRows};
+pub use path_report::{
+    ArchivalDelta, Consolidation, CoreDelta, KeyWrite, NodeDelta, PathReport, Previous, RecallDelta,
+};
 pub use pressure::{ArchivalSize, CorePressure, Level, Pressure, RecallPressure};
 pub use protocol::{
     find_update_block, strip_blocks, ApplyOutcome, Skipped, LLM_IMPORTANCE, LLM_KIND, LLM_TAG,

@@ -11,6 +11,7 @@
 
 use crate::clock::utc_datetime;
 use crate::error::{Error, Result};
+use crate::path_report::PathReport;
 use crate::rows::{Branch, Event, Record};
 use crate::store::Store;
 use crate::summarizer::{Answer, Mode, Request, Task};
@@ -33,6 +34,8 @@ pub struct PaperMemory {
     pub provenance: Vec<Branch>,
     /// The best branch's whole view.
     pub view: View,
+    /// Memory along the best path: what each node, root first, contributed to the view.
+    pub path: PathReport,
     /// Problems met on the way (a failing summarizer), also worth a warning.
     #[serde(skip)]
     pub warnings: Vec<String>,
@@ -150,6 +153,8 @@ impl Store {
             "memory",
         );
         add("provenance_chain", "Provenance Chain", 2, material.provenance(), "memory");
+        let path = self.path_report(branch)?;
+        add("memory_along_best_path", "Memory Along the Best Path", 2, path.markdown(), "memory");
 
         let mut warnings = Vec::new();
         // A section with nothing recorded keeps its note: an LLM given no material would invent.
@@ -184,6 +189,7 @@ impl Store {
             sections,
             provenance,
             view,
+            path,
             warnings,
         })
     }

@@ -181,8 +181,8 @@ pub(crate) fn summaries(store: &Store, path: &BranchPath, id: i64) -> Result<Vec
 }
 
 impl CoreRow {
-    /// Whether a row written at `ts` has run out its TTL at `now`: the condition view::core
-    /// drops rows on (`created_at + ttl_s >= :now` keeps them).
+    /// Whether a row written at `ts` has run out its TTL at `now`: the Rust form of
+    /// `sql::live_core`, the condition the view drops rows on.
     pub(crate) fn expired(&self, ts: f64, now: f64) -> bool {
         self.ttl.is_some_and(|ttl| ts + ttl < now)
     }

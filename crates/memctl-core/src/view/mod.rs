@@ -42,7 +42,9 @@ use crate::schema::event_rid;
 use crate::store::Store;
 use rusqlite::Row;
 use serde::Serialize;
-use sql::{anchored, current_version, not_excluded, visible, visible_through, HAS_TAGS, NEWEST_FIRST};
+use sql::{
+    anchored, current_version, live_core, not_excluded, visible, visible_through, HAS_TAGS, NEWEST_FIRST,
+};
 use std::collections::{HashMap, HashSet};
 
 /// Everything a branch sees.
@@ -113,9 +115,10 @@ pub(crate) fn core(store: &Store, path: &BranchPath) -> Result<Vec<CoreEntry>> {
     path::load(store, path)?;
     let sql = format!(
         "SELECT key, value, branch, max(seq), importance, ttl_s, created_at FROM ({})
-         WHERE ttl_s IS NULL OR created_at + ttl_s >= :now
+         WHERE {}
          GROUP BY key ORDER BY 4",
-        anchored("core", CORE_COLUMNS)
+        anchored("core", CORE_COLUMNS),
+        live_core("")
     );
     let (last, anchor) = anchor_params(path);
     let mut stmt = store.conn.prepare_cached(&sql)?;
@@ -255,6 +258,30 @@ pub(crate) fn last_ordinal(table: &str, bid: &str) -> String {
         ),
         _ => format!("SELECT ordinal FROM {table} WHERE branch = {bid} ORDER BY seq DESC LIMIT 1"),
     }
+}
+
+/// The view's rows of `table` (`columns` of `t`), each with the path position of the branch
+/// that wrote it (0: the branch itself), oldest first: the material of per-node deltas. Core
+/// rows whose TTL has run out are left out, as the view leaves them out.
+pub(crate) fn rows_along<T>(
+    store: &Store,
+    path: &BranchPath,
+    table: &str,
+    columns: &str,
+    row: impl Fn(&Row<'_>) -> rusqlite::Result<T>,
+) -> Result<Vec<(usize, T)>> {
+    path::load(store, path)?;
+    let live = if table == "core" { live_core("t") } else { "1".to_string() };
+    let sql = format!("SELECT p.pos, {columns} FROM {} WHERE {live} ORDER BY t.seq", visible(table));
+    let mut stmt = store.conn.prepare_cached(&sql)?;
+    let now = store.clock.now();
+    let mut rows =
+        if table == "core" { stmt.query(rusqlite::named_params! {":now": now})? } else { stmt.query([])? };
+    let mut out = Vec::new();
+    while let Some(r) = rows.next()? {
+        out.push((r.get::<_, i64>(0)? as usize, row(r)?));
+    }
+    Ok(out)
 }
 
 const RECORD_COLUMNS: &str = "t.record_id, t.branch, t.text, t.tags, t.created_at, t.seq";

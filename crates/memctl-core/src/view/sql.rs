@@ -43,6 +43,13 @@ pub(super) fn not_excluded() -> String {
     )
 }
 
+/// Core row `t` (a table alias, or empty for bare column names) has not run out its TTL at the
+/// time bound as `:now`. Expired rows count as never written.
+pub(super) fn live_core(t: &str) -> String {
+    let t = if t.is_empty() { String::new() } else { format!("{t}.") };
+    format!("({t}ttl_s IS NULL OR {t}created_at + {t}ttl_s >= :now)")
+}
+
 /// Archival version `t` is its record's newest visible version.
 pub(super) fn current_version() -> String {
     format!(

@@ -722,6 +722,7 @@ impl Harness {
             }
             self.check_search(b)?;
             self.check_why(b)?;
+            self.check_path(b)?;
         }
         self.check_diffs()
     }
@@ -853,6 +854,45 @@ impl Harness {
                 }
             }
         }
+        Ok(())
+    }
+
+    /// `path` of branch `b`: the model's path, and the node deltas add up to the model's view —
+    /// events added less events excluded are the view's events, the core writes marked shown
+    /// are the view's core, records added or updated and not deleted since are its records.
+    fn check_path(&self, b: usize) -> Result<(), TestCaseError> {
+        let id = self.model.name(b);
+        let report = expect_ok(self.store.path_report(&id), "path_report")?;
+        let view = self.model.view(b);
+        let names: Vec<String> = report.nodes.iter().map(|n| n.branch.id.clone()).collect();
+        let mut expected: Vec<String> =
+            self.model.path(b).into_iter().map(|(n, _)| self.model.name(n)).collect();
+        expected.reverse();
+        prop_assert_eq!(names, expected, "path of {}", id);
+        let added: HashSet<i64> = report.nodes.iter().flat_map(|n| n.recall.added.iter().copied()).collect();
+        let excluded: HashSet<i64> =
+            report.nodes.iter().flat_map(|n| n.recall.excluded.iter().copied()).collect();
+        let mut events: Vec<i64> = added.difference(&excluded).copied().collect();
+        events.sort_unstable();
+        let mut seen: Vec<i64> = view.events.iter().map(|e| e.id).collect();
+        seen.sort_unstable();
+        prop_assert_eq!(events, seen, "events along the path of {}", id);
+        let mut shown: Vec<(String, i64)> = report
+            .nodes
+            .iter()
+            .flat_map(|n| {
+                n.core
+                    .set
+                    .iter()
+                    .chain(&n.core.overridden)
+                    .filter(|w| w.shown)
+                    .map(|w| (n.branch.id.clone(), w.seq))
+            })
+            .collect();
+        shown.sort();
+        let mut core: Vec<(String, i64)> = view.core.iter().map(|l| (l.writer.clone(), l.seq)).collect();
+        core.sort();
+        prop_assert_eq!(shown, core, "core shown along the path of {}", id);
         Ok(())
     }
 

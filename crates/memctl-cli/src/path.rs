@@ -1,0 +1,63 @@
+//! `memctl path B`: the chain root → B, and what each node contributed to B's view.
+
+use crate::invocation::Context;
+use crate::output::{stdout, timestamp};
+use clap::{Args, ValueEnum};
+use memctl_core::PathReport;
+
+pub const EXAMPLES: &str = "\
+Examples:
+  memctl path node-7                    # root first; per node: core keys set, overridden and
+                                        # deleted, events added, consolidations, records
+  memctl path node-7 --format md        # the same as markdown (the paper's appendix)
+  memctl --json path node-7 | jq '.nodes[] | {id: .branch.id, set: [.core.set[].key]}'
+
+A node's delta is its part of node-7's view: for an ancestor, its rows up to the fork of the
+path's next node; rows it wrote later are not in node-7's view and not listed.";
+
+#[derive(Debug, Args)]
+pub struct PathArgs {
+    /// The branch at the end of the path (id or node_uid)
+    pub branch: String,
+    /// Output format (--json is the same as --format json)
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    Text,
+    Json,
+    Md,
+}
+
+pub fn run(ctx: &Context, args: PathArgs) -> anyhow::Result<()> {
+    let report = ctx.open()?.path_report(&args.branch)?;
+    match args.format {
+        Format::Md if !ctx.json => stdout(&report.markdown()),
+        Format::Json => stdout(&serde_json::to_string(&report)?),
+        _ => ctx.emit(serde_json::to_value(&report)?, || text(&report)),
+    }
+    Ok(())
+}
+
+fn text(report: &PathReport) -> String {
+    let chain: Vec<&str> = report.nodes.iter().map(|n| n.branch.id.as_str()).collect();
+    let mut out = vec![format!("Path {} ({} nodes)", chain.join(" → "), chain.len())];
+    for node in &report.nodes {
+        let b = &node.branch;
+        let sees = match node.sees_up_to {
+            Some(seq) => format!("{} sees its rows up to seq {seq}", report.branch),
+            None => "all of its rows".to_string(),
+        };
+        let uid = b.node_uid.as_ref().map_or(String::new(), |u| format!(" ({u})"));
+        out.push(String::new());
+        out.push(format!("{}{uid}  depth {} · {} · {sees}", b.id, b.depth, timestamp(b.created_at)));
+        let lines = node.lines();
+        if lines.is_empty() {
+            out.push("  no memory written".to_string());
+        }
+        out.extend(lines.into_iter().map(|l| format!("  {l}")));
+    }
+    out.join("\n")
+}

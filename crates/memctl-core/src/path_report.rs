@@ -1,0 +1,328 @@
+//! `path`: the chain root → B, and what each node of it contributed to B's view — core keys
+//! set, overridden and deleted, events added and excluded, consolidations, archival records
+//! added, updated and deleted. Built from the view's rows (view::rows_along), each tagged with
+//! the path node that wrote it, so a node's delta is exactly its part of B's view.
+
+use crate::clock::utc_datetime;
+use crate::error::Result;
+use crate::rows::Branch;
+use crate::store::Store;
+use crate::view;
+use serde::Serialize;
+use std::collections::HashMap;
+
+/// The path of a branch, root first, with each node's delta.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PathReport {
+    pub branch: String,
+    /// Root first, the branch last.
+    pub nodes: Vec<NodeDelta>,
+}
+
+/// What one node of the path contributed to the branch's view.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NodeDelta {
+    pub branch: Branch,
+    /// The newest seq of this node the view holds; None for the branch itself (all its rows).
+    pub sees_up_to: Option<i64>,
+    pub core: CoreDelta,
+    pub recall: RecallDelta,
+    pub archival: ArchivalDelta,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct CoreDelta {
+    /// Keys without a value before this node.
+    pub set: Vec<KeyWrite>,
+    /// Keys whose earlier value this node replaced.
+    pub overridden: Vec<KeyWrite>,
+    /// Keys this node deleted.
+    pub deleted: Vec<KeyWrite>,
+}
+
+/// A node's last write of a key.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct KeyWrite {
+    pub key: String,
+    /// None for a delete.
+    pub value: Option<String>,
+    pub seq: i64,
+    /// The value it replaced (or deleted), from an earlier node.
+    pub previous: Option<Previous>,
+    /// Whether the branch's view shows this very write.
+    pub shown: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Previous {
+    pub value: String,
+    pub branch: String,
+    pub seq: i64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct RecallDelta {
+    /// Ids of the events the node appended.
+    pub added: Vec<i64>,
+    /// Ids of the events the node excluded (evicted or consolidated).
+    pub excluded: Vec<i64>,
+    /// The summaries the node wrote.
+    pub consolidated: Vec<Consolidation>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Consolidation {
+    pub summary: i64,
+    pub kind: String,
+    pub events: usize,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ArchivalDelta {
+    pub added: Vec<i64>,
+    pub updated: Vec<i64>,
+    pub deleted: Vec<i64>,
+}
+
+impl NodeDelta {
+    pub fn is_empty(&self) -> bool {
+        let core = &self.core;
+        let recall = &self.recall;
+        let archival = &self.archival;
+        core.set.is_empty()
+            && core.overridden.is_empty()
+            && core.deleted.is_empty()
+            && recall.added.is_empty()
+            && recall.excluded.is_empty()
+            && recall.consolidated.is_empty()
+            && archival.added.is_empty()
+            && archival.updated.is_empty()
+            && archival.deleted.is_empty()
+    }
+}
+
+impl Store {
+    /// The path of `branch`, root first, with what each node contributed to its view.
+    pub fn path_report(&self, branch: &str) -> Result<PathReport> {
+        self.read(|| {
+            let path = self.path(branch)?;
+            let branches = path.branches();
+            let mut nodes: Vec<NodeDelta> = branches
+                .iter()
+                .enumerate()
+                .map(|(pos, b)| NodeDelta {
+                    branch: b.clone(),
+                    sees_up_to: pos.checked_sub(1).map(|below| branches[below].fork_seq),
+                    core: CoreDelta::default(),
+                    recall: RecallDelta::default(),
+                    archival: ArchivalDelta::default(),
+                })
+                .collect();
+
+            let shown: HashMap<String, i64> =
+                view::core(self, &path)?.into_iter().map(|e| (e.key, e.seq)).collect();
+            let core = view::rows_along(self, &path, "core", "t.key, t.value, t.seq", |r| {
+                Ok((r.get::<_, String>(1)?, r.get::<_, Option<String>>(2)?, r.get::<_, i64>(3)?))
+            })?;
+            // Oldest first, so the node nearest the root comes first; per node, its last write
+            // of each key counts, against the value the key had before the node.
+            let mut current: HashMap<String, (Option<String>, usize, i64)> = HashMap::new();
+            let mut start = 0;
+            while start < core.len() {
+                let pos = core[start].0;
+                let end = start + core[start..].iter().take_while(|(p, _)| *p == pos).count();
+                let mut last: Vec<&(String, Option<String>, i64)> = Vec::new();
+                for (_, row) in core[start..end].iter().rev() {
+                    if !last.iter().any(|l| l.0 == row.0) {
+                        last.push(row);
+                    }
+                }
+                last.sort_by_key(|row| row.2);
+                let delta = &mut nodes[pos].core;
+                for (key, value, seq) in last {
+                    let previous = current.get(key).and_then(|(value, at, seq)| {
+                        value.as_ref().map(|v| Previous {
+                            value: v.clone(),
+                            branch: branches[*at].id.clone(),
+                            seq: *seq,
+                        })
+                    });
+                    let write = KeyWrite {
+                        key: key.clone(),
+                        value: value.clone(),
+                        seq: *seq,
+                        shown: shown.get(key) == Some(seq),
+                        previous,
+                    };
+                    match (&write.value, &write.previous) {
+                        (Some(_), None) => delta.set.push(write),
+                        (Some(_), Some(_)) => delta.overridden.push(write),
+                        (None, Some(_)) => delta.deleted.push(write),
+                        // A delete of nothing (its value had run out): no change to the view.
+                        (None, None) => {}
+                    }
+                    current.insert(key.clone(), (value.clone(), pos, *seq));
+                }
+                start = end;
+            }
+
+            for (pos, id) in view::rows_along(self, &path, "events", "t.seq", |r| r.get::<_, i64>(1))? {
+                nodes[pos].recall.added.push(id);
+            }
+            for (pos, id) in
+                view::rows_along(self, &path, "inherited_exclusions", "t.event_id", |r| r.get::<_, i64>(1))?
+            {
+                nodes[pos].recall.excluded.push(id);
+            }
+            let summaries = view::rows_along(
+                self,
+                &path,
+                "inherited_summaries",
+                "t.seq, t.kind, t.summarized_event_ids",
+                |r| {
+                    let ids: Vec<i64> = serde_json::from_str(&r.get::<_, String>(3)?).unwrap_or_default();
+                    Ok(Consolidation { summary: r.get(1)?, kind: r.get(2)?, events: ids.len() })
+                },
+            )?;
+            for (pos, consolidation) in summaries {
+                nodes[pos].recall.consolidated.push(consolidation);
+            }
+            let archival =
+                view::rows_along(self, &path, "archival", "t.record_id, t.seq, t.text IS NULL", |r| {
+                    Ok((r.get::<_, i64>(1)?, r.get::<_, i64>(2)?, r.get::<_, bool>(3)?))
+                })?;
+            for (pos, (record, seq, deleted)) in archival {
+                let delta = &mut nodes[pos].archival;
+                let list = match (deleted, record == seq) {
+                    (true, _) => &mut delta.deleted,
+                    (false, true) => &mut delta.added,
+                    (false, false) => &mut delta.updated,
+                };
+                if list.last() != Some(&record) {
+                    list.push(record);
+                }
+            }
+            nodes.reverse();
+            Ok(PathReport { branch: path.branch().id.clone(), nodes })
+        })
+    }
+}
+
+impl PathReport {
+    /// Markdown: one paragraph per node, root first, its delta as bullets. No headings, so it
+    /// fits under any heading of a larger document (the paper's appendix).
+    pub fn markdown(&self) -> String {
+        let mut out = vec![format!(
+            "Root first; each node lists what it contributed to the memory of `{}`.",
+            self.branch
+        )];
+        for (i, node) in self.nodes.iter().enumerate() {
+            let b = &node.branch;
+            let uid = b.node_uid.as_ref().map_or(String::new(), |u| format!(" (node `{u}`)"));
+            let sees = match node.sees_up_to {
+                Some(seq) => format!("`{}` sees its rows up to seq {seq}", self.branch),
+                None => "all of its rows".to_string(),
+            };
+            out.push(format!(
+                "\n**{}. `{}`**{uid} — depth {}, created {}; {sees}.\n",
+                i + 1,
+                b.id,
+                b.depth,
+                utc_datetime(b.created_at)
+            ));
+            let lines = node.lines();
+            if lines.is_empty() {
+                out.push("- No memory written.".to_string());
+            }
+            out.extend(lines.into_iter().map(|l| format!("- {l}")));
+        }
+        out.join("\n")
+    }
+}
+
+impl NodeDelta {
+    /// The delta as short lines of text (plain, and valid markdown), one per kind of change.
+    pub fn lines(&self) -> Vec<String> {
+        let mut lines = Vec::new();
+        let value = |v: &str| {
+            let one: String = v.split_whitespace().collect::<Vec<_>>().join(" ");
+            if one.chars().count() > 80 {
+                format!("{}…", one.chars().take(80).collect::<String>())
+            } else {
+                one
+            }
+        };
+        let core = &self.core;
+        if !core.set.is_empty() {
+            let keys: Vec<String> = core
+                .set
+                .iter()
+                .map(|w| format!("{} = {}", w.key, value(w.value.as_deref().unwrap_or(""))))
+                .collect();
+            lines.push(format!("Core set: {}", keys.join("; ")));
+        }
+        if !core.overridden.is_empty() {
+            let keys: Vec<String> = core
+                .overridden
+                .iter()
+                .map(|w| {
+                    let was =
+                        w.previous.as_ref().map_or(String::new(), |p| format!(" (was {})", value(&p.value)));
+                    format!("{} = {}{was}", w.key, value(w.value.as_deref().unwrap_or("")))
+                })
+                .collect();
+            lines.push(format!("Core overridden: {}", keys.join("; ")));
+        }
+        if !core.deleted.is_empty() {
+            let keys: Vec<String> = core.deleted.iter().map(|w| w.key.clone()).collect();
+            lines.push(format!("Core deleted: {}", keys.join(", ")));
+        }
+        let recall = &self.recall;
+        if !recall.added.is_empty() {
+            lines.push(format!(
+                "Recall: {} added{}",
+                count(recall.added.len(), "event"),
+                id_range(&recall.added)
+            ));
+        }
+        if !recall.consolidated.is_empty() {
+            let parts: Vec<String> = recall
+                .consolidated
+                .iter()
+                .map(|c| format!("summary #{} [{}] of {}", c.summary, c.kind, count(c.events, "event")))
+                .collect();
+            lines.push(format!("Consolidated: {}", parts.join("; ")));
+        }
+        if !recall.excluded.is_empty() {
+            lines.push(format!("Excluded from the view: {}", count(recall.excluded.len(), "event")));
+        }
+        let archival = &self.archival;
+        for (what, ids) in
+            [("added", &archival.added), ("updated", &archival.updated), ("deleted", &archival.deleted)]
+        {
+            if !ids.is_empty() {
+                let ids: Vec<String> = ids.iter().map(|id| format!("#{id}")).collect();
+                lines.push(format!("Archival {what}: {}", ids.join(", ")));
+            }
+        }
+        lines
+    }
+}
+
+fn count(n: usize, one: &str) -> String {
+    if n == 1 {
+        format!("1 {one}")
+    } else {
+        format!("{n} {one}s")
+    }
+}
+
+/// The ids in parentheses, or the first and last of a long run.
+fn id_range(ids: &[i64]) -> String {
+    let listed: Vec<String> = ids.iter().map(|id| format!("#{id}")).collect();
+    match listed.as_slice() {
+        [] => String::new(),
+        [_, .., _] if listed.len() > 5 => format!(" (#{} … #{})", ids[0], ids[ids.len() - 1]),
+        _ => format!(" ({})", listed.join(", ")),
+    }
+}
