@@ -1,7 +1,8 @@
 //! The offline viewer of `memctl export html`, checked in headless Chromium: a small tree is built
 //! through the binary, the page is opened at every branch (`#branch=ID`) and the DOM that
 //! Chromium dumps after running the page's script must show each branch's view exactly as
-//! `memctl read --all` computes it, with own and inherited rows told apart.
+//! `memctl read --all` computes it, with own and inherited rows told apart; in compare mode
+//! (`#compare=A&with=B`) the page's diff and per-key histories must be `memctl diff` and `memctl why`'s.
 //!
 //! Without a Chromium binary the test prints a notice and passes, unless `CI` is set: then it
 //! fails, so CI never skips it silently.
@@ -64,8 +65,13 @@ fn chromium_or_skip() -> Option<PathBuf> {
 
 /// The DOM of `page#branch=BRANCH` once its script has run.
 fn dump_dom(chromium: &Path, page: &Path, branch: &str) -> String {
+    dump_dom_at(chromium, page, &format!("branch={branch}"))
+}
+
+/// The DOM of `page#FRAGMENT` once its script has run.
+fn dump_dom_at(chromium: &Path, page: &Path, fragment: &str) -> String {
     let profile = tempfile::Builder::new().prefix("memctl-chromium-").tempdir().expect("profile dir");
-    let url = format!("file://{}#branch={branch}", page.display());
+    let url = format!("file://{}#{fragment}", page.display());
     let mut command = Command::new(chromium);
     command
         .args([
@@ -767,4 +773,127 @@ fn the_tree_search_and_fold_controls_work_in_chromium() {
     // Collapse all keeps the path to the selected branch (g) open.
     assert_eq!(list(&record["collapsed_all"]), set(&["root", "a", "b", g, "c"]));
     assert_eq!(list(&record["expanded_all"]), all);
+}
+
+// ---- Compare mode ------------------------------------------------------------------------------
+
+/// Runs after the viewer's script: picks `PICK` in the compare control of the branch shown and
+/// clicks "compare", then records which pair the view compares.
+const COMPARE_PROBE: &str = r#"<script>
+(async () => {
+  const settle = () => new Promise((resolve) => setTimeout(resolve, 300));
+  const record = {};
+  try {
+    await settle();
+    const pick = document.querySelector('[data-testid="compare-with"]');
+    record.options = Array.from(pick.options).map((o) => o.value).sort();
+    pick.value = PICK;
+    document.querySelector('[data-testid="compare-go"]').click();
+    await settle();
+    record.compare = document.getElementById('view').dataset.compare;
+    record.hash = location.hash;
+  } catch (error) {
+    record.error = String(error && error.stack || error);
+  }
+  const out = document.createElement('pre');
+  out.dataset.testid = 'probe';
+  out.textContent = JSON.stringify(record);
+  document.body.append(out);
+})();
+</script>"#;
+
+/// The page's compare mode shows, for pairs of branches, exactly `memctl diff A B` (every layer,
+/// each side, the common ancestor) and, per differing core key, the statuses `memctl why` gives
+/// each write for A and for B; picking a branch in a view's compare control opens the pair.
+#[test]
+fn the_compare_mode_matches_diff_and_why_in_chromium() {
+    let Some(chromium) = chromium_or_skip() else { return };
+    let tree = build();
+    let sb = &tree.sb;
+    sb.ok(&["export", "html", "--out", "page.html"]);
+    let page = std::fs::canonicalize(sb.file("page.html")).unwrap();
+    let g = tree.g.as_str();
+    for (a, b) in [("a1", "b"), ("a", "a1"), ("c", g), ("root", "a"), ("b", "b")] {
+        let dom = dump_dom_at(&chromium, &page, &format!("compare={a}&with={b}"));
+        let view = find_one(&dom, "view");
+        assert_eq!(view.attr("data-compare"), format!("{a} {b}"));
+        let diff = sb.json(&["diff", a, b]);
+
+        let mut shown: BTreeMap<(String, String), BTreeSet<String>> = BTreeMap::new();
+        for row in view.find("diff-row") {
+            let place = (row.attr("data-layer").to_string(), row.attr("data-side").to_string());
+            shown.entry(place).or_default().insert(row.attr("data-id").to_string());
+        }
+        let mut expected: BTreeMap<(String, String), BTreeSet<String>> = BTreeMap::new();
+        for layer in ["core", "recall", "summaries", "archival"] {
+            for side in ["only_a", "only_b", "changed"] {
+                let Some(rows) = field(&diff, layer).get(side) else { continue };
+                let ids: BTreeSet<String> = rows
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|r| {
+                        let r = if side == "changed" { &r["a"] } else { r };
+                        match layer {
+                            "core" => string(r, "key").to_string(),
+                            _ => int(r, "id").to_string(),
+                        }
+                    })
+                    .collect();
+                if !ids.is_empty() {
+                    expected.insert((layer.to_string(), side.to_string()), ids);
+                }
+            }
+        }
+        assert_eq!(shown, expected, "compare {a} {b}");
+        assert_eq!(view.find("diff-empty").len(), usize::from(expected.is_empty()), "compare {a} {b}");
+
+        let common = view.find_one("diff-common");
+        let ancestor = field(&diff, "common_ancestor");
+        assert_eq!(common.attr("data-branch"), string(ancestor, "branch"), "compare {a} {b}");
+        for (attr, key) in [("data-a-sees", "a_sees_up_to"), ("data-b-sees", "b_sees_up_to")] {
+            let engine = ancestor[key].as_i64().map_or(String::new(), |seq| seq.to_string());
+            assert_eq!(common.attr(attr), engine, "compare {a} {b}: {key}");
+        }
+
+        let differing: BTreeSet<String> = expected
+            .iter()
+            .filter(|((layer, _), _)| layer == "core")
+            .flat_map(|(_, keys)| keys.clone())
+            .collect();
+        let whys = view.find("why-key");
+        assert_eq!(whys.iter().map(|w| w.attr("data-key").to_string()).collect::<BTreeSet<_>>(), differing);
+        for why in &whys {
+            let key = why.attr("data-key");
+            let statuses = |branch: &str| -> BTreeMap<String, String> {
+                array(&sb.json(&["why", branch, key]), "writes")
+                    .iter()
+                    .map(|w| (int(w, "seq").to_string(), string(w, "status").to_string()))
+                    .collect()
+            };
+            let rows = why.find("why-row");
+            let page = |attr: &str| -> BTreeMap<String, String> {
+                rows.iter().map(|r| (r.attr("data-seq").to_string(), r.attr(attr).to_string())).collect()
+            };
+            assert_eq!(page("data-status-a"), statuses(a), "why {a} {key}");
+            assert_eq!(page("data-status-b"), statuses(b), "why {b} {key}");
+        }
+    }
+
+    // The control: a view offers every other branch, and "compare" opens the pair.
+    let html = std::fs::read_to_string(&page).unwrap();
+    let end = html.rfind("</body>").expect("end of body");
+    let probed = format!("{}<script>const PICK = 'b';</script>{COMPARE_PROBE}{}", &html[..end], &html[end..]);
+    std::fs::write(sb.file("compare.html"), probed).unwrap();
+    let probe_page = std::fs::canonicalize(sb.file("compare.html")).unwrap();
+    let record: Value =
+        serde_json::from_str(&find_one(&dump_dom(&chromium, &probe_page, "a1"), "probe").text()).unwrap();
+    assert!(record.get("error").is_none(), "the probe failed: {record}");
+    let options: Vec<&str> =
+        record["options"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    let mut others = vec!["root", "a", "b", g, "c"];
+    others.sort();
+    assert_eq!(options, others);
+    assert_eq!(record["compare"], "a1 b");
+    assert_eq!(record["hash"], "#compare=a1&with=b");
 }

@@ -20,10 +20,10 @@
 //! plus its anchor rows. The rows read are the same, minus ones that can never win.
 //!
 //! Derived implementations — faster forms of the same rule, each checked against the in-memory
-//! model of tests/engine/model.rs (and the viewer's against `memctl read`):
+//! model of tests/engine/model.rs (and the viewer's against `memctl read`, `diff` and `why`):
 //! - fts_match.rs decides visibility of an FTS5 match from its seq and the path's fork seqs;
 //! - [`event_count`] counts a view's events from running ordinals kept at write time;
-//! - the HTML viewer's JavaScript (export/viewer.html) recomputes views from embedded rows.
+//! - the HTML viewer's JavaScript (export/viewer.html) recomputes views, diffs and per-key histories from embedded rows.
 //!
 //! history.rs places single rows (one core key, record or event) against a path with the same
 //! predicate, for `why`.
