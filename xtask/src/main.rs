@@ -4,6 +4,7 @@
 //! `target/release/xtask bench-inner …`, so every timing is of optimised code.
 
 mod gen;
+mod inspection;
 mod layers;
 mod options;
 mod paths;

@@ -6,7 +6,7 @@ use anyhow::{bail, Context, Result};
 #[derive(Debug, Clone, Default)]
 pub struct BenchOptions {
     pub quick: bool,
-    /// One workload letter, `a`..`e`, `g`, `h`, `i`, `p` or `s`.
+    /// One workload letter, `a`..`e`, `g`, `h`, `i`, `j`, `p` or `s`.
     pub only: Option<char>,
 }
 
@@ -18,7 +18,8 @@ impl BenchOptions {
             match arg.as_str() {
                 "--quick" => options.quick = true,
                 "--only" => {
-                    let name = args.next().context("--only needs a workload name (a..e, g, h, i, p, s)")?;
+                    let name =
+                        args.next().context("--only needs a workload name (a..e, g, h, i, j, p, s)")?;
                     options.only = Some(parse_workload(name)?);
                 }
                 other => match other.strip_prefix("--only=") {
@@ -48,9 +49,10 @@ fn parse_workload(name: &str) -> Result<char> {
         "g" => Ok('g'),
         "h" => Ok('h'),
         "i" => Ok('i'),
+        "j" => Ok('j'),
         "p" => Ok('p'),
         "s" => Ok('s'),
-        _ => bail!("unknown workload '{name}': choose a, b, c, d, e, g, h, i, p or s"),
+        _ => bail!("unknown workload '{name}': choose a, b, c, d, e, g, h, i, j, p or s"),
     }
 }
 

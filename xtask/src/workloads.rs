@@ -1,5 +1,5 @@
 //! BENCH.md's workloads a–e, g and i in-process through memctl-core, h and p through the binary
-//! (s, the scale workload, is in `scale.rs`).
+//! (s, the scale workload, is in `scale.rs`; j, inspection, in `inspection.rs`).
 
 use crate::gen::{bench_config, node_id, query_words, vocab, Rng, EVENT_KINDS, PHASES};
 use crate::options::BenchOptions;
@@ -115,7 +115,7 @@ pub fn run(options: &BenchOptions, out_dir: &Path) -> Result<()> {
     let mut rows = Vec::new();
     let mut details = Map::new();
     type Workload = fn(&Reps) -> Result<(Vec<Row>, Value)>;
-    let workloads: [(char, &str, Workload); 10] = [
+    let workloads: [(char, &str, Workload); 11] = [
         ('a', "fork chain", fork_chain),
         ('b', "1000-branch tree", tree),
         ('c', "recall appends", recall_appends),
@@ -124,6 +124,9 @@ pub fn run(options: &BenchOptions, out_dir: &Path) -> Result<()> {
         ('g', "paper export and HTML viewer", exports),
         ('h', "one CLI call", cli_call),
         ('i', "legacy import", legacy_import),
+        ('j', "inspection: diff, why, path", |reps| {
+            crate::inspection::inspection(reps.quick, &crate::paths::target_dir().join("bench"))
+        }),
         ('p', "16 parallel CLI processes", parallel),
         ('s', "scale: 1M archival records", |reps| {
             crate::scale::scale(reps.quick, &crate::paths::target_dir().join("bench"))

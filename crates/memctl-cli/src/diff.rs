@@ -48,8 +48,7 @@ pub fn run(ctx: &Context, args: DiffArgs) -> anyhow::Result<()> {
     let store = ctx.open()?;
     let layers: Vec<Layer> = args.layers.iter().map(|&l| l.into()).collect();
     let diff = store.diff(&args.a, &args.b, &layers)?;
-    ctx.emit(serde_json::to_value(&diff)?, || text(&diff));
-    Ok(())
+    ctx.emit_serialized(&diff, || text(&diff))
 }
 
 fn text(diff: &Diff) -> String {

@@ -94,6 +94,21 @@ impl Context {
         }
     }
 
+    /// [`Context::emit`] for a result that serializes itself, converted only with `--json` (a
+    /// large result's text output then never builds its JSON).
+    pub fn emit_serialized<T: serde::Serialize>(
+        &self,
+        result: &T,
+        text: impl FnOnce() -> String,
+    ) -> anyhow::Result<()> {
+        if self.json {
+            self.emit(serde_json::to_value(result)?, String::new);
+        } else {
+            self.emit(serde_json::Value::Null, text);
+        }
+        Ok(())
+    }
+
     /// A warning on stderr (JSON output too has it, as a message): silent only with `--quiet`.
     pub fn warn(&self, message: &str) {
         if !self.quiet {

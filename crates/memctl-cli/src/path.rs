@@ -36,7 +36,7 @@ pub fn run(ctx: &Context, args: PathArgs) -> anyhow::Result<()> {
     match args.format {
         Format::Md if !ctx.json => stdout(&report.markdown()),
         Format::Json => stdout(&serde_json::to_string(&report)?),
-        _ => ctx.emit(serde_json::to_value(&report)?, || text(&report)),
+        _ => ctx.emit_serialized(&report, || text(&report))?,
     }
     Ok(())
 }

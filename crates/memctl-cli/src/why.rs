@@ -47,8 +47,7 @@ pub fn run(ctx: &Context, args: WhyArgs) -> anyhow::Result<()> {
         _ => unreachable!("clap requires one subject"),
     };
     let why = ctx.open()?.why(&args.branch, &subject)?;
-    ctx.emit(serde_json::to_value(&why)?, || text(&why));
-    Ok(())
+    ctx.emit_serialized(&why, || text(&why))
 }
 
 fn text(why: &Why) -> String {

@@ -1,10 +1,10 @@
-//! `diff`: what one branch's view holds that another's does not, per layer. Computed from the
-//! two whole views (view/), so it can never disagree with what `read` shows.
+//! `diff`: what one branch's view holds that another's does not, per layer, read through the
+//! view's own readers (view/), so it can never disagree with what `read` shows.
 
 use crate::error::Result;
-use crate::rows::{Branch, CoreEntry, Event, Record, Summary};
+use crate::rows::{BranchPath, CoreEntry, Event, Record, Summary};
 use crate::store::Store;
-use crate::view::View;
+use crate::view;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -97,35 +97,127 @@ impl Diff {
 
 impl Store {
     /// What B's view has that A's does not and the reverse, in `layers` (all when empty), from
-    /// one snapshot of the database.
+    /// one snapshot of the database. Only what can differ is read: the two views hold the same
+    /// rows up to the seq where their paths part (view::shared_until), so events and archival
+    /// records are compared from the rows above it — and from the older events those exclude —
+    /// while core and summaries, bounded by anchors, are compared whole. One side is read, then
+    /// the other: the view loads one path at a time.
     pub fn diff(&self, a: &str, b: &str, layers: &[Layer]) -> Result<Diff> {
         let wanted = |layer: Layer| layers.is_empty() || layers.contains(&layer);
         self.read(|| {
-            let (view_a, view_b) = (self.view(a)?, self.view(b)?);
             let (path_a, path_b) = (self.path(a)?, self.path(b)?);
+            let (path_a, path_b) = (&*path_a, &*path_b);
+            let common_ancestor = view::meeting(path_a, path_b).map(|(i, j)| {
+                // A side sees all of its own branch, else up to its cutoff there.
+                let sees = |path: &BranchPath, at: usize| (at > 0).then(|| path.cutoff(at));
+                CommonAncestor {
+                    branch: path_a.branches()[i].id.clone(),
+                    a_sees_up_to: sees(path_a, i),
+                    b_sees_up_to: sees(path_b, j),
+                }
+            });
+            let after = view::shared_until(path_a, path_b);
+            let mut side_a = Side::read(self, path_a, after, &wanted)?;
+            let mut side_b = Side::read(self, path_b, after, &wanted)?;
+            // Older events an exclusion above `after` hides, and records written above it: each
+            // is looked up in both views.
+            let hidden = merged(&side_a.hidden, &side_b.hidden, |&id| id <= after);
+            let touched = merged(&side_a.touched, &side_b.touched, |_| true);
+            side_a.look_up(self, path_a, &hidden, &touched)?;
+            side_b.look_up(self, path_b, &hidden, &touched)?;
+
+            let recall = wanted(Layer::Recall).then(|| {
+                let Sides { only_a: more_a, only_b: more_b } = sides(&side_a.among, &side_b.among, |e| e.id);
+                let newest_first = |mut events: Vec<Event>, more: Vec<Event>| {
+                    events.extend(more);
+                    events.sort_by_key(|e| std::cmp::Reverse(e.id));
+                    events
+                };
+                Sides {
+                    only_a: newest_first(std::mem::take(&mut side_a.events), more_a),
+                    only_b: newest_first(std::mem::take(&mut side_b.events), more_b),
+                }
+            });
+            let archival = wanted(Layer::Archival).then(|| {
+                let Sides { only_a, only_b } = sides(&side_a.records, &side_b.records, |r| r.id);
+                let by_id: BTreeMap<i64, &Record> = side_b.records.iter().map(|r| (r.id, r)).collect();
+                let changed = side_a
+                    .records
+                    .iter()
+                    .filter_map(|ra| {
+                        let rb = by_id.get(&ra.id).filter(|rb| rb.seq != ra.seq)?;
+                        Some(Changed { a: ra.clone(), b: (*rb).clone() })
+                    })
+                    .collect();
+                ArchivalDiff { only_a, only_b, changed }
+            });
             Ok(Diff {
-                a: view_a.branch.id.clone(),
-                b: view_b.branch.id.clone(),
-                common_ancestor: common_ancestor(path_a.branches(), path_b.branches()),
-                core: wanted(Layer::Core).then(|| core_diff(&view_a, &view_b)),
-                recall: wanted(Layer::Recall).then(|| sides(&view_a.events, &view_b.events, |e| e.id)),
+                a: path_a.branch().id.clone(),
+                b: path_b.branch().id.clone(),
+                common_ancestor,
+                core: wanted(Layer::Core).then(|| core_diff(&side_a.core, &side_b.core)),
+                recall,
                 summaries: wanted(Layer::Summaries)
-                    .then(|| sides(&view_a.summaries, &view_b.summaries, |s| s.id)),
-                archival: wanted(Layer::Archival).then(|| archival_diff(&view_a, &view_b)),
+                    .then(|| sides(&side_a.summaries, &side_b.summaries, |s| s.id)),
+                archival,
             })
         })
     }
 }
 
-/// The deepest branch on both paths (each nearest first), and how much of it each side sees: a
-/// side sees all of its own branch, else up to the fork of its path's branch just below it.
-fn common_ancestor(a: &[Branch], b: &[Branch]) -> Option<CommonAncestor> {
-    let position_in_b: BTreeMap<&str, usize> =
-        b.iter().enumerate().map(|(i, br)| (br.id.as_str(), i)).collect();
-    let (i, j) =
-        a.iter().enumerate().find_map(|(i, br)| position_in_b.get(br.id.as_str()).map(|&j| (i, j)))?;
-    let sees = |path: &[Branch], at: usize| at.checked_sub(1).map(|below| path[below].fork_seq);
-    Some(CommonAncestor { branch: a[i].id.clone(), a_sees_up_to: sees(a, i), b_sees_up_to: sees(b, j) })
+/// What a diff reads of one view.
+#[derive(Default)]
+struct Side {
+    core: Vec<CoreEntry>,
+    summaries: Vec<Summary>,
+    /// Its events above the shared seq, newest first: in this view only.
+    events: Vec<Event>,
+    /// Events its exclusions above the shared seq hide.
+    hidden: Vec<i64>,
+    /// Records with a version above the shared seq.
+    touched: Vec<i64>,
+    /// Which of everyone's hidden events it shows, newest first.
+    among: Vec<Event>,
+    /// Its versions of everyone's touched records, newest version first.
+    records: Vec<Record>,
+}
+
+impl Side {
+    fn read(store: &Store, path: &BranchPath, after: i64, wanted: &impl Fn(Layer) -> bool) -> Result<Side> {
+        let mut side = Side::default();
+        if wanted(Layer::Core) {
+            side.core = view::core(store, path)?;
+        }
+        if wanted(Layer::Summaries) {
+            side.summaries = view::summaries(store, path)?;
+        }
+        if wanted(Layer::Recall) {
+            side.events = view::events_after(store, path, after)?;
+            side.hidden = view::excluded_after(store, path, after)?;
+        }
+        if wanted(Layer::Archival) {
+            side.touched = view::records_after(store, path, after)?;
+        }
+        Ok(side)
+    }
+
+    fn look_up(&mut self, store: &Store, path: &BranchPath, hidden: &[i64], touched: &[i64]) -> Result<()> {
+        if !hidden.is_empty() {
+            self.among = view::events_among(store, path, hidden)?;
+        }
+        if !touched.is_empty() {
+            self.records = view::records_among(store, path, touched)?;
+        }
+        Ok(())
+    }
+}
+
+/// The ids of both lists that `keep` keeps, sorted, once each.
+fn merged(a: &[i64], b: &[i64], keep: impl Fn(&i64) -> bool) -> Vec<i64> {
+    let mut ids: Vec<i64> = a.iter().chain(b).copied().filter(keep).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    ids
 }
 
 fn sides<T: Clone, K: Ord>(a: &[T], b: &[T], key: impl Fn(&T) -> K) -> Sides<T> {
@@ -137,28 +229,14 @@ fn sides<T: Clone, K: Ord>(a: &[T], b: &[T], key: impl Fn(&T) -> K) -> Sides<T> 
     }
 }
 
-fn core_diff(a: &View, b: &View) -> CoreDiff {
-    let Sides { only_a, only_b } = sides(&a.core, &b.core, |e| e.key.clone());
-    let by_key: BTreeMap<&str, &CoreEntry> = b.core.iter().map(|e| (e.key.as_str(), e)).collect();
+fn core_diff(a: &[CoreEntry], b: &[CoreEntry]) -> CoreDiff {
+    let Sides { only_a, only_b } = sides(a, b, |e| e.key.clone());
+    let by_key: BTreeMap<&str, &CoreEntry> = b.iter().map(|e| (e.key.as_str(), e)).collect();
     let changed = a
-        .core
         .iter()
         .filter_map(|ea| by_key.get(ea.key.as_str()).map(|eb| (ea, *eb)))
         .filter(|(ea, eb)| ea.seq != eb.seq)
         .map(|(ea, eb)| Changed { a: ea.clone(), b: eb.clone() })
         .collect();
     CoreDiff { only_a, only_b, changed }
-}
-
-fn archival_diff(a: &View, b: &View) -> ArchivalDiff {
-    let Sides { only_a, only_b } = sides(&a.archival, &b.archival, |r| r.id);
-    let by_id: BTreeMap<i64, &Record> = b.archival.iter().map(|r| (r.id, r)).collect();
-    let changed = a
-        .archival
-        .iter()
-        .filter_map(|ra| by_id.get(&ra.id).map(|rb| (ra, *rb)))
-        .filter(|(ra, rb)| ra.seq != rb.seq)
-        .map(|(ra, rb)| Changed { a: ra.clone(), b: rb.clone() })
-        .collect();
-    ArchivalDiff { only_a, only_b, changed }
 }

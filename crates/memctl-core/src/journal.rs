@@ -3,7 +3,6 @@
 
 use crate::error::Result;
 use crate::store::{Store, Tx};
-use rusqlite::OptionalExtension;
 use serde::Serialize;
 use serde_json::Value;
 use std::borrow::Cow;
@@ -82,13 +81,21 @@ impl Store {
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
-    /// The journal row of the mutation that wrote the row at `seq`. A transaction takes its
-    /// seqs in one run and journals each mutation right after its rows, so it is the first
-    /// journal row after `seq`.
-    pub(crate) fn journal_entry_of(&self, seq: i64) -> Result<Option<Op>> {
-        let mut stmt =
-            self.conn.prepare_cached(&format!("{OP_SELECT} WHERE o.seq > ?1 ORDER BY o.seq LIMIT 1"))?;
-        Ok(stmt.query_row([seq], op_from_row).optional()?)
+    /// The journal rows of the mutations that wrote the rows at `seqs`, in their order. A
+    /// transaction takes its seqs in one run and journals each mutation right after its rows,
+    /// so a row's journal row is the first one after its seq.
+    pub(crate) fn journal_entries_of(&self, seqs: &[i64]) -> Result<Vec<Option<Op>>> {
+        let mut stmt = self.conn.prepare_cached(&format!(
+            "SELECT j.key, o.* FROM json_each(?1) j
+             JOIN ({OP_SELECT}) o ON o.seq = (SELECT min(seq) FROM ops WHERE seq > j.value)"
+        ))?;
+        let mut entries = vec![None; seqs.len()];
+        let mut rows = stmt.query([serde_json::to_string(seqs)?])?;
+        while let Some(row) = rows.next()? {
+            let at = row.get::<_, i64>(0)? as usize;
+            entries[at] = Some(op_from_row_at(row, 1)?);
+        }
+        Ok(entries)
     }
 }
 
@@ -96,14 +103,19 @@ const OP_SELECT: &str = "SELECT o.seq, o.op, b.id, b.node_uid, o.phase, o.actor,
                          FROM ops o LEFT JOIN branches b ON b.bid = o.branch";
 
 fn op_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Op> {
+    op_from_row_at(row, 0)
+}
+
+/// An [`OP_SELECT`] row whose columns start at `first`.
+fn op_from_row_at(row: &rusqlite::Row<'_>, first: usize) -> rusqlite::Result<Op> {
     Ok(Op {
-        seq: row.get(0)?,
-        op: row.get(1)?,
-        branch: row.get(2)?,
-        node_uid: row.get(3)?,
-        phase: row.get(4)?,
-        actor: row.get(5)?,
-        ts: row.get(6)?,
-        details: serde_json::from_str(&row.get::<_, String>(7)?).unwrap_or(Value::Null),
+        seq: row.get(first)?,
+        op: row.get(first + 1)?,
+        branch: row.get(first + 2)?,
+        node_uid: row.get(first + 3)?,
+        phase: row.get(first + 4)?,
+        actor: row.get(first + 5)?,
+        ts: row.get(first + 6)?,
+        details: serde_json::from_str(&row.get::<_, String>(first + 7)?).unwrap_or(Value::Null),
     })
 }

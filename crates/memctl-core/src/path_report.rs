@@ -62,8 +62,10 @@ pub struct Previous {
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct RecallDelta {
-    /// Ids of the events the node appended.
-    pub added: Vec<i64>,
+    /// How many of the events the node appended are the view's (before exclusions).
+    pub added: usize,
+    /// The first and last of them (ids).
+    pub added_ids: Option<[i64; 2]>,
     /// Ids of the events the node excluded (evicted or consolidated).
     pub excluded: Vec<i64>,
     /// The summaries the node wrote.
@@ -92,7 +94,7 @@ impl NodeDelta {
         core.set.is_empty()
             && core.overridden.is_empty()
             && core.deleted.is_empty()
-            && recall.added.is_empty()
+            && recall.added == 0
             && recall.excluded.is_empty()
             && recall.consolidated.is_empty()
             && archival.added.is_empty()
@@ -166,8 +168,9 @@ impl Store {
                 start = end;
             }
 
-            for (pos, id) in view::rows_along(self, &path, "events", "t.seq", |r| r.get::<_, i64>(1))? {
-                nodes[pos].recall.added.push(id);
+            for (node, (added, ends)) in nodes.iter_mut().zip(view::events_written_along(self, &path)?) {
+                node.recall.added = added;
+                node.recall.added_ids = ends;
             }
             for (pos, id) in
                 view::rows_along(self, &path, "inherited_exclusions", "t.event_id", |r| r.get::<_, i64>(1))?
@@ -278,12 +281,13 @@ impl NodeDelta {
             lines.push(format!("Core deleted: {}", keys.join(", ")));
         }
         let recall = &self.recall;
-        if !recall.added.is_empty() {
-            lines.push(format!(
-                "Recall: {} added{}",
-                count(recall.added.len(), "event"),
-                id_range(&recall.added)
-            ));
+        if let Some([first, last]) = recall.added_ids {
+            let ids = match recall.added {
+                1 => format!("#{first}"),
+                2 => format!("#{first}, #{last}"),
+                _ => format!("#{first} … #{last}"),
+            };
+            lines.push(format!("Recall: {} added ({ids})", count(recall.added, "event")));
         }
         if !recall.consolidated.is_empty() {
             let parts: Vec<String> = recall
@@ -314,15 +318,5 @@ fn count(n: usize, one: &str) -> String {
         format!("1 {one}")
     } else {
         format!("{n} {one}s")
-    }
-}
-
-/// The ids in parentheses, or the first and last of a long run.
-fn id_range(ids: &[i64]) -> String {
-    let listed: Vec<String> = ids.iter().map(|id| format!("#{id}")).collect();
-    match listed.as_slice() {
-        [] => String::new(),
-        [_, .., _] if listed.len() > 5 => format!(" (#{} … #{})", ids[0], ids[ids.len() - 1]),
-        _ => format!(" ({})", listed.join(", ")),
     }
 }

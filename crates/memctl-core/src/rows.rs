@@ -33,6 +33,8 @@ pub struct BranchPath {
     branches: Vec<Branch>,
     /// Position in `branches` by bid.
     positions: HashMap<i64, usize>,
+    /// Each branch's cutoff, in path order.
+    cutoffs: Vec<i64>,
     /// `[[bid, cutoff], …]` in path order, as the view loads it into its path table.
     cutoffs_json: String,
 }
@@ -42,7 +44,12 @@ impl BranchPath {
     pub(crate) fn new(branches: Vec<Branch>, cutoffs: &[i64]) -> BranchPath {
         let pairs: Vec<[i64; 2]> = branches.iter().zip(cutoffs).map(|(b, &cutoff)| [b.bid, cutoff]).collect();
         let positions = branches.iter().enumerate().map(|(i, b)| (b.bid, i)).collect();
-        BranchPath { branches, positions, cutoffs_json: serde_json::json!(pairs).to_string() }
+        BranchPath {
+            branches,
+            positions,
+            cutoffs: cutoffs.to_vec(),
+            cutoffs_json: serde_json::json!(pairs).to_string(),
+        }
     }
 
     pub fn branch(&self) -> &Branch {
@@ -57,6 +64,16 @@ impl BranchPath {
     /// The nearest anchored branch of the path (see view.rs): its position and bid.
     pub(crate) fn anchor(&self) -> Option<(usize, i64)> {
         self.branches.iter().enumerate().find(|(_, b)| b.anchored).map(|(i, b)| (i, b.bid))
+    }
+
+    /// The highest seq of the branch at `position` the view holds.
+    pub(crate) fn cutoff(&self, position: usize) -> i64 {
+        self.cutoffs[position]
+    }
+
+    /// The position of a branch on this path, by bid.
+    pub(crate) fn position(&self, bid: i64) -> Option<usize> {
+        self.positions.get(&bid).copied()
     }
 
     pub(crate) fn cutoffs_json(&self) -> &str {

@@ -133,13 +133,11 @@ impl Store {
                 Subject::Event(id) => self.why_event(&path, *id)?,
             };
             let (verdict, reason, decided_by, writes) = explained;
-            let writes = writes
-                .into_iter()
-                .map(|mut w: Write| {
-                    w.journal = self.journal_entry_of(w.seq)?;
-                    Ok(w)
-                })
-                .collect::<Result<_>>()?;
+            let mut writes: Vec<Write> = writes;
+            let seqs: Vec<i64> = writes.iter().map(|w| w.seq).collect();
+            for (write, entry) in writes.iter_mut().zip(self.journal_entries_of(&seqs)?) {
+                write.journal = entry;
+            }
             Ok(Why {
                 branch: path.branch().id.clone(),
                 subject: subject.clone(),

@@ -22,7 +22,8 @@
 //! Derived implementations — faster forms of the same rule, each checked against the in-memory
 //! model of tests/engine/model.rs (and the viewer's against `memctl read`, `diff` and `why`):
 //! - fts_match.rs decides visibility of an FTS5 match from its seq and the path's fork seqs;
-//! - [`event_count`] counts a view's events from running ordinals kept at write time;
+//! - [`event_count`] and [`events_written_along`] count a view's events from running ordinals
+//!   kept at write time;
 //! - the HTML viewer's JavaScript (export/viewer.html) recomputes views, diffs and per-key histories from embedded rows.
 //!
 //! history.rs places single rows (one core key, record or event) against a path with the same
@@ -34,6 +35,8 @@ mod fts_match;
 pub(crate) mod history;
 mod path;
 mod sql;
+
+pub(crate) use path::{meeting, shared_until};
 
 use crate::error::{Error, Result};
 use crate::query::{Query, TermCounts};
@@ -234,6 +237,33 @@ pub(crate) fn summaries(store: &Store, path: &BranchPath) -> Result<Vec<Summary>
     Ok(all)
 }
 
+/// Per path position (0: the branch itself): how many events that branch wrote which the view
+/// holds rows of (before exclusions), and the first and last of their ids — from the running
+/// ordinals (see [`event_count`]) and the ends of its rowid range: three probes per branch,
+/// whatever the number of events.
+pub(crate) fn events_written_along(
+    store: &Store,
+    path: &BranchPath,
+) -> Result<Vec<(usize, Option<[i64; 2]>)>> {
+    path::load(store, path)?;
+    let range = event_rid::range("p.bid", "p.cutoff");
+    let sql = format!(
+        "SELECT (SELECT t.ordinal FROM events t WHERE t.rid BETWEEN {range} ORDER BY t.rid DESC LIMIT 1),
+                (SELECT t.seq FROM events t WHERE t.rid BETWEEN {range} ORDER BY t.rid LIMIT 1),
+                (SELECT t.seq FROM events t WHERE t.rid BETWEEN {range} ORDER BY t.rid DESC LIMIT 1)
+         FROM temp.view_path p ORDER BY p.pos"
+    );
+    let mut stmt = store.conn.prepare_cached(&sql)?;
+    let rows = stmt.query_map([], |r| {
+        let ends = match (r.get::<_, Option<i64>>(1)?, r.get::<_, Option<i64>>(2)?) {
+            (Some(first), Some(last)) => Some([first, last]),
+            _ => None,
+        };
+        Ok((r.get::<_, Option<i64>>(0)?.unwrap_or(0) as usize, ends))
+    })?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
 /// How many events the view of branch `bid` shows, in constant time — a derived form of the
 /// rule (see the module comment): the events it inherited at its fork (`inherited_events`,
 /// written by the fork), plus its own events, less its own exclusions (each hides one visible
@@ -258,6 +288,66 @@ pub(crate) fn last_ordinal(table: &str, bid: &str) -> String {
         ),
         _ => format!("SELECT ordinal FROM {table} WHERE branch = {bid} ORDER BY seq DESC LIMIT 1"),
     }
+}
+
+/// The visible rows of `table` with a seq above `after` (`?1`): one probe per path branch whose
+/// cutoff lies above it, the nearest few when `after` is where two views part (diff).
+fn visible_after(table: &str) -> String {
+    format!("{} AND p.cutoff > ?1 WHERE t.seq > ?1", visible(table))
+}
+
+/// Visible events with a seq above `after`, newest first.
+pub(crate) fn events_after(store: &Store, path: &BranchPath, after: i64) -> Result<Vec<Event>> {
+    path::load(store, path)?;
+    let sql = format!(
+        "SELECT t.seq, t.branch, t.kind, t.text, t.tags, t.created_at FROM {}
+         AND {} ORDER BY t.seq DESC",
+        visible_after("events"),
+        not_excluded()
+    );
+    let mut stmt = store.conn.prepare_cached(&sql)?;
+    let rows = stmt.query_map([after], |row| event_from_row(path, row))?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// The events that visible exclusions with a seq above `after` hide.
+pub(crate) fn excluded_after(store: &Store, path: &BranchPath, after: i64) -> Result<Vec<i64>> {
+    path::load(store, path)?;
+    let sql = format!("SELECT t.event_id FROM {}", visible_after("inherited_exclusions"));
+    let mut stmt = store.conn.prepare_cached(&sql)?;
+    let rows = stmt.query_map([after], |r| r.get(0))?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// The records with a visible version (or delete) with a seq above `after`.
+pub(crate) fn records_after(store: &Store, path: &BranchPath, after: i64) -> Result<Vec<i64>> {
+    path::load(store, path)?;
+    let sql = format!("SELECT DISTINCT t.record_id FROM {}", visible_after("archival"));
+    let mut stmt = store.conn.prepare_cached(&sql)?;
+    let rows = stmt.query_map([after], |r| r.get(0))?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// Those of events `ids` the view shows, newest first. Each id is looked up in the one path
+/// branch that can hold it (path::holder), so the cost follows the ids, not the path.
+pub(crate) fn events_among(store: &Store, path: &BranchPath, ids: &[i64]) -> Result<Vec<Event>> {
+    let held: Vec<[i64; 2]> = ids.iter().filter_map(|&id| Some([path::holder(path, id)?, id])).collect();
+    if held.is_empty() {
+        return Ok(Vec::new());
+    }
+    path::load(store, path)?;
+    let sql = format!(
+        "SELECT t.seq, t.branch, t.kind, t.text, t.tags, t.created_at
+         FROM json_each(?1) j JOIN temp.view_path p ON p.bid = j.value ->> 0
+         JOIN events t ON t.rid = {} AND {}
+         WHERE {} ORDER BY t.seq DESC",
+        event_rid::sql_of("p.bid", "(j.value ->> 1)"),
+        visible_through("p", "t"),
+        not_excluded()
+    );
+    let mut stmt = store.conn.prepare_cached(&sql)?;
+    let rows = stmt.query_map([serde_json::to_string(&held)?], |row| event_from_row(path, row))?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
 /// The view's rows of `table` (`columns` of `t`), each with the path position of the branch
@@ -335,6 +425,21 @@ pub(crate) fn archival_record(store: &Store, path: &BranchPath, id: i64) -> Resu
         Some(row) if row.get::<_, Option<String>>(2)?.is_some() => Ok(Some(record_from_row(path, row)?)),
         _ => Ok(None),
     }
+}
+
+/// The visible versions of those of records `ids` the view holds, newest version first.
+pub(crate) fn records_among(store: &Store, path: &BranchPath, ids: &[i64]) -> Result<Vec<Record>> {
+    path::load(store, path)?;
+    let sql = format!(
+        "SELECT {RECORD_COLUMNS} FROM json_each(?1) j JOIN archival t ON t.record_id = j.value
+         JOIN temp.view_path p ON {}
+         WHERE t.text IS NOT NULL AND {} ORDER BY t.seq DESC",
+        visible_through("p", "t"),
+        current_version()
+    );
+    let mut stmt = store.conn.prepare_cached(&sql)?;
+    let rows = stmt.query_map([serde_json::to_string(ids)?], |row| record_from_row(path, row))?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
 /// A visible archival version that matches a search, with what ranking needs of it.

@@ -16,6 +16,28 @@ fn cutoffs(path: &[Branch]) -> Vec<i64> {
     std::iter::once(i64::MAX).chain(below).take(path.len()).collect()
 }
 
+/// Where two paths (each nearest first) meet: the positions of their deepest common branch on
+/// each, or None for different roots.
+pub(crate) fn meeting(a: &BranchPath, b: &BranchPath) -> Option<(usize, usize)> {
+    a.branches().iter().enumerate().find_map(|(i, br)| b.position(br.bid).map(|j| (i, j)))
+}
+
+/// The seq up to which two views hold the same rows: every row with a seq at or below it is in
+/// both views or in neither, and every row above it in one view is not in the other. It is
+/// where the paths part: the lower of the two cutoffs of their common branch (0 for different
+/// roots). Follows from the rule, as a branch's rows all come after its fork.
+pub(crate) fn shared_until(a: &BranchPath, b: &BranchPath) -> i64 {
+    meeting(a, b).map_or(0, |(i, j)| a.cutoff(i).min(b.cutoff(j)))
+}
+
+/// Which branch of `path` holds seq `seq` in the view: the one whose visible rows, those after
+/// its fork up to its cutoff, span it. The spans of a path's branches do not overlap.
+pub(crate) fn holder(path: &BranchPath, seq: i64) -> Option<i64> {
+    let position =
+        (0..path.branches().len()).find(|&i| path.branches()[i].fork_seq < seq && seq <= path.cutoff(i))?;
+    Some(path.branches()[position].bid)
+}
+
 /// What the view keeps per handle (in the store's memo, cleared on rollback): paths by branch
 /// id — parents never change, so a path stays valid while its branch exists — and which path
 /// `temp.view_path` holds.

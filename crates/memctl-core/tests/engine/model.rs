@@ -869,14 +869,28 @@ impl Harness {
             self.model.path(b).into_iter().map(|(n, _)| self.model.name(n)).collect();
         expected.reverse();
         prop_assert_eq!(names, expected, "path of {}", id);
-        let added: HashSet<i64> = report.nodes.iter().flat_map(|n| n.recall.added.iter().copied()).collect();
-        let excluded: HashSet<i64> =
-            report.nodes.iter().flat_map(|n| n.recall.excluded.iter().copied()).collect();
-        let mut events: Vec<i64> = added.difference(&excluded).copied().collect();
-        events.sort_unstable();
-        let mut seen: Vec<i64> = view.events.iter().map(|e| e.id).collect();
-        seen.sort_unstable();
-        prop_assert_eq!(events, seen, "events along the path of {}", id);
+        // Each node's events the view holds rows of, less the exclusions the view holds (each
+        // hides one of them), are the view's events.
+        let added: usize = report.nodes.iter().map(|n| n.recall.added).sum();
+        let excluded: usize = report.nodes.iter().map(|n| n.recall.excluded.len()).sum();
+        prop_assert_eq!(added - excluded, view.events.len(), "events along the path of {}", id);
+        for (n, node) in report.nodes.iter().enumerate() {
+            let (writer, cutoff) = self.model.path(b)[report.nodes.len() - 1 - n];
+            let own: Vec<i64> = self.model.branches[writer]
+                .events
+                .iter()
+                .filter(|e| e.tick <= cutoff)
+                .map(|e| e.id)
+                .collect();
+            prop_assert_eq!(
+                node.recall.added,
+                own.len(),
+                "events of {} in the view of {}",
+                node.branch.id,
+                id
+            );
+            prop_assert_eq!(node.recall.added_ids, own.first().map(|&f| [f, *own.last().unwrap()]), "ids");
+        }
         let mut shown: Vec<(String, i64)> = report
             .nodes
             .iter()

@@ -1,0 +1,156 @@
+//! j. Inspection on a deep tree: `diff`, `why` and `path` as whole CLI calls, against `read` of
+//! the same branch. 1,000 branches and 100,000 events: a chain of 996 nodes (depth 0..995),
+//! each writing 3 core keys, 100 events and 5 archival records, plus four leaves: two siblings
+//! forked at depth 900 (a deep pair that differs little) and two forked at depths 400 and 600
+//! (a pair 200 levels apart). `--quick` writes 10 events per node.
+//!
+//! The database is built once per schema version and kept under `target/bench/inspection/`.
+
+use crate::gen::{bench_config, node_id, Rng, EVENT_KINDS};
+use crate::report::{median, millis, percentile, Row};
+use anyhow::{ensure, Context, Result};
+use memctl_core::{Clock, CoreWrite, Store, SCHEMA_VERSION};
+use serde_json::{json, Value};
+use std::path::Path;
+use std::process::Command;
+use std::time::Instant;
+
+const CHAIN: usize = 996;
+/// Bump when the generated data changes, so a kept database is rebuilt.
+const GENERATOR_VERSION: u32 = 1;
+/// (spine depth forked at, leaf id)
+const LEAVES: [(usize, &str); 4] = [(400, "leaf-400"), (600, "leaf-600"), (900, "sib-a"), (900, "sib-b")];
+const RECORDS_PER_NODE: usize = 5;
+
+pub fn inspection(quick: bool, out_dir: &Path) -> Result<(Vec<Row>, Value)> {
+    let events_per_node = if quick { 10 } else { 100 };
+    let runs = if quick { 10 } else { 30 };
+    let dir = out_dir.join("inspection");
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let path = dir
+        .join(format!("inspection-{events_per_node}e-schema{SCHEMA_VERSION}-gen{GENERATOR_VERSION}.sqlite"));
+    if !path.is_file() {
+        let building = path.with_extension("building");
+        let _ = std::fs::remove_file(&building);
+        build(&building, events_per_node)?;
+        std::fs::rename(&building, &path).with_context(|| format!("keeping {}", path.display()))?;
+        // The store checkpointed its log on closing; what is left beside the old name is empty.
+        for suffix in ["-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", building.display()));
+        }
+    }
+    let store = Store::open_existing(&path, bench_config(), Clock::System)?;
+    let deepest = node_id(CHAIN - 1);
+    let depth = store.branch(&deepest)?.depth;
+    let branches = store.branches()?.len();
+    let events = store.view(&deepest)?.events.len();
+    ensure!(
+        depth as usize == CHAIN - 1 && branches == CHAIN + LEAVES.len(),
+        "the tree: depth {depth}, {branches} branches"
+    );
+    drop(store);
+
+    let memctl = crate::paths::release_binary("memctl");
+    ensure!(memctl.exists(), "{} is missing: run `cargo xtask bench`, which builds it", memctl.display());
+    let call = |args: &[&str]| -> Result<f64> {
+        let t = Instant::now();
+        let output = Command::new(&memctl).arg("--db").arg(&path).args(args).output()?;
+        ensure!(output.status.success(), "memctl {args:?}: {}", String::from_utf8_lossy(&output.stderr));
+        Ok(millis(t.elapsed()))
+    };
+    let (a, b) = (LEAVES[0].1, LEAVES[1].1);
+    let (sib_a, sib_b) = (LEAVES[2].1, LEAVES[3].1);
+    let calls: [(&str, Vec<&str>); 11] = [
+        ("read (core, 20 events, 8 records)", vec!["read", &deepest]),
+        ("read --all (the whole view)", vec!["read", "--all", &deepest]),
+        ("read of a deep sibling", vec!["read", sib_b]),
+        ("diff of the deep siblings", vec!["diff", sib_a, sib_b]),
+        ("diff --json of the deep siblings", vec!["--json", "diff", sib_a, sib_b]),
+        ("read --all of leaf-600", vec!["read", "--all", b]),
+        ("diff of leaves 200 levels apart", vec!["diff", a, b]),
+        ("why of a key written at every level", vec!["why", &deepest, "key0"]),
+        ("why --json", vec!["--json", "why", &deepest, "key0"]),
+        ("path", vec!["path", &deepest]),
+        ("path --json", vec!["--json", "path", &deepest]),
+    ];
+    let label = format!("j inspection, D={depth}, {branches} branches, {events} events");
+    let mut rows = Vec::new();
+    let mut medians = Vec::new();
+    let mut detail = json!({"depth": depth, "branches": branches, "events_in_view": events, "runs": runs});
+    for (name, args) in &calls {
+        call(args).with_context(|| name.to_string())?; // warm the page cache
+        let times = (0..runs).map(|_| call(args)).collect::<Result<Vec<f64>>>()?;
+        let (m, p95) = (median(&times), percentile(&times, 95.0));
+        rows.push(Row::new(label.clone(), format!("one CLI call: {name}"), "ms").value(m).p95(p95));
+        detail[*name] = json!({"median_ms": m, "p95_ms": p95});
+        medians.push((*name, m));
+    }
+    let by = |name: &str| medians.iter().find(|(n, _)| *n == name).map_or(f64::NAN, |(_, m)| *m);
+    let ratios = [
+        (
+            "diff of the deep siblings / read",
+            by("diff of the deep siblings") / by("read of a deep sibling"),
+            "target: <= 3x",
+        ),
+        (
+            "diff 200 levels apart / read --all",
+            by("diff of leaves 200 levels apart") / by("read --all of leaf-600"),
+            "its output is the 20,000 events one leaf sees and the other does not",
+        ),
+        (
+            "why / read",
+            by("why of a key written at every level") / by("read (core, 20 events, 8 records)"),
+            "target: <= 3x",
+        ),
+    ];
+    for (name, ratio, note) in ratios {
+        let mut row = Row::new(label.clone(), name, "x").value(ratio);
+        if !note.is_empty() {
+            row = row.note(note);
+        }
+        rows.push(row);
+    }
+    if let Some(row) = rows.iter_mut().find(|r| r.metric == "one CLI call: path") {
+        *row = row.clone().note("target: <= 50 ms at depth 1,000");
+    }
+    Ok((rows, detail))
+}
+
+fn build(path: &Path, events_per_node: usize) -> Result<()> {
+    let store = Store::open(path, bench_config(), Clock::System)?;
+    let mut rng = Rng::new(0x1A5);
+    let mut event_i = 0usize;
+    for i in 0..CHAIN {
+        let id = node_id(i);
+        store.write(|tx| {
+            match i {
+                0 => tx.create_root(&id)?,
+                _ => tx.fork(&node_id(i - 1), Some(&id))?,
+            };
+            for k in 0..3 {
+                let value = format!("c{i}.{k} {}", rng.words(5, 15));
+                tx.core_set(&id, &format!("key{k}"), &value, CoreWrite::default())?;
+            }
+            for _ in 0..events_per_node {
+                let kind = EVENT_KINDS[event_i % EVENT_KINDS.len()];
+                tx.recall_append(&id, kind, &format!("e{event_i} {}", rng.words(20, 40)), &[])?;
+                event_i += 1;
+            }
+            for r in 0..RECORDS_PER_NODE {
+                tx.archival_add(&id, &format!("a{i}.{r} {}", rng.words(60, 120)), &["BENCH".into()])?;
+            }
+            for (depth, leaf) in LEAVES {
+                if i == depth {
+                    tx.fork(&id, Some(leaf))?;
+                    tx.core_set(leaf, "key0", &format!("{leaf} value"), CoreWrite::default())?;
+                    for e in 0..events_per_node {
+                        tx.recall_append(leaf, "note", &format!("{leaf} event {e}"), &[])?;
+                    }
+                    tx.archival_add(leaf, &format!("{leaf} record"), &[])?;
+                }
+            }
+            Ok(())
+        })?;
+    }
+    Ok(())
+}
