@@ -1228,6 +1228,15 @@ fn every_command_has_help_with_an_example() {
         "why",
     ];
     assert_eq!(seen, expected, "the command tree");
+    // The reference documents every command.
+    let docs = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/cli.md");
+    let reference = std::fs::read_to_string(docs).expect("docs/cli.md");
+    for path in seen.iter().filter(|p| !p.is_empty()) {
+        assert!(
+            reference.contains(&format!("### `memctl {path}`")),
+            "docs/cli.md has no section for `memctl {path}`"
+        );
+    }
     for path in &without_example {
         assert!(GROUPS_WITHOUT_EXAMPLES.contains(&path.as_str()), "`memctl {path} --help` shows no example");
     }

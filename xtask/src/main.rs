@@ -66,13 +66,17 @@ Workloads (NAME for --only):
       search (k=5, with and without a tag) and render at node 999, whole CLI calls (search,
       append, fork, core set) on a copy, and the database size. The database is built once
       (about a minute) and kept in target/bench/scale/; --quick builds a tenth of it
+  j   inspection on a chain of 996 nodes (3 core keys, 100 events, 5 records each) with
+      four leaves, 1,000 branches and 100,000 events: `diff` of two deep siblings and of two
+      leaves 200 levels apart, `why` of a key written at every level, `path` at depth 995,
+      as whole CLI calls against `read`. Kept in target/bench/inspection/ (--quick: 10 events)
   i   import of the Python store's 1,000-branch database (MEMCTL_BENCH_LEGACY=PATH, default
       ../shared/reference/legacy/tree1000/memory.sqlite; not in the repository)
 
 Options:
   --quick       fewer repetitions (same workloads and sizes, except s at a tenth); well
                 under two minutes
-  --only NAME   run one workload (a, b, c, d, e, g, h, i, p or s)
+  --only NAME   run one workload (a, b, c, d, e, g, h, i, j, p or s)
   -h, --help    this text
 ";
 
