@@ -654,21 +654,44 @@ fn the_page_matches_the_engine_on_an_imported_search() {
     }
 }
 
-/// Runs after the viewer's script in a copy of the page: types each of `QUERIES` (`[name,
+/// The frame of a probe: a script that runs after the viewer's, with constants (`/*SETUP*/`)
+/// and an async body (`/*STEPS*/`) that fills `record` (`settle()` waits for the page). The
+/// record, or the error that stopped the steps, goes into `<pre data-testid="probe">` as JSON.
+const PROBE_FRAME: &str = r#"<script>
+/*SETUP*/
+(async () => {
+  const settle = () => new Promise((resolve) => setTimeout(resolve, 300));
+  const record = {};
+  try {
+/*STEPS*/
+  } catch (error) {
+    record.error = String(error && error.stack || error);
+  }
+  const out = document.createElement('pre');
+  out.dataset.testid = 'probe';
+  out.textContent = JSON.stringify(record);
+  document.body.append(out);
+})();
+</script>"#;
+
+/// The page `html` with a probe (see [`PROBE_FRAME`]) at the end of its body.
+fn probed_page(html: &str, setup: &str, steps: &str) -> String {
+    let end = html.rfind("</body>").expect("end of body");
+    let probe = PROBE_FRAME.replace("/*SETUP*/", setup).replace("/*STEPS*/", steps);
+    format!("{}{probe}{}", &html[..end], &html[end..])
+}
+
+/// Types each of `QUERIES` (`[name,
 /// text]`, set before it) into the tree's search box and presses Enter, clears the search, then
 /// folds and unfolds subtrees, recording after each step which tree nodes are displayed, which
-/// match and which branch the view shows. The record goes into `<pre data-testid="probe">`.
-const PROBE: &str = r#"<script>
-(async () => {
+/// match and which branch the view shows (a body for [`probed_page`]).
+const SEARCH_AND_FOLD: &str = r#"
   const $ = (id) => document.getElementById(id);
   const tree = $('tree');
   const search = $('search');
-  const settle = () => new Promise((resolve) => setTimeout(resolve, 300));
   const ids = (selector) => Array.from(tree.querySelectorAll(selector)).map((li) => li.dataset.branch);
   const displayed = () => ids('li.tnode').filter((id) =>
     tree.querySelector('li.tnode[data-branch="' + CSS.escape(id) + '"]').getClientRects().length > 0).sort();
-  const record = {};
-  try {
     for (const [name, text] of QUERIES) {
       search.value = text;
       search.dispatchEvent(new Event('input'));
@@ -692,15 +715,7 @@ const PROBE: &str = r#"<script>
     record.collapsed_all = displayed();
     $('expand-all').click();
     record.expanded_all = displayed();
-  } catch (error) {
-    record.error = String(error && error.stack || error);
-  }
-  const out = document.createElement('pre');
-  out.dataset.testid = 'probe';
-  out.textContent = JSON.stringify(record);
-  document.body.append(out);
-})();
-</script>"#;
+"#;
 
 #[test]
 fn the_tree_search_and_fold_controls_work_in_chromium() {
@@ -713,9 +728,7 @@ fn the_tree_search_and_fold_controls_work_in_chromium() {
     // The generated id by its tail alone, in capitals: the search ignores case.
     let g_tail = g[g.len() - 8..].to_uppercase();
     let queries = serde_json::json!([["node_uid", "node-a"], ["id", "a1"], ["generated_id", g_tail]]);
-    let end = html.rfind("</body>").expect("end of body");
-    let probed =
-        format!("{}<script>const QUERIES = {queries};</script>{PROBE}{}", &html[..end], &html[end..]);
+    let probed = probed_page(&html, &format!("const QUERIES = {queries};"), SEARCH_AND_FOLD);
     std::fs::write(sb.file("probe.html"), probed).unwrap();
     let page = std::fs::canonicalize(sb.file("probe.html")).unwrap();
     let dom = dump_dom(&chromium, &page, "root");
@@ -777,13 +790,9 @@ fn the_tree_search_and_fold_controls_work_in_chromium() {
 
 // ---- Compare mode ------------------------------------------------------------------------------
 
-/// Runs after the viewer's script: picks `PICK` in the compare control of the branch shown and
-/// clicks "compare", then records which pair the view compares.
-const COMPARE_PROBE: &str = r#"<script>
-(async () => {
-  const settle = () => new Promise((resolve) => setTimeout(resolve, 300));
-  const record = {};
-  try {
+/// Picks `PICK` in the compare control of the branch shown and clicks "compare", then records
+/// which pair the view compares (a body for [`probed_page`]).
+const COMPARE: &str = r#"
     await settle();
     const pick = document.querySelector('[data-testid="compare-with"]');
     record.options = Array.from(pick.options).map((o) => o.value).sort();
@@ -792,15 +801,7 @@ const COMPARE_PROBE: &str = r#"<script>
     await settle();
     record.compare = document.getElementById('view').dataset.compare;
     record.hash = location.hash;
-  } catch (error) {
-    record.error = String(error && error.stack || error);
-  }
-  const out = document.createElement('pre');
-  out.dataset.testid = 'probe';
-  out.textContent = JSON.stringify(record);
-  document.body.append(out);
-})();
-</script>"#;
+"#;
 
 /// The page's compare mode shows, for pairs of branches, exactly `memctl diff A B` (every layer,
 /// each side, the common ancestor) and, per differing core key, the statuses `memctl why` gives
@@ -882,8 +883,7 @@ fn the_compare_mode_matches_diff_and_why_in_chromium() {
 
     // The control: a view offers every other branch, and "compare" opens the pair.
     let html = std::fs::read_to_string(&page).unwrap();
-    let end = html.rfind("</body>").expect("end of body");
-    let probed = format!("{}<script>const PICK = 'b';</script>{COMPARE_PROBE}{}", &html[..end], &html[end..]);
+    let probed = probed_page(&html, "const PICK = 'b';", COMPARE);
     std::fs::write(sb.file("compare.html"), probed).unwrap();
     let probe_page = std::fs::canonicalize(sb.file("compare.html")).unwrap();
     let record: Value =

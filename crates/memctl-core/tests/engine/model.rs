@@ -510,6 +510,38 @@ impl Model {
 }
 
 /// Tags as the engine stores them: each once, first occurrence kept.
+/// A model view's rows by key, each with what tells two versions of it apart.
+fn keyed<T, K: Ord, V>(rows: &[T], key: impl Fn(&T) -> (K, V)) -> BTreeMap<K, V> {
+    rows.iter().map(key).collect()
+}
+
+/// A diff's sides (`only`: A's and B's, in any order) and changed keys are the set differences
+/// of the model's two views `a` and `b`, and the keys both hold differently.
+fn same_sides<K: Ord + Clone + Debug, V: PartialEq>(
+    only: (impl Iterator<Item = K>, impl Iterator<Item = K>),
+    a: BTreeMap<K, V>,
+    b: BTreeMap<K, V>,
+    changed: impl Iterator<Item = K>,
+    what: &str,
+) -> Result<(), TestCaseError> {
+    let minus = |x: &BTreeMap<K, V>, y: &BTreeMap<K, V>| -> Vec<K> {
+        x.keys().filter(|k| !y.contains_key(*k)).cloned().collect()
+    };
+    let sorted = |items: &mut dyn Iterator<Item = K>| -> Vec<K> {
+        let mut items: Vec<K> = items.collect();
+        items.sort();
+        items
+    };
+    let (mut only_a, mut only_b) = only;
+    prop_assert_eq!(sorted(&mut only_a), minus(&a, &b), "only in A: {}", what);
+    prop_assert_eq!(sorted(&mut only_b), minus(&b, &a), "only in B: {}", what);
+    let differ: Vec<K> =
+        a.iter().filter(|(k, v)| b.get(*k).is_some_and(|w| w != *v)).map(|(k, _)| k.clone()).collect();
+    let mut changed = changed;
+    prop_assert_eq!(sorted(&mut changed), differ, "changed: {}", what);
+    Ok(())
+}
+
 fn normalize(tags: &[&str]) -> Vec<String> {
     let mut out: Vec<String> = vec![];
     for tag in tags {
@@ -736,121 +768,41 @@ impl Harness {
                 let (name_a, name_b) = (self.model.name(a), self.model.name(b));
                 let diff = expect_ok(self.store.diff(&name_a, &name_b, &[]), "diff")?;
                 let (va, vb) = (self.model.view(a), self.model.view(b));
+                let pair = format!("{name_a} vs {name_b}");
                 let core = diff.core.as_ref().unwrap();
-                let keys = |lines: &[CoreLine]| -> BTreeMap<String, (String, i64)> {
-                    lines.iter().map(|l| (l.key.clone(), (l.writer.clone(), l.seq))).collect()
-                };
-                let (ka, kb) = (keys(&va.core), keys(&vb.core));
-                let only = |x: &BTreeMap<String, (String, i64)>,
-                            y: &BTreeMap<String, (String, i64)>|
-                 -> Vec<String> {
-                    x.keys().filter(|k| !y.contains_key(*k)).cloned().collect()
-                };
-                let changed: Vec<String> = ka
-                    .iter()
-                    .filter(|(k, w)| kb.get(*k).is_some_and(|v| v != *w))
-                    .map(|(k, _)| k.clone())
-                    .collect();
-                let sorted = |mut v: Vec<String>| {
-                    v.sort();
-                    v
-                };
-                prop_assert_eq!(
-                    sorted(core.only_a.iter().map(|e| e.key.clone()).collect()),
-                    only(&ka, &kb),
-                    "core only in {} vs {}",
-                    name_a,
-                    name_b
-                );
-                prop_assert_eq!(
-                    sorted(core.only_b.iter().map(|e| e.key.clone()).collect()),
-                    only(&kb, &ka),
-                    "core only in {} vs {}",
-                    name_b,
-                    name_a
-                );
-                prop_assert_eq!(
-                    sorted(core.changed.iter().map(|c| c.a.key.clone()).collect()),
-                    changed,
-                    "core changed, {} vs {}",
-                    name_a,
-                    name_b
-                );
-                let ids_minus = |x: &[i64], y: &[i64]| -> Vec<i64> {
-                    let y: HashSet<i64> = y.iter().copied().collect();
-                    let mut out: Vec<i64> = x.iter().copied().filter(|i| !y.contains(i)).collect();
-                    out.sort_unstable();
-                    out
-                };
-                let sorted_ids = |mut v: Vec<i64>| {
-                    v.sort_unstable();
-                    v
-                };
-                let (ea, eb): (Vec<i64>, Vec<i64>) =
-                    (va.events.iter().map(|e| e.id).collect(), vb.events.iter().map(|e| e.id).collect());
+                same_sides(
+                    (core.only_a.iter().map(|e| e.key.clone()), core.only_b.iter().map(|e| e.key.clone())),
+                    keyed(&va.core, |l| (l.key.clone(), (l.writer.clone(), l.seq))),
+                    keyed(&vb.core, |l| (l.key.clone(), (l.writer.clone(), l.seq))),
+                    core.changed.iter().map(|c| c.a.key.clone()),
+                    &format!("core, {pair}"),
+                )?;
                 let recall = diff.recall.as_ref().unwrap();
-                prop_assert_eq!(
-                    sorted_ids(recall.only_a.iter().map(|e| e.id).collect()),
-                    ids_minus(&ea, &eb),
-                    "recall only in {} vs {}",
-                    name_a,
-                    name_b
-                );
-                prop_assert_eq!(
-                    sorted_ids(recall.only_b.iter().map(|e| e.id).collect()),
-                    ids_minus(&eb, &ea),
-                    "recall only in {} vs {}",
-                    name_b,
-                    name_a
-                );
-                let (sa, sb): (Vec<i64>, Vec<i64>) = (
-                    va.summaries.iter().map(|s| s.id).collect(),
-                    vb.summaries.iter().map(|s| s.id).collect(),
-                );
+                same_sides(
+                    (recall.only_a.iter().map(|e| e.id), recall.only_b.iter().map(|e| e.id)),
+                    keyed(&va.events, |e| (e.id, ())),
+                    keyed(&vb.events, |e| (e.id, ())),
+                    std::iter::empty(),
+                    &format!("recall, {pair}"),
+                )?;
                 let summaries = diff.summaries.as_ref().unwrap();
-                prop_assert_eq!(
-                    sorted_ids(summaries.only_a.iter().map(|s| s.id).collect()),
-                    ids_minus(&sa, &sb),
-                    "summaries only in {}",
-                    name_a
-                );
-                prop_assert_eq!(
-                    sorted_ids(summaries.only_b.iter().map(|s| s.id).collect()),
-                    ids_minus(&sb, &sa),
-                    "summaries only in {}",
-                    name_b
-                );
-                let (ra, rb): (Vec<i64>, Vec<i64>) =
-                    (va.archival.iter().map(|r| r.id).collect(), vb.archival.iter().map(|r| r.id).collect());
+                same_sides(
+                    (summaries.only_a.iter().map(|s| s.id), summaries.only_b.iter().map(|s| s.id)),
+                    keyed(&va.summaries, |s| (s.id, ())),
+                    keyed(&vb.summaries, |s| (s.id, ())),
+                    std::iter::empty(),
+                    &format!("summaries, {pair}"),
+                )?;
                 let archival = diff.archival.as_ref().unwrap();
-                prop_assert_eq!(
-                    sorted_ids(archival.only_a.iter().map(|r| r.id).collect()),
-                    ids_minus(&ra, &rb),
-                    "archival only in {}",
-                    name_a
-                );
-                prop_assert_eq!(
-                    sorted_ids(archival.only_b.iter().map(|r| r.id).collect()),
-                    ids_minus(&rb, &ra),
-                    "archival only in {}",
-                    name_b
-                );
-                let versions: BTreeMap<i64, i64> = vb.archival.iter().map(|r| (r.id, r.seq)).collect();
-                let changed: Vec<i64> = va
-                    .archival
-                    .iter()
-                    .filter(|r| versions.get(&r.id).is_some_and(|&seq| seq != r.seq))
-                    .map(|r| r.id)
-                    .collect();
-                prop_assert_eq!(
-                    sorted_ids(archival.changed.iter().map(|c| c.a.id).collect()),
-                    sorted_ids(changed),
-                    "archival changed, {} vs {}",
-                    name_a,
-                    name_b
-                );
+                same_sides(
+                    (archival.only_a.iter().map(|r| r.id), archival.only_b.iter().map(|r| r.id)),
+                    keyed(&va.archival, |r| (r.id, r.seq)),
+                    keyed(&vb.archival, |r| (r.id, r.seq)),
+                    archival.changed.iter().map(|c| c.a.id),
+                    &format!("archival, {pair}"),
+                )?;
                 if a == b {
-                    prop_assert!(diff.is_empty(), "diff {} {} is not empty", name_a, name_b);
+                    prop_assert!(diff.is_empty(), "diff {} is not empty", pair);
                 }
             }
         }
