@@ -1196,6 +1196,7 @@ fn every_command_has_help_with_an_example() {
         "branch",
         "branch create",
         "branch list",
+        "branch mark",
         "branch set-uid",
         "branch show",
         "completions",

@@ -1,9 +1,9 @@
-//! `memctl branch create|list|show|set-uid` and `memctl fork`.
+//! `memctl branch create|list|show|mark|set-uid` and `memctl fork`.
 
 use crate::invocation::Context;
-use crate::output::{fields, timestamp, tree};
-use clap::{Args, Subcommand};
-use memctl_core::{Branch, Error, ErrorKind, ForkOutcome, Store, Tx};
+use crate::output::{count, excerpt, fields, table, timestamp, tree};
+use clap::{Args, Subcommand, ValueEnum};
+use memctl_core::{Branch, BranchStatus, Error, ErrorKind, ForkOutcome, Store, Tx};
 use serde_json::{json, Value};
 
 pub const FORK_EXAMPLES: &str = "\
@@ -25,14 +25,35 @@ pub enum BranchCommand {
         #[arg(long, value_name = "JSON")]
         meta: Option<String>,
     },
-    /// Show every branch as a tree
-    #[command(after_help = "Example:\n  memctl branch list\n  memctl --json branch list")]
-    List,
+    /// Show every branch as a tree, with its status
+    #[command(
+        after_help = "Examples:\n  memctl branch list\n  memctl branch list --status dead\n  memctl --json branch list"
+    )]
+    List {
+        /// Only branches with this status, as a list
+        #[arg(long, value_enum)]
+        status: Option<StatusArg>,
+    },
     /// Show one branch: its path from the root and what it wrote itself
     #[command(after_help = "Example:\n  memctl branch show node-7")]
     Show {
         /// Branch id or node_uid
         branch: String,
+    },
+    /// Mark a branch alive, dead, best or pruned (gc collects dead and pruned ones)
+    #[command(after_help = MARK_EXAMPLES)]
+    Mark {
+        /// Branch id or node_uid
+        branch: String,
+        /// The branch's new status
+        #[arg(value_enum)]
+        status: StatusArg,
+        /// Why (kept with the status, shown by `branch show` and `branch list`)
+        #[arg(long)]
+        note: Option<String>,
+        /// Mark every branch under it too
+        #[arg(long)]
+        subtree: bool,
     },
     /// Give a branch a node_uid alias (usable wherever a branch is taken)
     #[command(after_help = "Example:\n  memctl branch set-uid 3f2a9c node-7")]
@@ -42,6 +63,34 @@ pub enum BranchCommand {
         /// The alias, e.g. the tree node's real id
         uid: String,
     },
+}
+
+const MARK_EXAMPLES: &str = "\
+Examples:
+  memctl branch mark node-7 best --note 'lowest runtime, 1.9 s'
+  memctl branch mark node-4 dead --note 'segfaults with -O3'
+  memctl branch mark node-2 pruned --subtree     # the node and everything under it
+
+`export paper` takes the one `best` branch when --branch is not given; `gc` deletes dead and
+pruned branches whose descendants are all dead or pruned too.";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StatusArg {
+    Alive,
+    Dead,
+    Best,
+    Pruned,
+}
+
+impl From<StatusArg> for BranchStatus {
+    fn from(status: StatusArg) -> BranchStatus {
+        match status {
+            StatusArg::Alive => BranchStatus::Alive,
+            StatusArg::Dead => BranchStatus::Dead,
+            StatusArg::Best => BranchStatus::Best,
+            StatusArg::Pruned => BranchStatus::Pruned,
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -66,7 +115,18 @@ pub fn run(ctx: &Context, command: BranchCommand) -> anyhow::Result<()> {
             })?;
             report_fork(ctx, &outcome);
         }
-        BranchCommand::List => list(ctx, &store)?,
+        BranchCommand::List { status } => list(ctx, &store, status.map(BranchStatus::from))?,
+        BranchCommand::Mark { branch, status, note, subtree } => {
+            let status = BranchStatus::from(status);
+            let marked = store.mark_branch(&branch, status, note.as_deref(), subtree)?;
+            ctx.emit(json!({"marked": marked, "status": status.as_str(), "note": note}), || {
+                let others = match marked.len() {
+                    1 => String::new(),
+                    n => format!(" and {} under it", count(n - 1, "branch", "branches")),
+                };
+                format!("Marked {}{others} {}", marked[0], status.as_str())
+            });
+        }
         BranchCommand::Show { branch } => show(ctx, &store, &branch)?,
         BranchCommand::SetUid { branch, uid } => {
             let branch = store.set_node_uid(&branch, &uid)?;
@@ -127,17 +187,32 @@ fn report_fork(ctx: &Context, outcome: &ForkOutcome) {
 
 fn branch_json(branch: &Branch) -> serde_json::Value {
     json!({"id": branch.id, "node_uid": branch.node_uid, "parent": branch.parent,
-           "depth": branch.depth, "fork_seq": branch.fork_seq, "ts": branch.created_at, "meta": branch.meta})
+           "depth": branch.depth, "fork_seq": branch.fork_seq, "ts": branch.created_at, "meta": branch.meta,
+           "status": branch.status, "status_note": branch.status_note})
 }
 
-fn list(ctx: &Context, store: &Store) -> anyhow::Result<()> {
-    let branches = store.branches()?;
+fn list(ctx: &Context, store: &Store, status: Option<BranchStatus>) -> anyhow::Result<()> {
+    let mut branches = store.branches()?;
+    if let Some(status) = status {
+        branches.retain(|b| b.status == status);
+    }
     let json = json!({"branches": branches.iter().map(branch_json).collect::<Vec<_>>()});
-    ctx.emit(json, || {
-        if branches.is_empty() {
-            return "No branches yet (create one with `memctl branch create ID`)".to_string();
+    ctx.emit(json, || match status {
+        _ if branches.is_empty() && status.is_none() => {
+            "No branches yet (create one with `memctl branch create ID`)".to_string()
         }
-        tree(&branches)
+        None => tree(&branches),
+        Some(status) if branches.is_empty() => format!("No branch is {}", status.as_str()),
+        Some(_) => {
+            let rows: Vec<Vec<String>> = branches
+                .iter()
+                .map(|b| {
+                    let note = b.status_note.as_deref().map(|n| excerpt(n, 60)).unwrap_or_default();
+                    vec![b.id.clone(), b.node_uid.clone().unwrap_or_default(), b.depth.to_string(), note]
+                })
+                .collect();
+            table(&["BRANCH", "NODE_UID", "DEPTH", "NOTE"], &rows)
+        }
     });
     Ok(())
 }
@@ -161,9 +236,18 @@ fn show(ctx: &Context, store: &Store, name: &str) -> anyhow::Result<()> {
             ("fork seq", branch.fork_seq.to_string()),
             ("created", timestamp(branch.created_at)),
             ("meta", branch.meta.to_string()),
+            ("status", status_text(&branch)),
             ("path", root_first.iter().map(|b| b.id.as_str()).collect::<Vec<_>>().join(" → ")),
             ("own rows", format!("core {} · events {} · archival {}", own.core, own.events, own.archival)),
         ])
     });
     Ok(())
+}
+
+/// `dead — segfaults with -O3`: the status and its note.
+fn status_text(branch: &Branch) -> String {
+    match &branch.status_note {
+        Some(note) => format!("{} — {note}", branch.status.as_str()),
+        None => branch.status.as_str().to_string(),
+    }
 }

@@ -37,6 +37,7 @@ Examples:
   # ./final_memory_for_paper.md and .json, from memory alone
   memctl export paper --branch node-42
   memctl export paper --branch node-42 --artifacts best.json --out run/memory
+  memctl export paper             # the branch marked best (branch mark B best)
 The sections follow the Python store's final_memory_for_paper.md: Executive
 Summary, Best Node Details, VLM Analysis & Visual Feedback, Top Nodes
 Comparison, Memory-Based Analysis (title candidates, abstract material,
@@ -71,9 +72,9 @@ mapped, e.g. core.set -> mem_core_set), plus seq, actor and memctl_op.";
 
 #[derive(Debug, Args)]
 pub struct PaperArgs {
-    /// The best branch (id or node_uid)
+    /// The best branch (id or node_uid) [default: the one branch marked best]
     #[arg(long, short, value_name = "BRANCH")]
-    pub branch: String,
+    pub branch: Option<String>,
     /// The runner's artifacts index (JSON with best_node_data and top_nodes_data)
     #[arg(long, value_name = "FILE")]
     pub artifacts: Option<PathBuf>,
@@ -113,7 +114,11 @@ fn paper(ctx: &Context, args: PaperArgs) -> anyhow::Result<()> {
         None => None,
     };
     let store = ctx.open()?;
-    let written = write_paper(&store, &args.branch, artifacts.as_ref(), &args.out)?;
+    let branch = match args.branch {
+        Some(branch) => branch,
+        None => store.best_branch()?.id,
+    };
+    let written = write_paper(&store, &branch, artifacts.as_ref(), &args.out)?;
     for warning in &written.warnings {
         ctx.warn(warning);
     }

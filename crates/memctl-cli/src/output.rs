@@ -2,7 +2,7 @@
 //! lines that show engine rows (events, summaries, records, the branch tree, a whole view).
 
 use clap::ValueEnum;
-use memctl_core::{Branch, Event, Record, Summary, View};
+use memctl_core::{Branch, BranchStatus, Event, Record, Summary, View};
 use std::io::Write;
 
 /// Writes one line of data to stdout. A closed pipe (`memctl … | head -1`) ends the output
@@ -169,9 +169,16 @@ pub fn record_line(record: &Record) -> String {
 
 /// The forest drawn with box characters, children in fork order.
 pub fn tree(branches: &[Branch]) -> String {
-    let label = |b: &Branch| match &b.node_uid {
-        Some(uid) if uid != &b.id => format!("{}  ({uid})", b.id),
-        _ => b.id.clone(),
+    let label = |b: &Branch| {
+        let name = match &b.node_uid {
+            Some(uid) if uid != &b.id => format!("{}  ({uid})", b.id),
+            _ => b.id.clone(),
+        };
+        match (b.status, &b.status_note) {
+            (BranchStatus::Alive, _) => name,
+            (status, None) => format!("{name}  [{}]", status.as_str()),
+            (status, Some(note)) => format!("{name}  [{}: {}]", status.as_str(), excerpt(note, 40)),
+        }
     };
     let children = |parent: Option<&str>| -> Vec<&Branch> {
         branches.iter().filter(|b| b.parent.as_deref() == parent).collect()

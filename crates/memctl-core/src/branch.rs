@@ -1,8 +1,8 @@
 //! Branches: creating roots and forks, node_uid aliases and the runner's metadata (SPEC §4.1).
 //! Finding branches and their paths is the view's (view/path.rs).
 
-use crate::error::{Error, Result};
-use crate::rows::Branch;
+use crate::error::{Error, ErrorKind, Result};
+use crate::rows::{Branch, BranchStatus};
 use crate::store::{Store, Tx};
 use crate::view;
 use serde::Serialize;
@@ -57,6 +57,9 @@ impl Tx<'_> {
 
     pub(crate) fn create_branch(&self, parent: Option<&Branch>, id: &str) -> Result<ForkOutcome> {
         validate_branch_id(id, "branch id")?;
+        if self.is_collected_name(id)? {
+            return Err(view::collected_name(id));
+        }
         if let Some(existing) = self.find_branch(id)? {
             if existing.id != id {
                 return Err(uid_taken(id, &existing.id));
@@ -144,9 +147,42 @@ impl Tx<'_> {
         Ok(Branch { meta: meta.clone(), ..branch })
     }
 
+    /// Marks a branch, and with `subtree` every branch under it, with `status` (and a note, or
+    /// none); returns the ids marked, the branch first.
+    pub fn mark_branch(
+        &self,
+        name: &str,
+        status: BranchStatus,
+        note: Option<&str>,
+        subtree: bool,
+    ) -> Result<Vec<String>> {
+        let branch = self.branch(name)?;
+        let mut marked = vec![branch.clone()];
+        if subtree {
+            marked.extend(self.descendants(&branch.id)?);
+        }
+        let note = note.map(|n| self.redacted(n));
+        let mut stmt =
+            self.conn.prepare_cached("UPDATE branches SET status = ?1, status_note = ?2 WHERE bid = ?3")?;
+        for b in &marked {
+            stmt.execute(rusqlite::params![status.as_str(), note, b.bid])?;
+        }
+        self.forget();
+        let ids: Vec<String> = marked.into_iter().map(|b| b.id).collect();
+        self.journal(
+            Some(branch.bid),
+            "branch.mark",
+            json!({"status": status.as_str(), "note": note, "branches": ids}),
+        )?;
+        Ok(ids)
+    }
+
     /// Sets the node_uid alias of a branch.
     pub fn set_node_uid(&self, name: &str, node_uid: &str) -> Result<Branch> {
         validate_branch_id(node_uid, "node_uid")?;
+        if self.is_collected_name(node_uid)? {
+            return Err(view::collected_name(node_uid));
+        }
         let branch = self.branch(name)?;
         if let Some(holder) = self.find_branch(node_uid)? {
             if holder.bid != branch.bid {
@@ -173,6 +209,25 @@ pub struct OwnCounts {
 }
 
 impl Store {
+    /// The one branch marked `best`: what `export paper` exports when not told which.
+    pub fn best_branch(&self) -> Result<Branch> {
+        let best: Vec<Branch> =
+            self.branches()?.into_iter().filter(|b| b.status == BranchStatus::Best).collect();
+        match best.as_slice() {
+            [one] => Ok(one.clone()),
+            [] => Err(Error::new(ErrorKind::Usage, "no branch given, and no branch is marked best")
+                .with_hint("pass --branch, or mark one: memctl branch mark BRANCH best")),
+            many => {
+                let ids: Vec<&str> = many.iter().map(|b| b.id.as_str()).collect();
+                Err(Error::new(
+                    ErrorKind::Usage,
+                    format!("no branch given, and {} are marked best: {}", ids.len(), ids.join(", ")),
+                )
+                .with_hint("pass --branch, or mark all but one otherwise"))
+            }
+        }
+    }
+
     /// The rows a branch wrote itself (not what it inherits).
     pub fn own_counts(&self, name: &str) -> Result<OwnCounts> {
         let bid = self.branch(name)?.bid;

@@ -67,7 +67,7 @@ pub use protocol::{
 pub use recall::{ConsolidateOutcome, EvictOutcome, EvictSelector, RecallView, SUMMARY_MAX_CHARS};
 pub use redact::redact;
 pub use render::{tags_suffix, Budget, PromptContext, SectionReport};
-pub use rows::{AppendOutcome, Branch, BranchPath, CoreEntry, Event, Record, Summary};
+pub use rows::{AppendOutcome, Branch, BranchPath, BranchStatus, CoreEntry, Event, Record, Summary};
 pub use schema::{PAGE_SIZE, SCHEMA_VERSION};
 pub use store::{OpContext, Store, Tx};
 pub use summarizer::{Request as SummarizerRequest, Task as SummarizerTask};

@@ -19,9 +19,47 @@ pub struct Branch {
     pub created_at: f64,
     /// The runner's own data about the node (a JSON object), e.g. its score.
     pub meta: serde_json::Value,
+    /// Where the search stands with it (`branch mark`).
+    pub status: BranchStatus,
+    /// Why, in the words of whoever marked it.
+    pub status_note: Option<String>,
     /// Whether the branch holds its parent's view's anchor rows (view.rs).
     #[serde(skip)]
     pub(crate) anchored: bool,
+}
+
+/// A branch's place in the search: `alive` (the default) or what the runner decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BranchStatus {
+    Alive,
+    Dead,
+    Best,
+    Pruned,
+}
+
+impl BranchStatus {
+    pub const ALL: [BranchStatus; 4] =
+        [BranchStatus::Alive, BranchStatus::Dead, BranchStatus::Best, BranchStatus::Pruned];
+
+    /// The name stored and shown.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BranchStatus::Alive => "alive",
+            BranchStatus::Dead => "dead",
+            BranchStatus::Best => "best",
+            BranchStatus::Pruned => "pruned",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<BranchStatus> {
+        BranchStatus::ALL.into_iter().find(|s| s.as_str() == name)
+    }
+
+    /// Whether `gc` collects a branch so marked (when nothing under it is still in use).
+    pub fn is_finished(self) -> bool {
+        matches!(self, BranchStatus::Dead | BranchStatus::Pruned)
+    }
 }
 
 /// The path from a branch up to its root (or, for some reads, to its nearest anchor), with

@@ -277,6 +277,31 @@ CREATE UNIQUE INDEX events_branch_hash ON events(branch, text_hash);
 "#,
         fts_sql: "",
     },
+    // The life of a search: a status per branch, promoted rows' origins, and branches collected
+    // by gc. A collected branch keeps its row (its journal rows still name it, and its bid is
+    // never handed out again) and loses every other row.
+    Migration {
+        name: "20261125_branch_life",
+        sql: r#"
+ALTER TABLE branches ADD COLUMN status TEXT NOT NULL DEFAULT 'alive'
+    CHECK (status IN ('alive', 'dead', 'best', 'pruned'));
+ALTER TABLE branches ADD COLUMN status_note TEXT;
+-- When gc deleted the branch's rows; NULL for a branch in use.
+ALTER TABLE branches ADD COLUMN collected_at REAL;
+
+-- A row promote wrote (its seq), and where it came from: the branch promoted from and the seq
+-- of the row in that branch's view.
+CREATE TABLE promoted (
+    seq        INTEGER PRIMARY KEY,
+    branch     INTEGER NOT NULL REFERENCES branches(bid),
+    src_branch INTEGER NOT NULL REFERENCES branches(bid),
+    src_seq    INTEGER NOT NULL,
+    note       TEXT
+);
+CREATE INDEX promoted_branch ON promoted(branch);
+"#,
+        fts_sql: "",
+    },
 ];
 
 /// The page size of new databases. A commit writes whole pages to the WAL (an append: three), and
@@ -381,8 +406,10 @@ fn migrate(conn: &Connection) -> Result<()> {
         if tables > 0 {
             return Err(not_memctl());
         }
-        // Page size and WAL are properties of the file; set once, before the first write.
+        // Page size, WAL and incremental vacuum (`gc --vacuum`) are properties of the file; set
+        // once, before the first write.
         conn.pragma_update(None, "page_size", PAGE_SIZE)?;
+        conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
     }
     let fts5 = fts5_available(conn)?;

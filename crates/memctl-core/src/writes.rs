@@ -7,7 +7,7 @@ use crate::branch::ForkOutcome;
 use crate::core_kv::{CoreSetOutcome, CoreWrite};
 use crate::error::Result;
 use crate::recall::{EvictOutcome, EvictSelector};
-use crate::rows::{AppendOutcome, Branch};
+use crate::rows::{AppendOutcome, Branch, BranchStatus};
 use crate::store::Store;
 
 macro_rules! one_call_writes {
@@ -27,6 +27,7 @@ one_call_writes! {
     fn create_root(id: &str) -> ForkOutcome;
     fn fork(parent: &str, id: Option<&str>) -> ForkOutcome;
     fn set_node_uid(name: &str, node_uid: &str) -> Branch;
+    fn mark_branch(name: &str, status: BranchStatus, note: Option<&str>, subtree: bool) -> Vec<String>;
     fn core_set(branch: &str, key: &str, value: &str, options: CoreWrite) -> CoreSetOutcome;
     fn core_delete(branch: &str, keys: &[&str]) -> Vec<String>;
     fn archival_add(branch: &str, text: &str, tags: &[String]) -> AppendOutcome;

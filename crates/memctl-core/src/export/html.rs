@@ -33,6 +33,7 @@ impl Store {
                 branches.push(json!({
                     "id": b.id, "node_uid": b.node_uid, "parent": b.parent, "depth": b.depth,
                     "fork_seq": b.fork_seq, "ts": b.created_at, "meta": b.meta,
+                    "status": b.status, "status_note": b.status_note,
                     "core": [], "events": [], "archival": [], "exclusions": [], "summaries": [], "ops": [],
                 }));
             }

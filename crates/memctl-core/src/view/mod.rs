@@ -36,7 +36,7 @@ pub(crate) mod history;
 mod path;
 mod sql;
 
-pub(crate) use path::{meeting, shared_until};
+pub(crate) use path::{collected_name, meeting, shared_until};
 
 use crate::error::{Error, Result};
 use crate::query::{Query, TermCounts};

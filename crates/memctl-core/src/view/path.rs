@@ -1,9 +1,9 @@
-//! Where a view starts: finding branches by id or node_uid, the path from a branch to its root,
+//! Where a view starts: finding branches by id or node_uid (never one `gc` collected), the path from a branch to its root,
 //! and THE rule of SPEC §2 that turns a path into per-branch cutoffs. The path is loaded into a
 //! connection-private table, `temp.view_path`, that every view query joins (sql.rs).
 
 use crate::error::{Error, Result, Topic};
-use crate::rows::{Branch, BranchPath};
+use crate::rows::{Branch, BranchPath, BranchStatus};
 use crate::store::Store;
 use rusqlite::{OptionalExtension, Row};
 use std::collections::HashMap;
@@ -82,7 +82,8 @@ pub(crate) fn load(store: &Store, path: &BranchPath) -> Result<()> {
 }
 
 const BRANCH_COLUMNS: &str =
-    "b.bid, b.id, b.node_uid, p.id, b.depth, b.fork_seq, b.created_at, b.meta, b.anchored";
+    "b.bid, b.id, b.node_uid, p.id, b.depth, b.fork_seq, b.created_at, b.meta, b.anchored, \
+                              b.status, b.status_note";
 
 fn branch_from_row(row: &Row<'_>) -> rusqlite::Result<Branch> {
     Ok(Branch {
@@ -95,6 +96,8 @@ fn branch_from_row(row: &Row<'_>) -> rusqlite::Result<Branch> {
         created_at: row.get(6)?,
         meta: serde_json::from_str(&row.get::<_, String>(7)?).unwrap_or_default(),
         anchored: row.get(8)?,
+        status: BranchStatus::parse(&row.get::<_, String>(9)?).unwrap_or(BranchStatus::Alive),
+        status_note: row.get(10)?,
     })
 }
 
@@ -107,20 +110,20 @@ impl Store {
     pub(crate) fn find_branch(&self, name: &str) -> Result<Option<Branch>> {
         let sql = format!(
             "SELECT {BRANCH_COLUMNS} FROM branches b LEFT JOIN branches p ON p.bid = b.parent
-             WHERE b.id = ?1
+             WHERE b.id = ?1 AND b.collected_at IS NULL
              UNION ALL
              SELECT {BRANCH_COLUMNS} FROM branches b LEFT JOIN branches p ON p.bid = b.parent
-             WHERE b.node_uid = ?1 AND b.id <> ?1
+             WHERE b.node_uid = ?1 AND b.id <> ?1 AND b.collected_at IS NULL
              LIMIT 1"
         );
         Ok(self.conn.prepare_cached(&sql)?.query_row([name], branch_from_row).optional()?)
     }
 
-    /// All branches, parents before children (by fork_seq).
+    /// All branches in use (not collected by gc), parents before children (by fork_seq).
     pub fn branches(&self) -> Result<Vec<Branch>> {
         let sql = format!(
             "SELECT {BRANCH_COLUMNS} FROM branches b LEFT JOIN branches p ON p.bid = b.parent
-             ORDER BY b.fork_seq"
+             WHERE b.collected_at IS NULL ORDER BY b.fork_seq"
         );
         let mut stmt = self.conn.prepare_cached(&sql)?;
         let rows = stmt.query_map([], branch_from_row)?;
@@ -132,11 +135,39 @@ impl Store {
         let parent = self.branch(name)?;
         let sql = format!(
             "SELECT {BRANCH_COLUMNS} FROM branches b JOIN branches p ON p.bid = b.parent
-             WHERE b.parent = ?1 ORDER BY b.fork_seq"
+             WHERE b.parent = ?1 AND b.collected_at IS NULL ORDER BY b.fork_seq"
         );
         let mut stmt = self.conn.prepare_cached(&sql)?;
         let rows = stmt.query_map([parent.bid], branch_from_row)?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// Every branch under `branch` (children, their children, …), parents before children.
+    pub fn descendants(&self, name: &str) -> Result<Vec<Branch>> {
+        let top = self.branch(name)?;
+        let sql = format!(
+            "WITH RECURSIVE down(bid) AS (
+                 SELECT bid FROM branches WHERE parent = ?1 AND collected_at IS NULL
+                 UNION ALL
+                 SELECT b.bid FROM down JOIN branches b ON b.parent = down.bid WHERE b.collected_at IS NULL
+             )
+             SELECT {BRANCH_COLUMNS} FROM down
+             JOIN branches b ON b.bid = down.bid LEFT JOIN branches p ON p.bid = b.parent
+             ORDER BY b.fork_seq"
+        );
+        let mut stmt = self.conn.prepare_cached(&sql)?;
+        let rows = stmt.query_map([top.bid], branch_from_row)?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// Whether `name` is the id or node_uid of a branch `gc` collected: such names stay taken.
+    pub(crate) fn is_collected_name(&self, name: &str) -> Result<bool> {
+        Ok(self
+            .conn
+            .prepare_cached(
+                "SELECT 1 FROM branches WHERE (id = ?1 OR node_uid = ?1) AND collected_at IS NOT NULL",
+            )?
+            .exists([name])?)
     }
 
     /// The path of a branch (itself first, root last), read once per handle in one query.
@@ -180,4 +211,10 @@ impl Store {
 
 fn unknown_branch(name: &str) -> Error {
     Error::not_found(format!("unknown branch '{name}'")).with_topic(Topic::UnknownBranch)
+}
+
+/// A name that belonged to a branch `gc` collected.
+pub(crate) fn collected_name(name: &str) -> Error {
+    Error::conflict(format!("'{name}' named a branch that gc collected; its names stay taken"))
+        .with_hint("pick another id or node_uid")
 }
