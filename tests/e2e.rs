@@ -9,5 +9,6 @@ mod cli;
 mod export;
 mod import;
 mod inspect;
+mod lifecycle;
 mod memory_pressure;
 mod viewer;

@@ -3,8 +3,8 @@
 
 use crate::invocation::GlobalArgs;
 use crate::{
-    apply, archival, branch, context, core_mem, diff, export, import, init, log, path, pressure, quickstart,
-    read, recall, why,
+    apply, archival, branch, context, core_mem, diff, export, gc, import, init, log, path, pressure, promote,
+    quickstart, read, recall, why,
 };
 use clap::{Parser, Subcommand};
 
@@ -96,6 +96,14 @@ pub enum Command {
     #[command(after_help = path::EXAMPLES)]
     Path(path::PathArgs),
 
+    /// Copy items of one branch's view into another branch (e.g. an ancestor)
+    #[command(after_help = promote::EXAMPLES)]
+    Promote(promote::PromoteArgs),
+
+    /// Delete the branches a search is done with (dead or pruned), and every row only they see
+    #[command(after_help = gc::EXAMPLES)]
+    Gc(gc::GcArgs),
+
     /// The memory section for a prompt, within a budget of characters or tokens
     #[command(after_help = context::EXAMPLES)]
     Context(context::ContextArgs),
@@ -165,6 +173,8 @@ pub fn run(cli: Cli, ctx: &crate::invocation::Context) -> anyhow::Result<()> {
         Command::Diff(args) => diff::run(ctx, args),
         Command::Why(args) => why::run(ctx, args),
         Command::Path(args) => path::run(ctx, args),
+        Command::Promote(args) => promote::run(ctx, args),
+        Command::Gc(args) => gc::run(ctx, args),
         Command::Log(args) => log::run(ctx, args),
         Command::Import(command) => import::run(ctx, command),
         Command::Export(command) => export::run(ctx, command),

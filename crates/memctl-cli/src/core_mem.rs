@@ -4,8 +4,9 @@ use crate::input;
 use crate::invocation::Context;
 use crate::output::{one_line, table, timestamp};
 use clap::Subcommand;
-use memctl_core::{parse_duration, CoreEntry, CoreWrite, DEFAULT_IMPORTANCE};
+use memctl_core::{parse_duration, CoreEntry, CoreWrite, Origin, DEFAULT_IMPORTANCE};
 use serde_json::{json, Map, Value};
+use std::collections::HashMap;
 
 #[derive(Debug, Subcommand)]
 pub enum CoreCommand {
@@ -88,17 +89,24 @@ pub fn run(ctx: &Context, command: CoreCommand) -> anyhow::Result<()> {
             } else {
                 keys.iter().map(|k| (k.clone(), entries.iter().find(|e| &e.key == k))).collect()
             };
+            let origins = match explain {
+                true => {
+                    store.origins(&wanted.iter().filter_map(|(_, e)| e.map(|e| e.seq)).collect::<Vec<_>>())?
+                }
+                false => Default::default(),
+            };
             let mut map = Map::new();
             for (key, entry) in &wanted {
                 let value = match (entry, explain) {
                     (None, _) => Value::Null,
                     (Some(e), false) => json!(e.value),
                     (Some(e), true) => json!({"value": e.value, "branch": e.branch, "seq": e.seq,
-                                              "importance": e.importance, "ttl": e.ttl, "ts": e.ts}),
+                                              "importance": e.importance, "ttl": e.ttl, "ts": e.ts,
+                                              "promoted_from": origins.get(&e.seq)}),
                 };
                 map.insert(key.clone(), value);
             }
-            ctx.emit(json!({ "core": map }), || render_get(&branch, &wanted, explain));
+            ctx.emit(json!({ "core": map }), || render_get(&branch, &wanted, &origins, explain));
         }
         CoreCommand::Del { branch, keys } => {
             let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
@@ -120,7 +128,12 @@ pub fn run(ctx: &Context, command: CoreCommand) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn render_get(branch: &str, wanted: &[(String, Option<&CoreEntry>)], explain: bool) -> String {
+fn render_get(
+    branch: &str,
+    wanted: &[(String, Option<&CoreEntry>)],
+    origins: &HashMap<i64, Origin>,
+    explain: bool,
+) -> String {
     if wanted.is_empty() {
         return format!("{branch} has no core keys");
     }
@@ -131,7 +144,10 @@ fn render_get(branch: &str, wanted: &[(String, Option<&CoreEntry>)], explain: bo
                 Some(e) => vec![
                     key.clone(),
                     one_line(&e.value),
-                    e.branch.clone(),
+                    match origins.get(&e.seq) {
+                        Some(o) => format!("{} (promoted from {} seq {})", e.branch, o.branch, o.seq),
+                        None => e.branch.clone(),
+                    },
                     e.seq.to_string(),
                     e.importance.to_string(),
                     e.ttl.map_or("-".into(), |t| format!("{t}s")),

@@ -79,6 +79,10 @@ fn text(why: &Why) -> String {
             let by = if by.is_empty() { String::new() } else { format!(" ({})", by.join(", ")) };
             out.push(format!("    journal #{} {}{by}", op.seq, op.op));
         }
+        if let Some(origin) = &w.promoted_from {
+            let note = origin.note.as_ref().map_or(String::new(), |n| format!(": {n}"));
+            out.push(format!("    promoted from {} (seq {}){note}", origin.branch, origin.seq));
+        }
     }
     out.join("\n")
 }

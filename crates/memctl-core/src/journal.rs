@@ -70,9 +70,10 @@ pub(crate) fn cap_strings(value: &mut Value, max: usize) {
 }
 
 impl Store {
-    /// Journal rows, oldest first: all of them, or one branch's; only the newest `limit`.
+    /// Journal rows, oldest first: all of them, or one branch's (collected ones too: their
+    /// journal is the history); only the newest `limit`.
     pub fn ops(&self, branch: Option<&str>, limit: Option<usize>) -> Result<Vec<Op>> {
-        let bid = branch.map(|name| self.branch(name)).transpose()?.map(|b| b.bid);
+        let bid = branch.map(|name| self.journal_bid(name)).transpose()?;
         let mut stmt = self.conn.prepare_cached(&format!(
             "SELECT * FROM ({OP_SELECT} WHERE ?1 IS NULL OR o.branch = ?1 ORDER BY o.seq DESC LIMIT ?2) ORDER BY 1"
         ))?;

@@ -25,10 +25,12 @@ mod core_kv;
 mod diff;
 mod error;
 mod export;
+mod gc;
 mod journal;
 mod legacy;
 mod path_report;
 mod pressure;
+mod promote;
 mod protocol;
 mod query;
 mod recall;
@@ -55,12 +57,14 @@ pub use core_kv::{rendered_chars, CoreSetOutcome, CoreWrite, DEFAULT_IMPORTANCE,
 pub use diff::{ArchivalDiff, Changed, CommonAncestor, CoreDiff, Diff, Layer, Sides};
 pub use error::{Error, ErrorKind, Result, Topic};
 pub use export::{viewer_html, Artifacts, JsonlLine, PaperMemory, PaperSection};
+pub use gc::{GcReport, GcRequest, Kept, RowsFreed, VacuumOutcome};
 pub use journal::Op;
 pub use legacy::{Converted, ImportReport, LegacyDatabase, SkippedRows};
 pub use path_report::{
     ArchivalDelta, Consolidation, CoreDelta, KeyWrite, NodeDelta, PathReport, Previous, RecallDelta,
 };
 pub use pressure::{ArchivalSize, CorePressure, Level, Pressure, RecallPressure};
+pub use promote::{Origin, PromoteOutcome, Promoted, Promotion};
 pub use protocol::{
     find_update_block, strip_blocks, ApplyOutcome, Skipped, LLM_IMPORTANCE, LLM_KIND, LLM_TAG,
 };

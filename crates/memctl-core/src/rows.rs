@@ -55,11 +55,6 @@ impl BranchStatus {
     pub fn parse(name: &str) -> Option<BranchStatus> {
         BranchStatus::ALL.into_iter().find(|s| s.as_str() == name)
     }
-
-    /// Whether `gc` collects a branch so marked (when nothing under it is still in use).
-    pub fn is_finished(self) -> bool {
-        matches!(self, BranchStatus::Dead | BranchStatus::Pruned)
-    }
 }
 
 /// The path from a branch up to its root (or, for some reads, to its nearest anchor), with

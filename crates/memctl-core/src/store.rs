@@ -224,7 +224,7 @@ impl Store {
     /// The main database's data version (`SQLITE_FCNTL_DATA_VERSION`): unlike `PRAGMA
     /// data_version` it moves on this handle's commits too, and it is read without a statement.
     /// Within a transaction it has seen every commit of other connections.
-    fn data_version(&self) -> Result<u32> {
+    pub(crate) fn data_version(&self) -> Result<u32> {
         let mut version: u32 = 0;
         // SAFETY: the handle is open for as long as `self.conn`; the call writes one unsigned
         // int to the pointer it is given.
@@ -348,11 +348,24 @@ impl Tx<'_> {
     /// Runs `f` inside a savepoint: kept if it returns `Ok`, undone (with the seqs it took and
     /// the memo) otherwise, while the transaction goes on.
     pub fn savepoint<T>(&self, f: impl FnOnce(&Tx<'_>) -> Result<T>) -> Result<T> {
+        self.in_savepoint(f, |outcome| outcome.is_ok())
+    }
+
+    /// Runs `f` and undoes everything it wrote, whatever its outcome: a dry run.
+    pub(crate) fn trial<T>(&self, f: impl FnOnce(&Tx<'_>) -> Result<T>) -> Result<T> {
+        self.in_savepoint(f, |_| false)
+    }
+
+    fn in_savepoint<T>(
+        &self,
+        f: impl FnOnce(&Tx<'_>) -> Result<T>,
+        keep: impl Fn(&Result<T>) -> bool,
+    ) -> Result<T> {
         let conn = &self.store.conn;
         conn.prepare_cached("SAVEPOINT memctl_savepoint")?.execute([])?;
         let (next_seq, journalled) = (self.next_seq.get(), self.journalled.get());
         let outcome = f(self);
-        if outcome.is_err() {
+        if !keep(&outcome) {
             conn.prepare_cached("ROLLBACK TO memctl_savepoint")?.execute([])?;
             self.next_seq.set(next_seq);
             self.journalled.set(journalled);

@@ -6,6 +6,7 @@
 use crate::clock::utc_datetime;
 use crate::error::{Error, Result};
 use crate::journal::Op;
+use crate::promote::Origin;
 use crate::rows::BranchPath;
 use crate::store::Store;
 use crate::view;
@@ -105,6 +106,8 @@ pub struct Write {
     pub reason: String,
     /// The journal row of the mutation that made it.
     pub journal: Option<Op>,
+    /// For a row `promote` wrote: the branch and seq it was copied from.
+    pub promoted_from: Option<Origin>,
 }
 
 /// The history of a subject along a branch's path, and the verdict.
@@ -135,8 +138,10 @@ impl Store {
             let (verdict, reason, decided_by, writes) = explained;
             let mut writes: Vec<Write> = writes;
             let seqs: Vec<i64> = writes.iter().map(|w| w.seq).collect();
+            let mut origins = self.origins(&seqs)?;
             for (write, entry) in writes.iter_mut().zip(self.journal_entries_of(&seqs)?) {
                 write.journal = entry;
+                write.promoted_from = origins.remove(&write.seq);
             }
             Ok(Why {
                 branch: path.branch().id.clone(),
@@ -356,6 +361,7 @@ fn write<T>(r: &Placed<T>, action: Action, content: Content, status: Status, rea
         status,
         reason,
         journal: None,
+        promoted_from: None,
     }
 }
 

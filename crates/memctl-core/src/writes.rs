@@ -6,6 +6,8 @@ use crate::archival::UpdateOutcome;
 use crate::branch::ForkOutcome;
 use crate::core_kv::{CoreSetOutcome, CoreWrite};
 use crate::error::Result;
+use crate::gc::{GcReport, GcRequest};
+use crate::promote::{PromoteOutcome, Promotion};
 use crate::recall::{EvictOutcome, EvictSelector};
 use crate::rows::{AppendOutcome, Branch, BranchStatus};
 use crate::store::Store;
@@ -37,4 +39,6 @@ one_call_writes! {
     fn recall_evict(branch: &str, selector: &EvictSelector) -> EvictOutcome;
     fn recall_exclude(branch: &str, ids: &[i64]) -> ();
     fn recall_summarize(branch: &str, kind: &str, text: &str, ids: &[i64]) -> i64;
+    fn promote(src: &str, dst: &str, items: &Promotion, note: Option<&str>) -> PromoteOutcome;
+    fn gc(request: &GcRequest) -> GcReport;
 }

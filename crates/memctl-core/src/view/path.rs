@@ -44,6 +44,9 @@ pub(crate) fn holder(path: &BranchPath, seq: i64) -> Option<i64> {
 #[derive(Default)]
 struct PathState {
     paths: HashMap<String, Rc<BranchPath>>,
+    /// The data version the paths were last checked at, and how many times `gc` had collected
+    /// branches then: a path is valid only while its branch is not collected.
+    checked: Option<(u32, i64)>,
     /// The branch whose path is loaded, and how many branches of it (a path may stop at an
     /// anchor); None when the table may be missing or stale.
     loaded: Option<(i64, usize)>,
@@ -160,6 +163,20 @@ impl Store {
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
+    /// The bid of a branch in use or collected, for reading its journal.
+    pub(crate) fn journal_bid(&self, name: &str) -> Result<i64> {
+        if let Some(branch) = self.find_branch(name)? {
+            return Ok(branch.bid);
+        }
+        self.conn
+            .prepare_cached(
+                "SELECT bid FROM branches WHERE (id = ?1 OR node_uid = ?1) AND collected_at IS NOT NULL",
+            )?
+            .query_row([name], |r| r.get(0))
+            .optional()?
+            .ok_or_else(|| unknown_branch(name))
+    }
+
     /// Whether `name` is the id or node_uid of a branch `gc` collected: such names stay taken.
     pub(crate) fn is_collected_name(&self, name: &str) -> Result<bool> {
         Ok(self
@@ -173,6 +190,7 @@ impl Store {
     /// The path of a branch (itself first, root last), read once per handle in one query.
     /// Cached by branch id, which never changes (a node_uid may, so it is resolved each time).
     pub fn path(&self, name: &str) -> Result<Rc<BranchPath>> {
+        self.drop_paths_if_collected()?;
         if let Some(path) = self.memo(|state: &mut PathState| state.paths.get(name).cloned()) {
             return Ok(path);
         }
@@ -180,6 +198,27 @@ impl Store {
         let path = Rc::new(self.read_path(&branch, false)?);
         self.memo(|state: &mut PathState| state.paths.insert(path.branch().id.clone(), path.clone()));
         Ok(path)
+    }
+
+    /// Forgets the cached paths when another handle's `gc` has collected branches since they
+    /// were checked: a write must never go to a collected branch. Costs a data-version read
+    /// per call and, after another connection's commit, one read of the collection count.
+    fn drop_paths_if_collected(&self) -> Result<()> {
+        let version = self.data_version()?;
+        if self.memo(|state: &mut PathState| state.checked.is_some_and(|(v, _)| v == version)) {
+            return Ok(());
+        }
+        let collections: i64 = self
+            .conn
+            .prepare_cached("SELECT coalesce((SELECT value FROM meta WHERE key = 'gc_collections'), 0)")?
+            .query_row([], |r| r.get(0))?;
+        self.memo(|state: &mut PathState| {
+            if state.checked.is_some_and(|(_, c)| c != collections) {
+                state.paths.clear();
+            }
+            state.checked = Some((version, collections));
+        });
+        Ok(())
     }
 
     /// The path from `branch` up to its nearest anchored branch (or its root): all that

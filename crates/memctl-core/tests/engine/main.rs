@@ -3,6 +3,7 @@
 mod concurrency;
 mod consolidation;
 mod model;
+mod promote;
 mod protocol;
 mod regressions;
 mod search;

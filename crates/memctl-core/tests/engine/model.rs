@@ -21,7 +21,8 @@
 //! as in production.
 
 use memctl_core::{
-    Clock, Config, CoreWrite, ErrorKind, FtsMode, Search, Status, Store, Subject, Verdict, View,
+    BranchStatus, Clock, Config, CoreWrite, ErrorKind, FtsMode, GcRequest, Search, Status, Store, Subject,
+    Verdict, View,
 };
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
@@ -146,6 +147,16 @@ enum Op {
     },
     /// Moves the clock forward by this many seconds.
     Advance(u8),
+    Mark {
+        b: BranchRef,
+        status: BranchStatus,
+        subtree: bool,
+    },
+    /// `None`: the branches marked dead or pruned; `Some`: one branch, with or without its subtree.
+    Gc {
+        target: Option<(BranchRef, bool)>,
+        dry_run: bool,
+    },
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -222,6 +233,9 @@ struct MBranch {
     exclusions: Vec<ExclusionRow>,
     summaries: Vec<SummaryRow>,
     archival: Vec<ArchivalRow>,
+    status: BranchStatus,
+    /// Deleted by `gc`: gone for the engine, its rows kept here (no live view reaches them).
+    collected: bool,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -348,7 +362,38 @@ impl Model {
             exclusions: vec![],
             summaries: vec![],
             archival: vec![],
+            status: BranchStatus::Alive,
+            collected: false,
         });
+    }
+
+    /// The branches not collected, in creation order.
+    fn live(&self) -> Vec<usize> {
+        (0..self.branches.len()).filter(|&b| !self.branches[b].collected).collect()
+    }
+
+    /// Every branch under `b`, in creation order.
+    fn descendants(&self, b: usize) -> Vec<usize> {
+        let under = |mut x: usize| {
+            while let Some(p) = self.branches[x].parent {
+                if p == b {
+                    return true;
+                }
+                x = p;
+            }
+            false
+        };
+        self.live().into_iter().filter(|&x| under(x)).collect()
+    }
+
+    /// Which branch wrote event `id`.
+    fn event_writer(&self, id: i64) -> Option<usize> {
+        self.branches.iter().position(|b| b.events.iter().any(|e| e.id == id))
+    }
+
+    /// Which branch created record `id`.
+    fn record_writer(&self, id: i64) -> Option<usize> {
+        self.branches.iter().position(|b| b.archival.iter().any(|r| r.record == id && r.seq == id))
     }
 
     /// The path of `b` (itself first, root last), each branch with the last tick it contributes.
@@ -587,7 +632,7 @@ struct Harness {
     /// A second handle on the same file that searches archival by keywords, without FTS5.
     fallback: Store,
     /// The directory holding the database file.
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
     model: Model,
     /// Every event id the engine created, in any branch.
     events: Vec<i64>,
@@ -628,7 +673,7 @@ impl Harness {
         let mut h = Harness {
             store,
             fallback,
-            _dir: dir,
+            dir,
             model: Model::new(),
             events: vec![],
             records: vec![],
@@ -648,12 +693,14 @@ impl Harness {
         Ok(())
     }
 
+    /// A live branch (a ghost when none is left).
     fn branch(&self, r: BranchRef) -> (Option<usize>, String) {
+        let live = self.model.live();
         match r {
-            BranchRef::Known(pick) => {
-                let b = pick.of(self.model.branches.len()).unwrap();
-                (Some(b), self.model.name(b))
-            }
+            BranchRef::Known(pick) => match pick.of(live.len()) {
+                Some(i) => (Some(live[i]), self.model.name(live[i])),
+                None => (None, GHOST.to_string()),
+            },
             BranchRef::Ghost => (None, GHOST.to_string()),
         }
     }
@@ -707,6 +754,10 @@ impl Harness {
     fn check_views(&self) -> Result<(), TestCaseError> {
         for b in 0..self.model.branches.len() {
             let id = self.model.name(b);
+            if self.model.branches[b].collected {
+                expect_err(self.store.view(&id), ErrorKind::NotFound, "view of a collected branch")?;
+                continue;
+            }
             let actual = Seen::of(expect_ok(self.store.view(&id), "view")?);
             let expected = self.model.view(b);
             prop_assert_eq!(&actual.branch, &expected.branch, "branch {}", id);
@@ -723,17 +774,23 @@ impl Harness {
 
     /// End-of-sequence checks through other read paths than `view`.
     fn check_final(&self) -> Result<(), TestCaseError> {
-        let listed: Vec<(String, Option<String>)> =
-            expect_ok(self.store.branches(), "branches")?.into_iter().map(|b| (b.id, b.parent)).collect();
-        let expected: Vec<(String, Option<String>)> = self
+        let listed: Vec<(String, Option<String>, BranchStatus)> =
+            expect_ok(self.store.branches(), "branches")?
+                .into_iter()
+                .map(|b| (b.id, b.parent, b.status))
+                .collect();
+        let expected: Vec<(String, Option<String>, BranchStatus)> = self
             .model
-            .branches
-            .iter()
-            .map(|b| (b.id.clone(), b.parent.map(|p| self.model.name(p))))
+            .live()
+            .into_iter()
+            .map(|b| {
+                let m = &self.model.branches[b];
+                (m.id.clone(), m.parent.map(|p| self.model.name(p)), m.status)
+            })
             .collect();
         prop_assert_eq!(listed, expected, "branch list");
         expect_err(self.store.view(GHOST), ErrorKind::NotFound, "view ghost")?;
-        for b in 0..self.model.branches.len() {
+        for b in self.model.live() {
             let id = self.model.name(b);
             let visible = self.model.archival_view(b);
             for &record in &self.records {
@@ -762,9 +819,9 @@ impl Harness {
     /// `diff` of every pair of branches against the model: each layer's "only in A", "only
     /// in B" and changed sets are the set differences of the model's two views.
     fn check_diffs(&self) -> Result<(), TestCaseError> {
-        let n = self.model.branches.len();
-        for a in 0..n {
-            for b in 0..n {
+        let live = self.model.live();
+        for &a in &live {
+            for &b in &live {
                 let (name_a, name_b) = (self.model.name(a), self.model.name(b));
                 let diff = expect_ok(self.store.diff(&name_a, &name_b, &[]), "diff")?;
                 let (va, vb) = (self.model.view(a), self.model.view(b));
@@ -886,7 +943,11 @@ impl Harness {
                 id,
                 key
             );
-            let written = self.model.branches.iter().any(|m| m.core.iter().any(|r| r.key == key));
+            let written = self
+                .model
+                .live()
+                .into_iter()
+                .any(|m| self.model.branches[m].core.iter().any(|r| r.key == key));
             prop_assert_eq!(
                 why.verdict == Verdict::NeverWritten,
                 !written,
@@ -895,7 +956,13 @@ impl Harness {
                 key
             );
         }
+        let gone = |writer: Option<usize>| writer.is_none_or(|w| self.model.branches[w].collected);
         for &record in &self.records {
+            if gone(self.model.record_writer(record)) {
+                let why = self.store.why(&id, &Subject::Record(record));
+                expect_err(why, ErrorKind::NotFound, "why of a collected record")?;
+                continue;
+            }
             let why = expect_ok(self.store.why(&id, &Subject::Record(record)), "why record")?;
             let shown: Vec<(String, i64)> = why
                 .writes
@@ -908,6 +975,11 @@ impl Harness {
             prop_assert_eq!(&shown, &expected, "why {} --record {}", id, record);
         }
         for &event in &self.events {
+            if gone(self.model.event_writer(event)) {
+                let why = self.store.why(&id, &Subject::Event(event));
+                expect_err(why, ErrorKind::NotFound, "why of a collected event")?;
+                continue;
+            }
             let why = expect_ok(self.store.why(&id, &Subject::Event(event)), "why event")?;
             let visible = view.events.iter().any(|e| e.id == event);
             prop_assert_eq!(
@@ -1015,7 +1087,8 @@ impl Harness {
                 self.model.add_branch(id, None, out.fork_seq);
             }
             Op::CreateRoot(Some(pick)) => {
-                let b = pick.of(n).unwrap();
+                let live = self.model.live();
+                let Some(b) = pick.of(live.len()).map(|i| live[i]) else { return Ok(()) };
                 self.note(format!("create_root({:?})", self.model.name(b)));
                 let branch = &self.model.branches[b];
                 let result = self.store.create_root(&branch.id);
@@ -1044,7 +1117,8 @@ impl Harness {
                 self.model.add_branch(id, Some(p), out.fork_seq);
             }
             Op::Refork { child, parent } => {
-                let c = child.of(n).unwrap();
+                let live = self.model.live();
+                let Some(c) = child.of(live.len()).map(|i| live[i]) else { return Ok(()) };
                 let branch = self.model.branches[c].clone();
                 let real_parent = branch.parent.map(|p| self.model.name(p));
                 let asked = match parent {
@@ -1261,6 +1335,107 @@ impl Harness {
                 self.store.set_clock(Clock::Fixed(self.model.now as f64));
                 self.fallback.set_clock(Clock::Fixed(self.model.now as f64));
             }
+            Op::Mark { b, status, subtree } => {
+                let (b, id) = self.branch(*b);
+                self.note(format!("mark_branch({id:?}, {status:?}, None, {subtree})"));
+                let result = self.store.mark_branch(&id, *status, None, *subtree);
+                let Some(b) = b else {
+                    return expect_err(result, ErrorKind::NotFound, "mark a ghost");
+                };
+                let mut marked = vec![b];
+                if *subtree {
+                    marked.extend(self.model.descendants(b));
+                }
+                let names: Vec<String> = marked.iter().map(|&m| self.model.name(m)).collect();
+                prop_assert_eq!(expect_ok(result, "mark_branch")?, names, "branches marked");
+                for m in marked {
+                    self.model.branches[m].status = *status;
+                }
+            }
+            Op::Gc { target, dry_run } => return self.gc(*target, *dry_run),
+        }
+        Ok(())
+    }
+
+    /// `gc` on both sides: the model collects what SPEC's rule selects, every remaining view
+    /// must stay as it was (checked after the step), and the collected branches are gone.
+    fn gc(&mut self, target: Option<(BranchRef, bool)>, dry_run: bool) -> Result<(), TestCaseError> {
+        let finished = |s: BranchStatus| matches!(s, BranchStatus::Dead | BranchStatus::Pruned);
+        let mut request = GcRequest { dry_run, ..GcRequest::default() };
+        let expected: Vec<usize> = match target {
+            None => {
+                request.marked = true;
+                let m = &self.model;
+                m.live()
+                    .into_iter()
+                    .filter(|&b| {
+                        finished(m.branches[b].status)
+                            && m.descendants(b).into_iter().all(|d| finished(m.branches[d].status))
+                    })
+                    .collect()
+            }
+            Some((r, subtree)) => {
+                let (b, id) = self.branch(r);
+                request.branches = vec![id];
+                request.subtree = subtree;
+                let Some(b) = b else {
+                    self.note(format!("gc({request:?})"));
+                    return expect_err(self.store.gc(&request), ErrorKind::NotFound, "gc of a ghost");
+                };
+                let under = self.model.descendants(b);
+                if !under.is_empty() && !subtree {
+                    self.note(format!("gc({request:?})"));
+                    return expect_err(
+                        self.store.gc(&request),
+                        ErrorKind::Conflict,
+                        "gc of a branch with descendants",
+                    );
+                }
+                std::iter::once(b).chain(under).collect()
+            }
+        };
+        self.note(format!("gc({request:?})"));
+        let report = expect_ok(self.store.gc(&request), "gc")?;
+        let names: Vec<String> = expected.iter().map(|&b| self.model.name(b)).collect();
+        prop_assert_eq!(&report.collected, &names, "branches collected");
+        if !dry_run {
+            for b in expected {
+                self.model.branches[b].collected = true;
+            }
+            self.check_nothing_left()?;
+        }
+        Ok(())
+    }
+
+    /// No row of a collected branch is left in the file, and the search index matches the
+    /// archival rows that remain.
+    fn check_nothing_left(&self) -> Result<(), TestCaseError> {
+        let file = rusqlite::Connection::open(self.dir.path().join("memory.sqlite")).unwrap();
+        for table in
+            ["core", "events", "archival", "inherited_exclusions", "inherited_summaries", "anchor_rows"]
+        {
+            let left: i64 = file
+                .query_row(
+                    &format!("SELECT count(*) FROM {table} t JOIN branches b ON b.bid = t.branch WHERE b.collected_at IS NOT NULL"),
+                    [],
+                    |r| r.get(0),
+                )
+                .unwrap();
+            prop_assert_eq!(left, 0, "rows of collected branches left in {}", table);
+        }
+        let checked = file.execute("INSERT INTO archival_fts(archival_fts) VALUES ('integrity-check')", []);
+        prop_assert!(checked.is_ok(), "the search index is damaged: {:?}", checked);
+        let mut collected = file.prepare("SELECT bid FROM branches WHERE collected_at IS NOT NULL").unwrap();
+        let bids: Vec<i64> = collected.query_map([], |r| r.get(0)).unwrap().map(Result::unwrap).collect();
+        for bid in bids {
+            let indexed: i64 = file
+                .query_row(
+                    "SELECT count(*) FROM archival_fts WHERE archival_fts MATCH ?1",
+                    [format!("branch : \"{bid}\"")],
+                    |r| r.get(0),
+                )
+                .unwrap();
+            prop_assert_eq!(indexed, 0, "search entries of collected branch {} left", bid);
         }
         Ok(())
     }
@@ -1454,6 +1629,10 @@ fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(b, record, change)| Op::ArchivalUpdate { b, record, change }),
         2 => (branch_ref(), id_ref()).prop_map(|(b, record)| Op::ArchivalDelete { b, record }),
         2 => (1..=8u8).prop_map(Op::Advance),
+        2 => (branch_ref(), prop::sample::select(&BranchStatus::ALL[..]), prop::bool::weighted(0.3))
+            .prop_map(|(b, status, subtree)| Op::Mark { b, status, subtree }),
+        1 => (proptest::option::weighted(0.4, (branch_ref(), prop::bool::ANY)), prop::bool::weighted(0.2))
+            .prop_map(|(target, dry_run)| Op::Gc { target, dry_run }),
     ]
 }
 

@@ -1,0 +1,241 @@
+//! `gc`: deletes for real the branches a search is done with, and every row only they could
+//! see. A collected branch's subtree goes with it, so no remaining branch has it on its path:
+//! its rows were in no remaining view, and every remaining view stays exactly as it was. The
+//! branch row itself stays, marked collected: its journal rows keep naming it, and its id is
+//! never given out again (`schema::event_rid` keys events by it).
+
+use crate::error::{Error, Result};
+use crate::rows::{Branch, BranchStatus};
+use crate::schema::event_rid;
+use crate::store::{Store, Tx};
+use serde::Serialize;
+use serde_json::json;
+use std::collections::{BTreeSet, HashMap};
+
+/// What to collect.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GcRequest {
+    /// Every branch marked dead or pruned whose descendants are all dead or pruned too (the
+    /// default when no branch is named).
+    pub marked: bool,
+    /// These branches (ids or node_uids)…
+    pub branches: Vec<String>,
+    /// …with everything under them (without it, a named branch must be a leaf).
+    pub subtree: bool,
+    /// Delete the collected branches' journal rows too.
+    pub journal: bool,
+    /// Report only; change nothing.
+    pub dry_run: bool,
+}
+
+/// Rows deleted, per table.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct RowsFreed {
+    pub core: usize,
+    pub events: usize,
+    pub archival: usize,
+    pub exclusions: usize,
+    pub summaries: usize,
+    pub anchors: usize,
+    pub promoted: usize,
+    pub journal: usize,
+}
+
+impl RowsFreed {
+    pub fn total(&self) -> usize {
+        self.core
+            + self.events
+            + self.archival
+            + self.exclusions
+            + self.summaries
+            + self.anchors
+            + self.promoted
+            + self.journal
+    }
+}
+
+/// A branch marked dead or pruned that stays, and why.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Kept {
+    pub branch: String,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GcReport {
+    pub dry_run: bool,
+    /// The branches collected, parents before children.
+    pub collected: Vec<String>,
+    pub rows: RowsFreed,
+    /// Bytes of pages freed inside the file (reused by later writes; `vacuum` returns them).
+    pub bytes_freed: i64,
+    /// Marked branches left alone because something under them is still in use.
+    pub kept: Vec<Kept>,
+}
+
+impl Tx<'_> {
+    /// Collects the branches `request` selects (see [`GcRequest`]).
+    pub fn gc(&self, request: &GcRequest) -> Result<GcReport> {
+        let (chosen, kept) = self.gc_selection(request)?;
+        let collect = |tx: &Tx<'_>| -> Result<GcReport> {
+            let free_before = tx.free_bytes()?;
+            let rows = tx.delete_rows(&chosen, request.journal)?;
+            let collected: Vec<String> = chosen.iter().map(|b| b.id.clone()).collect();
+            let report = GcReport {
+                dry_run: request.dry_run,
+                rows,
+                bytes_freed: tx.free_bytes()? - free_before,
+                collected,
+                kept,
+            };
+            if !chosen.is_empty() {
+                tx.journal(None, "gc", json!({"collected": report.collected, "rows": report.rows}))?;
+            }
+            Ok(report)
+        };
+        if request.dry_run {
+            self.trial(collect)
+        } else {
+            collect(self)
+        }
+    }
+
+    /// The branches to collect, parents before children, and the marked ones kept.
+    fn gc_selection(&self, request: &GcRequest) -> Result<(Vec<Branch>, Vec<Kept>)> {
+        let all = self.branches()?;
+        let mut chosen: BTreeSet<i64> = BTreeSet::new();
+        let mut kept = Vec::new();
+        for name in &request.branches {
+            let branch = self.branch(name)?;
+            let under = self.descendants(&branch.id)?;
+            if !under.is_empty() && !request.subtree {
+                let ids: Vec<&str> = under.iter().take(5).map(|b| b.id.as_str()).collect();
+                let more = if under.len() > ids.len() { ", …" } else { "" };
+                return Err(Error::conflict(format!(
+                    "branch '{}' has {} under it ({}{more}); collecting it alone would cut their paths",
+                    branch.id,
+                    under.len(),
+                    ids.join(", ")
+                ))
+                .with_hint("add --subtree to collect them too, or name a leaf"));
+            }
+            chosen.insert(branch.bid);
+            chosen.extend(under.iter().map(|b| b.bid));
+        }
+        if request.marked || request.branches.is_empty() {
+            // A marked branch goes when everything under it is marked too: children first.
+            let mut done: HashMap<i64, bool> = HashMap::new();
+            for b in all.iter().rev() {
+                let finished_status = finished(b.status);
+                let children_done = all
+                    .iter()
+                    .filter(|c| c.parent.as_deref() == Some(b.id.as_str()))
+                    .all(|c| done.get(&c.bid).copied().unwrap_or(false));
+                done.insert(b.bid, finished_status && children_done);
+                if finished_status && !children_done {
+                    kept.push(Kept {
+                        branch: b.id.clone(),
+                        reason: "a branch under it is still alive or best".to_string(),
+                    });
+                }
+            }
+            chosen.extend(done.into_iter().filter(|&(_, collect)| collect).map(|(bid, _)| bid));
+            kept.reverse();
+        }
+        let chosen = all.into_iter().filter(|b| chosen.contains(&b.bid)).collect();
+        Ok((chosen, kept))
+    }
+
+    /// Deletes every row of `branches` (and with `journal` their journal rows) and marks them
+    /// collected.
+    fn delete_rows(&self, branches: &[Branch], journal: bool) -> Result<RowsFreed> {
+        let mut rows = RowsFreed::default();
+        let fts = self.fts_table()?;
+        let now = self.now();
+        for b in branches {
+            let delete =
+                |sql: &str| -> Result<usize> { Ok(self.conn.prepare_cached(sql)?.execute([b.bid])?) };
+            rows.core += delete("DELETE FROM core WHERE branch = ?1")?;
+            rows.events +=
+                delete(&format!("DELETE FROM events WHERE rid BETWEEN {}", event_rid::all_of("?1")))?;
+            if fts {
+                // The index holds what each version's insert gave it; the same values remove it.
+                delete(
+                    "INSERT INTO archival_fts(archival_fts, rowid, text, tags, branch)
+                     SELECT 'delete', seq, text, tags, branch FROM archival WHERE branch = ?1 AND text IS NOT NULL",
+                )?;
+            }
+            rows.archival += delete("DELETE FROM archival WHERE branch = ?1")?;
+            rows.exclusions += delete("DELETE FROM inherited_exclusions WHERE branch = ?1")?;
+            rows.summaries += delete("DELETE FROM inherited_summaries WHERE branch = ?1")?;
+            rows.anchors += delete("DELETE FROM anchor_rows WHERE branch = ?1")?;
+            rows.promoted += delete("DELETE FROM promoted WHERE branch = ?1")?;
+            if journal {
+                rows.journal += delete("DELETE FROM ops WHERE branch = ?1")?;
+            }
+            self.conn
+                .prepare_cached("UPDATE branches SET collected_at = ?1 WHERE bid = ?2")?
+                .execute(rusqlite::params![now, b.bid])?;
+        }
+        if !branches.is_empty() {
+            // Handles that cached these branches' paths learn they are gone (view/path.rs).
+            self.conn
+                .prepare_cached(
+                    "INSERT INTO meta(key, value) VALUES ('gc_collections', 1)
+                     ON CONFLICT(key) DO UPDATE SET value = value + 1",
+                )?
+                .execute([])?;
+            self.forget();
+        }
+        Ok(rows)
+    }
+
+    fn free_bytes(&self) -> Result<i64> {
+        Ok(self.conn.query_row(
+            "SELECT (SELECT freelist_count FROM pragma_freelist_count) * (SELECT page_size FROM pragma_page_size)",
+            [],
+            |r| r.get(0),
+        )?)
+    }
+}
+
+/// What `vacuum` did to the file.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct VacuumOutcome {
+    pub bytes_before: i64,
+    pub bytes_after: i64,
+    /// `incremental`, or `full` for a file made before incremental vacuum (now converted).
+    pub mode: &'static str,
+}
+
+impl Store {
+    /// Returns the file's free pages to the file system: an incremental vacuum, or for files
+    /// made before memctl set incremental auto-vacuum, one full VACUUM that converts them.
+    pub fn vacuum(&self) -> Result<VacuumOutcome> {
+        let size = || -> Result<i64> {
+            Ok(self.conn.query_row(
+                "SELECT (SELECT page_count FROM pragma_page_count) * (SELECT page_size FROM pragma_page_size)",
+                [],
+                |r| r.get(0),
+            )?)
+        };
+        let before = size()?;
+        let incremental: i64 = self.conn.query_row("PRAGMA auto_vacuum", [], |r| r.get(0))?;
+        let mode = if incremental == 2 {
+            self.conn.execute_batch("PRAGMA incremental_vacuum")?;
+            "incremental"
+        } else {
+            self.conn.execute_batch("PRAGMA auto_vacuum = INCREMENTAL; VACUUM")?;
+            "full"
+        };
+        // In WAL mode the file shrinks when the log is written back.
+        self.conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+        self.forget();
+        Ok(VacuumOutcome { bytes_before: before, bytes_after: size()?, mode })
+    }
+}
+
+/// Whether `gc` collects a branch so marked (when everything under it is too).
+fn finished(status: BranchStatus) -> bool {
+    matches!(status, BranchStatus::Dead | BranchStatus::Pruned)
+}

@@ -1,0 +1,171 @@
+//! `promote`: copies items a branch sees into another branch as new rows of that branch — a
+//! finding made in one node, given to an ancestor so that every later fork knows it. The copies
+//! are ordinary writes of the target (redaction, duplicate suppression, the core budget and the
+//! journal apply), so the view rule decides who sees them: the target and branches forked from
+//! it afterwards, not its existing descendants. Each copy records where it came from.
+
+use crate::core_kv::CoreWrite;
+use crate::error::{Error, Result};
+use crate::store::{Store, Tx};
+use crate::view;
+use serde::Serialize;
+use serde_json::json;
+use std::collections::HashMap;
+
+/// What to promote: core keys, archival records and events of the source's view.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Promotion {
+    pub core: Vec<String>,
+    pub records: Vec<i64>,
+    pub events: Vec<i64>,
+}
+
+/// One promoted item.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Promoted {
+    /// `core`, `record` or `event`.
+    pub layer: &'static str,
+    /// The key, or the id in the source's view.
+    pub item: serde_json::Value,
+    /// The seq of the row copied, in the source's view.
+    pub from_seq: i64,
+    /// The new row's seq (the new record or event id); for a duplicate the target already
+    /// held, that row's id.
+    pub seq: i64,
+    /// The target already held the same text: nothing was written.
+    pub skipped: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PromoteOutcome {
+    pub src: String,
+    pub dst: String,
+    pub promoted: Vec<Promoted>,
+}
+
+/// Where a promoted row came from.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Origin {
+    /// The branch it was promoted from.
+    pub branch: String,
+    /// The seq of the row copied, in that branch's view.
+    pub seq: i64,
+    pub note: Option<String>,
+}
+
+impl Tx<'_> {
+    /// Promotes `items` of `src`'s view into `dst`. Every item must be in `src`'s view; if one
+    /// is not, nothing is written.
+    pub fn promote(
+        &self,
+        src: &str,
+        dst: &str,
+        items: &Promotion,
+        note: Option<&str>,
+    ) -> Result<PromoteOutcome> {
+        let src_path = self.path(src)?;
+        let (src_branch, dst_branch) = (src_path.branch().clone(), self.branch(dst)?);
+        if src_branch.bid == dst_branch.bid {
+            return Err(Error::invalid(format!("cannot promote from '{src}' to itself")));
+        }
+        if items.core.is_empty() && items.records.is_empty() && items.events.is_empty() {
+            return Err(Error::invalid("nothing to promote: give --core, --record or --event"));
+        }
+        let not_seen = |what: String| {
+            Error::invalid(format!("{what} is not in the view of '{}'", src_branch.id))
+                .with_hint(format!("`memctl read {} --all` shows what it sees", src_branch.id))
+        };
+        // Everything is looked up before anything is written.
+        let core = view::core(self, &src_path)?;
+        let core: Vec<_> = items
+            .core
+            .iter()
+            .map(|key| {
+                core.iter()
+                    .find(|e| &e.key == key)
+                    .cloned()
+                    .ok_or_else(|| not_seen(format!("core key '{key}'")))
+            })
+            .collect::<Result<_>>()?;
+        let records = view::records_among(self, &src_path, &items.records)?;
+        let records: Vec<_> = items
+            .records
+            .iter()
+            .map(|id| {
+                records
+                    .iter()
+                    .find(|r| r.id == *id)
+                    .cloned()
+                    .ok_or_else(|| not_seen(format!("archival record {id}")))
+            })
+            .collect::<Result<_>>()?;
+        let events = view::events_among(self, &src_path, &items.events)?;
+        let events: Vec<_> = items
+            .events
+            .iter()
+            .map(|id| {
+                events.iter().find(|e| e.id == *id).cloned().ok_or_else(|| not_seen(format!("event {id}")))
+            })
+            .collect::<Result<_>>()?;
+
+        let note = note.map(|n| self.redacted(n));
+        let mut promoted = Vec::new();
+        for entry in core {
+            let write = CoreWrite { importance: entry.importance, ttl: entry.ttl };
+            let out = self.core_set(&dst_branch.id, &entry.key, &entry.value, write)?;
+            promoted.push(Promoted {
+                layer: "core",
+                item: json!(entry.key),
+                from_seq: entry.seq,
+                seq: out.seq,
+                skipped: false,
+            });
+        }
+        for record in records {
+            let out = self.archival_add(&dst_branch.id, &record.text, &record.tags)?;
+            promoted.push(Promoted {
+                layer: "record",
+                item: json!(record.id),
+                from_seq: record.seq,
+                seq: out.id,
+                skipped: out.skipped,
+            });
+        }
+        for event in events {
+            let out = self.recall_append(&dst_branch.id, &event.kind, &event.text, &event.tags)?;
+            promoted.push(Promoted {
+                layer: "event",
+                item: json!(event.id),
+                from_seq: event.id,
+                seq: out.id,
+                skipped: out.skipped,
+            });
+        }
+        let mut origin = self.conn.prepare_cached(
+            "INSERT INTO promoted(seq, branch, src_branch, src_seq, note) VALUES (?1, ?2, ?3, ?4, ?5)",
+        )?;
+        for p in promoted.iter().filter(|p| !p.skipped) {
+            origin.execute(rusqlite::params![p.seq, dst_branch.bid, src_branch.bid, p.from_seq, note])?;
+        }
+        self.journal(
+            Some(dst_branch.bid),
+            "promote",
+            json!({"from": src_branch.id, "note": note, "items": promoted}),
+        )?;
+        Ok(PromoteOutcome { src: src_branch.id, dst: dst_branch.id, promoted })
+    }
+}
+
+impl Store {
+    /// Where the rows at `seqs` were promoted from, for those that were.
+    pub fn origins(&self, seqs: &[i64]) -> Result<HashMap<i64, Origin>> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT p.seq, b.id, p.src_seq, p.note FROM json_each(?1) j
+             JOIN promoted p ON p.seq = j.value JOIN branches b ON b.bid = p.src_branch",
+        )?;
+        let rows = stmt.query_map([serde_json::to_string(seqs)?], |r| {
+            Ok((r.get(0)?, Origin { branch: r.get(1)?, seq: r.get(2)?, note: r.get(3)? }))
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+}
