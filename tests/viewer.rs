@@ -811,6 +811,9 @@ fn the_compare_mode_matches_diff_and_why_in_chromium() {
     let Some(chromium) = chromium_or_skip() else { return };
     let tree = build();
     let sb = &tree.sb;
+    // Statuses change no view; the tree shows them.
+    sb.ok(&["branch", "mark", "b", "dead", "--subtree", "--note", "sibling route failed"]);
+    sb.ok(&["branch", "mark", "a1", "best"]);
     sb.ok(&["export", "html", "--out", "page.html"]);
     let page = std::fs::canonicalize(sb.file("page.html")).unwrap();
     let g = tree.g.as_str();
@@ -880,6 +883,22 @@ fn the_compare_mode_matches_diff_and_why_in_chromium() {
             assert_eq!(page("data-status-b"), statuses(b), "why {b} {key}");
         }
     }
+
+    // The tree marks each branch's status; the view of a marked branch names it and its note.
+    let dom = dump_dom(&chromium, &page, "b");
+    let statuses: BTreeMap<String, String> = find(&dom, "tree-node")
+        .iter()
+        .map(|n| (n.attr("data-branch").to_string(), n.attr("data-status").to_string()))
+        .collect();
+    let expected: BTreeMap<String, String> =
+        [("root", "alive"), ("a", "alive"), ("a1", "best"), ("b", "dead"), (g, "dead"), ("c", "alive")]
+            .iter()
+            .map(|(b, s)| (b.to_string(), s.to_string()))
+            .collect();
+    assert_eq!(statuses, expected);
+    let status = find_one(&dom, "status");
+    assert_eq!(status.attr("data-status"), "dead");
+    assert!(status.text().contains("sibling route failed"), "{}", status.text());
 
     // The control: a view offers every other branch, and "compare" opens the pair.
     let html = std::fs::read_to_string(&page).unwrap();

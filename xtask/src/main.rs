@@ -70,13 +70,15 @@ Workloads (NAME for --only):
       four leaves, 1,000 branches and 100,000 events: `diff` of two deep siblings and of two
       leaves 200 levels apart, `why` of a key written at every level, `path` at depth 995,
       as whole CLI calls against `read`. Kept in target/bench/inspection/ (--quick: 10 events)
+  k   gc of 900 dead branches (whole subtrees) of the tree of b, against a full export html
+      of the same database (target: at most 2x), then vacuum and the file size before/after
   i   import of the Python store's 1,000-branch database (MEMCTL_BENCH_LEGACY=PATH, default
       ../shared/reference/legacy/tree1000/memory.sqlite; not in the repository)
 
 Options:
   --quick       fewer repetitions (same workloads and sizes, except s at a tenth); well
                 under two minutes
-  --only NAME   run one workload (a, b, c, d, e, g, h, i, j, p or s)
+  --only NAME   run one workload (a, b, c, d, e, g, h, i, j, k, p or s)
   -h, --help    this text
 ";
 

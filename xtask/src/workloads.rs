@@ -1,11 +1,11 @@
 //! BENCH.md's workloads a–e, g and i in-process through memctl-core, h and p through the binary
-//! (s, the scale workload, is in `scale.rs`; j, inspection, in `inspection.rs`).
+//! (s, the scale workload, is in `scale.rs`; j, inspection, in `inspection.rs`); k runs gc.
 
 use crate::gen::{bench_config, node_id, query_words, vocab, Rng, EVENT_KINDS, PHASES};
 use crate::options::BenchOptions;
 use crate::report::{median, micros, millis, percentile, table, timed, Python, Row};
 use anyhow::{ensure, Context, Result};
-use memctl_core::{Budget, Clock, Config, CoreWrite, FtsMode, Search, Store};
+use memctl_core::{BranchStatus, Budget, Clock, Config, CoreWrite, FtsMode, GcRequest, Search, Store};
 use serde_json::{json, Map, Value};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -115,7 +115,7 @@ pub fn run(options: &BenchOptions, out_dir: &Path) -> Result<()> {
     let mut rows = Vec::new();
     let mut details = Map::new();
     type Workload = fn(&Reps) -> Result<(Vec<Row>, Value)>;
-    let workloads: [(char, &str, Workload); 11] = [
+    let workloads: [(char, &str, Workload); 12] = [
         ('a', "fork chain", fork_chain),
         ('b', "1000-branch tree", tree),
         ('c', "recall appends", recall_appends),
@@ -124,6 +124,7 @@ pub fn run(options: &BenchOptions, out_dir: &Path) -> Result<()> {
         ('g', "paper export and HTML viewer", exports),
         ('h', "one CLI call", cli_call),
         ('i', "legacy import", legacy_import),
+        ('k', "gc of 900 dead branches", gc_tree),
         ('j', "inspection: diff, why, path", |reps| {
             crate::inspection::inspection(reps.quick, &crate::paths::target_dir().join("bench"))
         }),
@@ -412,6 +413,64 @@ fn exports(reps: &Reps) -> Result<(Vec<Row>, Value)> {
         }
     }
     Ok((rows, json!({ "viewer": viewer })))
+}
+
+/// k. `gc` of 900 dead branches out of the tree of b (nodes 100..999, whole subtrees), against a
+/// full `export html` of the same database; then `vacuum`, and the file's size before and after.
+fn gc_tree(reps: &Reps) -> Result<(Vec<Row>, Value)> {
+    const DEAD_FROM: usize = 100;
+    let ops = tree_ops();
+    let (mut gc_ms, mut html_ms, mut vacuum_ms) = (Vec::new(), Vec::new(), Vec::new());
+    let mut runs = Vec::new();
+    for _ in 0..reps.trees {
+        let db = Db::new(bench_config())?;
+        for op in &ops {
+            apply(&db.store, op)?;
+        }
+        let t = Instant::now();
+        let page = memctl_core::viewer_html(&db.store.viewer_data("bench")?);
+        html_ms.push(millis(t.elapsed()));
+        db.store.write(|tx| {
+            for i in DEAD_FROM..TREE_BRANCHES {
+                tx.mark_branch(&node_id(i), BranchStatus::Dead, None, false)?;
+            }
+            Ok(())
+        })?;
+        let t = Instant::now();
+        let report = db.store.gc(&GcRequest::default())?;
+        gc_ms.push(millis(t.elapsed()));
+        ensure!(
+            report.collected.len() == TREE_BRANCHES - DEAD_FROM,
+            "gc collected {}",
+            report.collected.len()
+        );
+        let t = Instant::now();
+        let vacuum = db.store.vacuum()?;
+        vacuum_ms.push(millis(t.elapsed()));
+        runs.push(
+            json!({"rows_freed": report.rows.total(), "rows": report.rows, "bytes_freed": report.bytes_freed,
+                         "db_bytes_before": vacuum.bytes_before, "db_bytes_after": vacuum.bytes_after,
+                         "html_bytes": page.len()}),
+        );
+    }
+    let last = runs.last().cloned().unwrap_or_default();
+    let mb = |key: &str| last[key].as_f64().unwrap_or(f64::NAN) / 1e6;
+    let label = "k gc, 900 of 1000 branches";
+    let rows = vec![
+        Row::new(label, "gc (one transaction)", "ms")
+            .value(median(&gc_ms))
+            .note(format!("{} rows freed", last["rows_freed"])),
+        Row::new(label, "export html of the same database", "ms").value(median(&html_ms)),
+        Row::new(label, "gc / export html", "x")
+            .value(median(&gc_ms) / median(&html_ms))
+            .note("target: <= 2x"),
+        Row::new(label, "vacuum (incremental)", "ms").value(median(&vacuum_ms)).note(format!(
+            "the database went from {:.1} MB to {:.1} MB",
+            mb("db_bytes_before"),
+            mb("db_bytes_after")
+        )),
+    ];
+    Ok((rows, json!({"gc_ms": gc_ms, "html_ms": html_ms, "vacuum_ms": vacuum_ms, "runs": runs})))
 }
 
 /// i. Importing the Python store's 1,000-branch database (reference legacy/tree1000). It is not

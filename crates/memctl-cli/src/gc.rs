@@ -50,29 +50,16 @@ pub fn run(ctx: &Context, args: GcArgs) -> anyhow::Result<()> {
         dry_run: args.dry_run,
     };
     let report = store.gc(&request)?;
-    let file_before = file_bytes(ctx);
     let vacuum = if args.vacuum { Some(store.vacuum()?) } else { None };
-    let file_after = file_bytes(ctx);
     let json = json!({
         "dry_run": report.dry_run, "collected": report.collected, "rows": report.rows,
-        "bytes_freed": report.bytes_freed, "kept": report.kept,
-        "vacuum": vacuum.as_ref().map(|v| json!({"mode": v.mode, "file_bytes_before": file_before,
-                                                   "file_bytes_after": file_after})),
+        "bytes_freed": report.bytes_freed, "kept": report.kept, "vacuum": vacuum,
     });
-    ctx.emit(json, || text(&report, vacuum.as_ref(), file_before, file_after));
+    ctx.emit(json, || text(&report, vacuum.as_ref()));
     Ok(())
 }
 
-/// The database file and its WAL, as the file system counts them.
-fn file_bytes(ctx: &Context) -> u64 {
-    ["", "-wal"]
-        .iter()
-        .filter_map(|suffix| std::fs::metadata(format!("{}{suffix}", ctx.db.display())).ok())
-        .map(|m| m.len())
-        .sum()
-}
-
-fn text(report: &GcReport, vacuum: Option<&VacuumOutcome>, before: u64, after: u64) -> String {
+fn text(report: &GcReport, vacuum: Option<&VacuumOutcome>) -> String {
     let mut out = Vec::new();
     let verb = if report.dry_run { "Would collect" } else { "Collected" };
     if report.collected.is_empty() {
@@ -107,7 +94,10 @@ fn text(report: &GcReport, vacuum: Option<&VacuumOutcome>, before: u64, after: u
         out.push(format!("Kept {}: {}", kept.branch, kept.reason));
     }
     if let Some(v) = vacuum {
-        out.push(format!("Vacuum ({}): the file went from {before} to {after} bytes", v.mode));
+        out.push(format!(
+            "Vacuum ({}): the database went from {} to {} bytes",
+            v.mode, v.bytes_before, v.bytes_after
+        ));
     }
     out.join("\n")
 }

@@ -16,7 +16,9 @@ existing descendants do not (they were forked before). Each item must be in SRC'
 nothing written, otherwise); an archival text or event DST already holds is not copied twice.";
 
 #[derive(Debug, Args)]
-#[command(override_usage = "memctl promote <SRC> <DST> [--core <KEY>]... [--record <ID>]... [--event <ID>]... [--note <TEXT>]")]
+#[command(
+    override_usage = "memctl promote <SRC> <DST> [--core <KEY>]... [--record <ID>]... [--event <ID>]... [--note <TEXT>]"
+)]
 #[command(group = clap::ArgGroup::new("items").required(true).multiple(true).args(["core", "record", "event"]))]
 pub struct PromoteArgs {
     /// The branch whose view holds the items (id or node_uid)

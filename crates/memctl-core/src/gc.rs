@@ -199,7 +199,8 @@ impl Tx<'_> {
     }
 }
 
-/// What `vacuum` did to the file.
+/// What `vacuum` did to the database (its pages, as the file holds them once the log is
+/// written back).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct VacuumOutcome {
     pub bytes_before: i64,
@@ -222,7 +223,10 @@ impl Store {
         let before = size()?;
         let incremental: i64 = self.conn.query_row("PRAGMA auto_vacuum", [], |r| r.get(0))?;
         let mode = if incremental == 2 {
-            self.conn.execute_batch("PRAGMA incremental_vacuum")?;
+            // Each step of the statement frees one page: run it to the end.
+            let mut stmt = self.conn.prepare("PRAGMA incremental_vacuum")?;
+            let mut steps = stmt.query([])?;
+            while steps.next()?.is_some() {}
             "incremental"
         } else {
             self.conn.execute_batch("PRAGMA auto_vacuum = INCREMENTAL; VACUUM")?;
