@@ -3,8 +3,8 @@
 
 use crate::invocation::GlobalArgs;
 use crate::{
-    apply, archival, branch, context, core_mem, diff, export, gc, import, init, log, path, pressure, promote,
-    quickstart, read, recall, why,
+    apply, archival, branch, context, conversation, core_mem, diff, export, gc, import, init, log, path,
+    pressure, promote, quickstart, read, recall, why,
 };
 use clap::{Parser, Subcommand};
 
@@ -104,6 +104,26 @@ pub enum Command {
     #[command(after_help = gc::EXAMPLES)]
     Gc(gc::GcArgs),
 
+    /// Conversation steps of the agent inside a node: system, task, user, planning, action, …
+    #[command(subcommand, after_help = conversation::STEP_EXAMPLES)]
+    Step(conversation::StepCommand),
+
+    /// A branch's conversation as chat messages (OpenAI or Anthropic), within a token budget
+    #[command(after_help = conversation::MESSAGES_EXAMPLES)]
+    Messages(conversation::MessagesArgs),
+
+    /// Drop old steps or cut old observations from a branch's conversation (copy-on-write)
+    #[command(after_help = conversation::PRUNE_EXAMPLES)]
+    Prune(conversation::PruneArgs),
+
+    /// Summarize the agent's work between user messages to fit a token budget (copy-on-write)
+    #[command(after_help = conversation::COMPACT_EXAMPLES)]
+    Compact(conversation::CompactArgs),
+
+    /// Start a branch's conversation again (core and archival stay, unless --all)
+    #[command(after_help = conversation::RESET_EXAMPLES)]
+    Reset(conversation::ResetArgs),
+
     /// The memory section for a prompt, within a budget of characters or tokens
     #[command(after_help = context::EXAMPLES)]
     Context(context::ContextArgs),
@@ -175,6 +195,11 @@ pub fn run(cli: Cli, ctx: &crate::invocation::Context) -> anyhow::Result<()> {
         Command::Path(args) => path::run(ctx, args),
         Command::Promote(args) => promote::run(ctx, args),
         Command::Gc(args) => gc::run(ctx, args),
+        Command::Step(command) => conversation::step(ctx, command),
+        Command::Messages(args) => conversation::messages(ctx, args),
+        Command::Prune(args) => conversation::prune(ctx, args),
+        Command::Compact(args) => conversation::compact(ctx, args),
+        Command::Reset(args) => conversation::reset(ctx, args),
         Command::Log(args) => log::run(ctx, args),
         Command::Import(command) => import::run(ctx, command),
         Command::Export(command) => export::run(ctx, command),

@@ -9,6 +9,7 @@ mod branch;
 mod cli;
 mod config;
 mod context;
+mod conversation;
 mod core_mem;
 mod diff;
 mod export;

@@ -26,6 +26,7 @@ pub struct Config {
     pub redaction: RedactionConfig,
     pub sqlite: SqliteConfig,
     pub summarizer: SummarizerConfig,
+    pub conversation: ConversationConfig,
     /// Every how many levels a fork anchors its view (see view.rs; 0: never). Only a speed
     /// setting, not read from files: whichever value wrote a database, reads stay correct.
     #[serde(skip)]
@@ -48,6 +49,7 @@ impl Default for Config {
             redaction: RedactionConfig::default(),
             sqlite: SqliteConfig::default(),
             summarizer: SummarizerConfig::default(),
+            conversation: ConversationConfig::default(),
             anchor_every: 16,
         }
     }
@@ -131,5 +133,21 @@ pub struct SummarizerConfig {
 impl Default for SummarizerConfig {
     fn default() -> Self {
         SummarizerConfig { command: None, timeout_s: 60 }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ConversationConfig {
+    /// Compact a branch's conversation after each `step add` once its messages exceed this
+    /// many tokens; unset: only when asked (`memctl compact`).
+    pub auto_compact_tokens: Option<usize>,
+    /// The tokenizer those tokens are counted in: cl100k_base or o200k_base.
+    pub encoding: String,
+}
+
+impl Default for ConversationConfig {
+    fn default() -> Self {
+        ConversationConfig { auto_compact_tokens: None, encoding: "cl100k_base".to_string() }
     }
 }

@@ -44,7 +44,7 @@ pub(crate) fn capped(s: &str) -> Cow<'_, str> {
 }
 
 /// `s` cut to `max` characters, the cut marked with "…".
-fn cut(s: &str, max: usize) -> Cow<'_, str> {
+pub(crate) fn cut(s: &str, max: usize) -> Cow<'_, str> {
     if s.len() <= max {
         // No more characters than bytes: nothing to count.
         return Cow::Borrowed(s);

@@ -21,6 +21,7 @@ mod branch;
 mod checkpoint;
 mod clock;
 mod config;
+mod conversation;
 mod core_kv;
 mod diff;
 mod error;
@@ -50,8 +51,12 @@ pub use archival::{Search, UpdateOutcome};
 pub use branch::{validate_branch_id, ForkOutcome, OwnCounts};
 pub use clock::{parse_duration, parse_timestamp, utc_datetime, Clock};
 pub use config::{
-    Config, FtsMode, PressureThresholds, RedactionConfig, SearchConfig, SqliteConfig, SummarizerConfig,
-    Synchronous,
+    Config, ConversationConfig, FtsMode, PressureThresholds, RedactionConfig, SearchConfig, SqliteConfig,
+    SummarizerConfig, Synchronous,
+};
+pub use conversation::{
+    CompactOutcome, MessageFormat, Messages, PruneOutcome, ReadOptions, ResetOutcome, ResetScope, Step,
+    StepType,
 };
 pub use core_kv::{rendered_chars, CoreSetOutcome, CoreWrite, DEFAULT_IMPORTANCE, PINNED};
 pub use diff::{ArchivalDiff, Changed, CommonAncestor, CoreDiff, Diff, Layer, Sides};
@@ -71,7 +76,9 @@ pub use protocol::{
 pub use recall::{ConsolidateOutcome, EvictOutcome, EvictSelector, RecallView, SUMMARY_MAX_CHARS};
 pub use redact::redact;
 pub use render::{tags_suffix, Budget, PromptContext, SectionReport};
-pub use rows::{AppendOutcome, Branch, BranchPath, BranchStatus, CoreEntry, Event, Record, Summary};
+pub use rows::{
+    is_step, AppendOutcome, Branch, BranchPath, BranchStatus, CoreEntry, Event, Record, Summary, STEP_KIND,
+};
 pub use schema::{PAGE_SIZE, SCHEMA_VERSION};
 pub use store::{OpContext, Store, Tx};
 pub use summarizer::{Request as SummarizerRequest, Task as SummarizerTask};

@@ -145,6 +145,15 @@ pub(crate) fn line_chars(key: &str, value: &str) -> usize {
     key.chars().count() + 2 + value.chars().count()
 }
 
+/// The kind prefix of conversation steps (`step:action`, …): recall events that consolidation
+/// leaves to the conversation's own compaction.
+pub const STEP_KIND: &str = "step:";
+
+/// Whether an event of `kind` is a conversation step.
+pub fn is_step(kind: &str) -> bool {
+    kind.starts_with(STEP_KIND)
+}
+
 /// One recall event.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Event {

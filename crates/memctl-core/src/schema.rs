@@ -302,6 +302,12 @@ CREATE INDEX promoted_branch ON promoted(branch);
 "#,
         fts_sql: "",
     },
+    // Conversation steps: recall events of kind `step:<type>` keep their typed payload here.
+    Migration {
+        name: "20261125_conversation_steps",
+        sql: "ALTER TABLE events ADD COLUMN payload TEXT;",
+        fts_sql: "",
+    },
 ];
 
 /// The page size of new databases. A commit writes whole pages to the WAL (an append: three), and

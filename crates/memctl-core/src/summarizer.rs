@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 pub enum Task {
     Compress,
     Consolidate,
+    Conversation,
     Importance,
     PaperSection,
 }
@@ -28,6 +29,7 @@ impl Task {
         match self {
             Task::Compress => include_str!("../../../config/prompts/compress.md"),
             Task::Consolidate => include_str!("../../../config/prompts/consolidate.md"),
+            Task::Conversation => include_str!("../../../config/prompts/conversation.md"),
             Task::Importance => include_str!("../../../config/prompts/importance.md"),
             Task::PaperSection => include_str!("../../../config/prompts/paper_section.md"),
         }

@@ -4,6 +4,7 @@
 
 use crate::archival::UpdateOutcome;
 use crate::branch::ForkOutcome;
+use crate::conversation::{CompactOutcome, PruneOutcome, ResetOutcome, ResetScope, Step};
 use crate::core_kv::{CoreSetOutcome, CoreWrite};
 use crate::error::Result;
 use crate::gc::{GcReport, GcRequest};
@@ -11,6 +12,7 @@ use crate::promote::{PromoteOutcome, Promotion};
 use crate::recall::{EvictOutcome, EvictSelector};
 use crate::rows::{AppendOutcome, Branch, BranchStatus};
 use crate::store::Store;
+use crate::tokens::Encoding;
 
 macro_rules! one_call_writes {
     ($(fn $name:ident($($arg:ident: $ty:ty),*) -> $out:ty;)*) => {
@@ -41,4 +43,8 @@ one_call_writes! {
     fn recall_summarize(branch: &str, kind: &str, text: &str, ids: &[i64]) -> i64;
     fn promote(src: &str, dst: &str, items: &Promotion, note: Option<&str>) -> PromoteOutcome;
     fn gc(request: &GcRequest) -> GcReport;
+    fn step_add(branch: &str, step: &Step) -> AppendOutcome;
+    fn prune(branch: &str, keep_last: Option<usize>, old_observations: Option<(usize, usize)>) -> PruneOutcome;
+    fn compact(branch: &str, budget: usize, encoding: Encoding) -> CompactOutcome;
+    fn reset(branch: &str, scope: ResetScope) -> ResetOutcome;
 }

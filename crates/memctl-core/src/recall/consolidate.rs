@@ -9,7 +9,7 @@
 use crate::archival::ArchivalWrite;
 use crate::clock::utc_datetime;
 use crate::error::Result;
-use crate::rows::{BranchPath, Event, Summary};
+use crate::rows::{is_step, BranchPath, Event, Summary};
 use crate::store::{Store, Tx};
 use crate::summarizer::{Answer, Mode, Request, Task};
 use crate::view;
@@ -103,7 +103,12 @@ fn plan(store: &Store, path: &BranchPath) -> Result<Vec<Group>> {
     if count <= threshold(store) {
         return Ok(vec![]);
     }
-    let events = view::events(store, path, Some(count))?;
+    // Conversation steps are the conversation's to compact (`compact`), not consolidation's.
+    let events: Vec<Event> =
+        view::events(store, path, Some(count))?.into_iter().filter(|e| !is_step(&e.kind)).collect();
+    if events.len() <= threshold(store) {
+        return Ok(vec![]);
+    }
     let summaries = view::summaries(store, path)?;
     let mut groups: Vec<Group> = Vec::new();
     // Newest first in the view: keep the window, take the rest oldest first.

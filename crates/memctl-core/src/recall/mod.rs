@@ -132,16 +132,7 @@ impl Tx<'_> {
         // One statement in the common case: the unique (branch, text_hash) index turns a
         // duplicate into a no-op, and only then is the existing id looked up.
         let seq = self.peek_seq()?;
-        let sql = format!(
-            "INSERT INTO events(rid, seq, branch, kind, text, tags, text_hash, created_at, ordinal)
-             VALUES (?8, ?1, ?2, ?3, ?4, ?5, ?6, ?7, coalesce(({}), 0) + 1)
-             ON CONFLICT (branch, text_hash) DO NOTHING",
-            view::last_ordinal("events", "?2")
-        );
-        let params =
-            rusqlite::params![seq, bid, kind, text, tags_json, hash, self.now(), event_rid::of(bid, seq)?];
-        let inserted = self.conn.prepare_cached(&sql)?.execute(params)?;
-        if inserted == 0 {
+        if !self.insert_event_row(bid, seq, kind, text, &tags_json, &hash, None)? {
             let id = self
                 .conn
                 .prepare_cached("SELECT seq FROM events WHERE branch = ?1 AND text_hash = ?2")?
@@ -150,6 +141,48 @@ impl Tx<'_> {
         }
         self.next_seq()?;
         Ok(AppendOutcome { id: seq, skipped: false })
+    }
+
+    /// Stores a conversation step (kind `step:…`, readable text, JSON payload) in `bid`. Steps
+    /// are never deduplicated: the same words can be said twice.
+    pub(crate) fn insert_step(&self, bid: i64, kind: &str, text: &str, payload: &str) -> Result<i64> {
+        let seq = self.peek_seq()?;
+        let hash = content_hash(&[kind, text, payload, &seq.to_string()]);
+        self.insert_event_row(bid, seq, kind, text, "[]", &hash, Some(payload))?;
+        self.next_seq()?;
+        Ok(seq)
+    }
+
+    /// One events row; false when the branch already holds one with the same hash.
+    #[allow(clippy::too_many_arguments)]
+    fn insert_event_row(
+        &self,
+        bid: i64,
+        seq: i64,
+        kind: &str,
+        text: &str,
+        tags_json: &str,
+        hash: &[u8; 32],
+        payload: Option<&str>,
+    ) -> Result<bool> {
+        let sql = format!(
+            "INSERT INTO events(rid, seq, branch, kind, text, tags, text_hash, created_at, ordinal, payload)
+             VALUES (?8, ?1, ?2, ?3, ?4, ?5, ?6, ?7, coalesce(({}), 0) + 1, ?9)
+             ON CONFLICT (branch, text_hash) DO NOTHING",
+            view::last_ordinal("events", "?2")
+        );
+        let params = rusqlite::params![
+            seq,
+            bid,
+            kind,
+            text,
+            tags_json,
+            hash,
+            self.now(),
+            event_rid::of(bid, seq)?,
+            payload
+        ];
+        Ok(self.conn.prepare_cached(&sql)?.execute(params)? > 0)
     }
 
     /// The visible events with these ids, oldest first; an id outside the view is an error.

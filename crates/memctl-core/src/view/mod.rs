@@ -204,6 +204,28 @@ fn event_from_row(path: &BranchPath, row: &Row<'_>) -> rusqlite::Result<Event> {
     })
 }
 
+/// A visible conversation step, as stored.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct StoredStep {
+    pub id: i64,
+    pub kind: String,
+    pub payload: Option<String>,
+}
+
+/// The visible conversation steps (events of kind `step:…`), oldest first.
+pub(crate) fn steps(store: &Store, path: &BranchPath) -> Result<Vec<StoredStep>> {
+    path::load(store, path)?;
+    let sql = format!(
+        "SELECT t.seq, t.kind, t.payload FROM {} WHERE t.kind >= 'step:' AND t.kind < 'step;' AND {} ORDER BY t.seq",
+        visible("events"),
+        not_excluded()
+    );
+    let mut stmt = store.conn.prepare_cached(&sql)?;
+    let rows =
+        stmt.query_map([], |r| Ok(StoredStep { id: r.get(0)?, kind: r.get(1)?, payload: r.get(2)? }))?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
 /// Visible summaries not folded into another visible summary, oldest first. The visible rows
 /// are read once and the folded ones dropped here: checking each row in SQL against every
 /// other row's list was quadratic in the rows a path accumulates.

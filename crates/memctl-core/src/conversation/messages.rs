@@ -1,0 +1,385 @@
+//! A branch's conversation as chat messages: the steps its view holds (after the newest reset),
+//! with compaction summaries where the steps they replace were, mapped to the OpenAI or
+//! Anthropic message shapes, optionally pruned and fitted to a token budget.
+
+use super::step::{Step, StepType};
+use super::{RESET_KIND, SUMMARY_KIND};
+use crate::archival::Search;
+use crate::error::{Error, Result};
+use crate::rows::BranchPath;
+use crate::store::Store;
+use crate::tokens::{count_tokens, Encoding};
+use crate::view;
+use serde::Serialize;
+use serde_json::{json, Value};
+
+/// The message shapes of the two chat APIs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MessageFormat {
+    /// `[{role, content, tool_calls?}, {role: "tool", tool_call_id, content}, …]`
+    #[default]
+    Openai,
+    /// `{system, messages: [{role, content: text | blocks}]}`, tool calls as `tool_use` and
+    /// `tool_result` blocks.
+    Anthropic,
+}
+
+/// How to read the conversation.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ReadOptions {
+    pub format: MessageFormat,
+    /// Leave out observations; keep plans (smolagents' summary mode).
+    pub summary_mode: bool,
+    /// Only the newest messages that fit, counted in this encoding; system and task always.
+    pub budget: Option<(usize, Encoding)>,
+    /// Only the last N steps (besides system and task).
+    pub keep_last: Option<usize>,
+    /// Observations of actions older than the last N steps cut to C characters.
+    pub old_observations: Option<(usize, usize)>,
+    /// A system message with the top K archival hits for the newest user message.
+    pub retrieve: usize,
+}
+
+/// The messages, and what fitting them to the budget left out.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Messages {
+    pub format: MessageFormat,
+    /// The system prompt (Anthropic: apart from the messages).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub system: Option<String>,
+    pub messages: Vec<Value>,
+    /// Tokens counted as chat APIs do: 4 per message plus its text (budgeted reads only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<usize>,
+    /// Steps left out to fit the budget.
+    pub dropped: usize,
+}
+
+impl Messages {
+    /// What goes on stdout: the array (OpenAI) or `{system, messages}` (Anthropic).
+    pub fn payload(&self) -> Value {
+        match self.format {
+            MessageFormat::Openai => Value::Array(self.messages.clone()),
+            MessageFormat::Anthropic => {
+                json!({"system": self.system.clone().unwrap_or_default(), "messages": self.messages})
+            }
+        }
+    }
+}
+
+/// One item of the conversation, at the position of the step it is or stands in for.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Item {
+    Step {
+        id: i64,
+        step: Step,
+    },
+    /// A compaction summary: its text and how many steps it stands for.
+    Summary {
+        id: i64,
+        text: String,
+        steps: usize,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Entry {
+    pub position: i64,
+    pub item: Item,
+}
+
+impl Entry {
+    pub fn step_type(&self) -> Option<StepType> {
+        match &self.item {
+            Item::Step { step, .. } => Some(step.step_type),
+            Item::Summary { .. } => None,
+        }
+    }
+
+    /// System and task steps: never pruned, compacted or left out for the budget.
+    pub fn pinned(&self) -> bool {
+        matches!(self.step_type(), Some(StepType::System | StepType::Task))
+    }
+
+    pub fn is_user(&self) -> bool {
+        self.step_type() == Some(StepType::User)
+    }
+}
+
+/// The conversation of a view, oldest first.
+pub(crate) fn conversation(store: &Store, path: &BranchPath) -> Result<Vec<Entry>> {
+    let stored = view::steps(store, path)?;
+    let reset = stored.iter().filter(|s| s.kind == RESET_KIND).map(|s| s.id).max().unwrap_or(0);
+    let mut entries = Vec::new();
+    for s in stored.into_iter().filter(|s| s.id > reset && s.kind != RESET_KIND) {
+        let Some(name) = s.kind.strip_prefix(crate::rows::STEP_KIND) else { continue };
+        let payload: Value = serde_json::from_str(s.payload.as_deref().unwrap_or("{}")).unwrap_or(json!({}));
+        let step = Step::new(StepType::parse(name)?, payload)?;
+        let position = step.payload.get("at").and_then(Value::as_i64).unwrap_or(s.id);
+        entries.push(Entry { position, item: Item::Step { id: s.id, step } });
+    }
+    for summary in view::summaries(store, path)?.into_iter().filter(|s| s.kind == SUMMARY_KIND) {
+        let Some(&position) = summary.event_ids.iter().min() else { continue };
+        if position > reset {
+            let steps = summary.event_ids.len();
+            entries
+                .push(Entry { position, item: Item::Summary { id: summary.id, text: summary.text, steps } });
+        }
+    }
+    entries.sort_by_key(|e| e.position);
+    Ok(entries)
+}
+
+/// The entries left after the read-time pruning options.
+fn pruned(mut entries: Vec<Entry>, options: &ReadOptions) -> Vec<Entry> {
+    if let Some(n) = options.keep_last {
+        let loose = entries.iter().filter(|e| !e.pinned()).count();
+        let mut skip = loose.saturating_sub(n);
+        entries.retain(|e| {
+            if e.pinned() || skip == 0 {
+                return true;
+            }
+            skip -= 1;
+            false
+        });
+    }
+    if let Some((n, max_chars)) = options.old_observations {
+        let loose = entries.iter().filter(|e| !e.pinned()).count();
+        let old = loose.saturating_sub(n);
+        for entry in entries.iter_mut().filter(|e| !e.pinned()).take(old) {
+            if let Item::Step { step, .. } = &mut entry.item {
+                shorten_observation(step, max_chars);
+            }
+        }
+    }
+    entries
+}
+
+/// Cuts an action's observation to `max_chars`, saying so; true when it was longer.
+pub(crate) fn shorten_observation(step: &mut Step, max_chars: usize) -> bool {
+    let observation = step.text("observation");
+    if step.step_type != StepType::Action || observation.chars().count() <= max_chars {
+        return false;
+    }
+    let head: String = observation.chars().take(max_chars).collect();
+    step.payload.insert("observation".into(), Value::String(format!("{head}… [shortened]")));
+    true
+}
+
+/// The messages one entry becomes (one or two).
+pub(crate) fn to_messages(entry: &Entry, format: MessageFormat, summary_mode: bool) -> Vec<Value> {
+    let (id, step) = match &entry.item {
+        Item::Summary { text, steps, .. } => {
+            return vec![
+                json!({"role": "assistant", "content": format!("[Summary of {steps} earlier steps]\n{text}")}),
+            ];
+        }
+        Item::Step { id, step } => (*id, step),
+    };
+    let text = |role: &str, content: &str| json!({"role": role, "content": content});
+    match step.step_type {
+        StepType::System => vec![text("system", step.text("text"))],
+        StepType::Task | StepType::User => vec![text("user", step.text("text"))],
+        StepType::Planning => vec![text("assistant", step.text("plan"))],
+        StepType::Assistant => vec![text("assistant", step.text("text"))],
+        StepType::Final => vec![text("assistant", step.text("answer"))],
+        StepType::Action if summary_mode => {
+            let thought = step.text("thought");
+            let call = format!("Called {}({})", step.text("tool"), step.args());
+            let content = if thought.is_empty() { call } else { format!("{thought}\n{call}") };
+            vec![text("assistant", &content)]
+        }
+        StepType::Action => {
+            let result = match (step.text("error"), step.text("observation")) {
+                ("", observation) => (observation.to_string(), false),
+                (error, _) => (format!("Error: {error}"), true),
+            };
+            let thought = step.text("thought");
+            match format {
+                MessageFormat::Openai => vec![
+                    json!({"role": "assistant", "content": (!thought.is_empty()).then_some(thought),
+                           "tool_calls": [{"id": format!("call_{id}"), "type": "function",
+                                           "function": {"name": step.text("tool"), "arguments": step.args().to_string()}}]}),
+                    json!({"role": "tool", "tool_call_id": format!("call_{id}"), "content": result.0}),
+                ],
+                MessageFormat::Anthropic => {
+                    let input = match step.args() {
+                        Value::Object(map) => Value::Object(map),
+                        other => json!({"value": other}),
+                    };
+                    let mut blocks = Vec::new();
+                    if !thought.is_empty() {
+                        blocks.push(json!({"type": "text", "text": thought}));
+                    }
+                    blocks.push(json!({"type": "tool_use", "id": format!("toolu_{id}"), "name": step.text("tool"), "input": input}));
+                    vec![
+                        json!({"role": "assistant", "content": blocks}),
+                        json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": format!("toolu_{id}"),
+                                                             "content": result.0, "is_error": result.1}]}),
+                    ]
+                }
+            }
+        }
+    }
+}
+
+/// Tokens of messages as chat APIs count them: 4 per message plus the tokens of its text
+/// (every string in it but roles, types and ids).
+pub(crate) fn tokens(messages: &[Value], encoding: Encoding) -> usize {
+    fn text(value: &Value, out: &mut String) {
+        match value {
+            Value::String(s) => {
+                out.push_str(s);
+                out.push('\n');
+            }
+            Value::Array(items) => items.iter().for_each(|v| text(v, out)),
+            Value::Object(map) => map
+                .iter()
+                .filter(|(k, _)| {
+                    !matches!(k.as_str(), "role" | "type" | "id" | "tool_call_id" | "tool_use_id")
+                })
+                .for_each(|(_, v)| text(v, out)),
+            Value::Number(n) => out.push_str(&n.to_string()),
+            _ => {}
+        }
+    }
+    messages
+        .iter()
+        .map(|m| {
+            let mut s = String::new();
+            text(m, &mut s);
+            4 + count_tokens(encoding, s.trim_end())
+        })
+        .sum()
+}
+
+impl Store {
+    /// The conversation of `branch` as chat messages (see [`ReadOptions`]).
+    pub fn messages(&self, branch: &str, options: &ReadOptions) -> Result<Messages> {
+        self.read(|| {
+            let path = self.path(branch)?;
+            let entries = pruned(conversation(self, &path)?, options);
+            let units: Vec<Vec<Value>> =
+                entries.iter().map(|e| to_messages(e, options.format, options.summary_mode)).collect();
+            let mut retrieved = match options.retrieve {
+                0 => None,
+                k => self.retrieval(branch, &entries, k)?,
+            };
+            let (keep, tokens) = match options.budget {
+                None => (vec![true; units.len()], None),
+                Some((budget, encoding)) => {
+                    let (keep, used, fits) = fit(&entries, &units, retrieved.as_ref(), budget, encoding)?;
+                    if let Some(r) = retrieved.as_mut() {
+                        r.fits = fits;
+                    }
+                    (keep, Some(used))
+                }
+            };
+            let dropped = keep.iter().filter(|k| !**k).count();
+            let mut messages: Vec<Value> = Vec::new();
+            let mut system = Vec::new();
+            let mut retrieval = retrieved.filter(|r| r.fits).map(|r| r.message);
+            for (unit, _) in units.into_iter().zip(&keep).filter(|(_, k)| **k) {
+                for message in unit {
+                    if options.format == MessageFormat::Anthropic && message["role"] == "system" {
+                        system.push(message["content"].as_str().unwrap_or_default().to_string());
+                    } else {
+                        if let Some(r) = retrieval.take_if(|_| message["role"] != "system") {
+                            push_retrieval(options.format, r, &mut messages, &mut system);
+                        }
+                        messages.push(message);
+                    }
+                }
+            }
+            if let Some(r) = retrieval {
+                push_retrieval(options.format, r, &mut messages, &mut system);
+            }
+            let system = (options.format == MessageFormat::Anthropic).then(|| system.join("\n\n"));
+            Ok(Messages { format: options.format, system, messages, tokens, dropped })
+        })
+    }
+
+    /// The retrieval message: the top `k` archival records for the newest user message (or
+    /// the task), as a system message.
+    fn retrieval(&self, branch: &str, entries: &[Entry], k: usize) -> Result<Option<Retrieved>> {
+        let query = entries.iter().rev().find_map(|e| match &e.item {
+            Item::Step { step, .. } if matches!(step.step_type, StepType::User | StepType::Task) => {
+                Some(step.text("text").to_string())
+            }
+            _ => None,
+        });
+        let Some(query) = query else { return Ok(None) };
+        let hits = self.archival_search(branch, &Search { query, k, tags: vec![] })?;
+        if hits.is_empty() {
+            return Ok(None);
+        }
+        let lines: Vec<String> = hits.iter().map(|r| format!("- {}", r.text)).collect();
+        let message = json!({"role": "system", "content": format!("Relevant memory:\n{}", lines.join("\n"))});
+        Ok(Some(Retrieved { message, fits: true }))
+    }
+}
+
+struct Retrieved {
+    message: Value,
+    /// Whether it is within the budget.
+    fits: bool,
+}
+
+fn push_retrieval(
+    format: MessageFormat,
+    message: Value,
+    messages: &mut Vec<Value>,
+    system: &mut Vec<String>,
+) {
+    match format {
+        MessageFormat::Anthropic => system.push(message["content"].as_str().unwrap_or_default().to_string()),
+        MessageFormat::Openai => messages.push(message),
+    }
+}
+
+/// Which units fit `budget`: system and task always (an error if they alone do not fit), then
+/// the retrieval message, then user messages newest first, then the rest newest first until
+/// one does not fit. Returns the choice, the tokens used and whether the retrieval fits.
+fn fit(
+    entries: &[Entry],
+    units: &[Vec<Value>],
+    retrieved: Option<&Retrieved>,
+    budget: usize,
+    encoding: Encoding,
+) -> Result<(Vec<bool>, usize, bool)> {
+    let cost: Vec<usize> = units.iter().map(|u| tokens(u, encoding)).collect();
+    let mut keep = vec![false; units.len()];
+    let mut used = 0;
+    for (i, _) in entries.iter().enumerate().filter(|(_, e)| e.pinned()) {
+        keep[i] = true;
+        used += cost[i];
+    }
+    if used > budget {
+        return Err(Error::invalid(format!(
+            "a budget of {budget} tokens cannot hold the system and task messages ({used} tokens)"
+        )));
+    }
+    let retrieval_fits = retrieved.is_some_and(|r| {
+        let c = tokens(std::slice::from_ref(&r.message), encoding);
+        let fits = used + c <= budget;
+        if fits {
+            used += c;
+        }
+        fits
+    });
+    for (i, _) in entries.iter().enumerate().rev().filter(|(_, e)| e.is_user()) {
+        if used + cost[i] <= budget {
+            keep[i] = true;
+            used += cost[i];
+        }
+    }
+    for (i, _) in entries.iter().enumerate().rev().filter(|(_, e)| !e.pinned() && !e.is_user()) {
+        if used + cost[i] > budget {
+            break;
+        }
+        keep[i] = true;
+        used += cost[i];
+    }
+    Ok((keep, used, retrieval_fits))
+}

@@ -1,0 +1,58 @@
+//! Conversation memory on a branch: the typed steps of the agent inside a node (step.rs),
+//! read back as chat messages (messages.rs) and reduced copy-on-write like consolidation
+//! (reduce.rs: prune, compact, reset). Steps are recall events of kind `step:<type>`, so a child
+//! continues its parent's conversation as of the fork and siblings diverge, by the view rule.
+
+mod messages;
+mod reduce;
+mod step;
+
+pub use messages::{MessageFormat, Messages, ReadOptions};
+pub use reduce::{CompactOutcome, PruneOutcome, ResetOutcome, ResetScope};
+pub use step::{Step, StepType};
+
+use crate::error::Result;
+use crate::rows::AppendOutcome;
+use crate::store::Tx;
+use serde_json::json;
+
+/// The event kind of the mark `reset` leaves: the conversation starts again after it.
+const RESET_KIND: &str = "step:reset";
+
+/// The summary kind `compact` writes.
+const SUMMARY_KIND: &str = "conversation";
+
+impl Tx<'_> {
+    /// Adds one step to `branch`'s conversation; then, with `[conversation]
+    /// auto_compact_tokens` set, compacts it if its messages exceed that many tokens.
+    pub fn step_add(&self, branch: &str, step: &Step) -> Result<AppendOutcome> {
+        let path = self.path(branch)?;
+        let bid = path.branch().bid;
+        let payload: serde_json::Map<String, serde_json::Value> =
+            step.payload.iter().map(|(k, v)| (k.clone(), redact_value(self, v))).collect();
+        let step = Step { step_type: step.step_type, payload };
+        let text = step.render();
+        let id =
+            self.insert_step(bid, &step.step_type.kind(), &text, &serde_json::to_string(&step.payload)?)?;
+        self.journal(
+            Some(bid),
+            "step.add",
+            json!({"id": id, "type": step.step_type, "payload": step.payload}),
+        )?;
+        if let Some(budget) = self.config.conversation.auto_compact_tokens {
+            let encoding = self.config.conversation.encoding.parse()?;
+            self.compact(branch, budget, encoding)?;
+        }
+        Ok(AppendOutcome { id, skipped: false })
+    }
+}
+
+/// Every string in `value` redacted, as any stored text is.
+fn redact_value(tx: &Tx<'_>, value: &serde_json::Value) -> serde_json::Value {
+    match value {
+        serde_json::Value::String(s) => serde_json::Value::String(tx.redacted(s)),
+        serde_json::Value::Array(items) => items.iter().map(|v| redact_value(tx, v)).collect(),
+        serde_json::Value::Object(map) => map.iter().map(|(k, v)| (k.clone(), redact_value(tx, v))).collect(),
+        other => other.clone(),
+    }
+}

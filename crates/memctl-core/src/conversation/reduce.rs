@@ -1,0 +1,249 @@
+//! Reductions of a branch's conversation, all copy-on-write in that branch only (exclusions,
+//! summaries and new rows of its own, as consolidation writes): `prune` drops old steps or cuts
+//! old observations, `compact` replaces the agent's work between user messages by summaries,
+//! `reset` starts the conversation again. Full texts stay searchable in archival.
+
+use super::messages::{conversation, shorten_observation, to_messages, tokens, Entry, Item, MessageFormat};
+use super::step::StepType;
+use super::{RESET_KIND, SUMMARY_KIND};
+use crate::archival::ArchivalWrite;
+use crate::error::{Error, Result};
+use crate::store::Tx;
+use crate::summarizer::{Answer, Mode, Request, Task};
+use crate::tokens::Encoding;
+use crate::view;
+use serde::Serialize;
+use serde_json::json;
+
+/// What `prune` did.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PruneOutcome {
+    /// Steps that left the view.
+    pub removed: Vec<i64>,
+    /// Actions whose observation was cut: (old id, new id).
+    pub shortened: Vec<[i64; 2]>,
+    /// The archival record holding the full texts.
+    pub archived: Option<i64>,
+}
+
+/// What `compact` did.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CompactOutcome {
+    pub tokens_before: usize,
+    pub tokens_after: usize,
+    /// The summaries written, one per run of agent steps replaced.
+    pub summaries: Vec<i64>,
+    /// How many steps they replaced.
+    pub steps: usize,
+}
+
+/// What `reset` hides.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ResetScope {
+    /// The conversation only: core and archival stay.
+    Conversation,
+    /// The conversation, core and archival.
+    All,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ResetOutcome {
+    pub steps: usize,
+    pub core: Vec<String>,
+    pub records: usize,
+}
+
+/// The most characters of a compaction summary.
+const SUMMARY_MAX_CHARS: usize = 2000;
+
+impl Tx<'_> {
+    /// Keeps only the last `keep_last` steps (system and task stay), and/or cuts the
+    /// observations of actions older than the last `old_observations.0` steps to
+    /// `old_observations.1` characters (a shortened copy takes the original's place).
+    pub fn prune(
+        &self,
+        branch: &str,
+        keep_last: Option<usize>,
+        old_observations: Option<(usize, usize)>,
+    ) -> Result<PruneOutcome> {
+        if keep_last.is_none() && old_observations.is_none() {
+            return Err(Error::invalid("nothing to prune: give --keep-last or --old-observations"));
+        }
+        let path = self.path(branch)?;
+        let bid = path.branch().bid;
+        let entries = conversation(self, &path)?;
+        let loose: Vec<&Entry> = entries.iter().filter(|e| !e.pinned()).collect();
+        let mut removed: Vec<i64> = Vec::new();
+        let mut full_texts: Vec<String> = Vec::new();
+        let mut shortened = Vec::new();
+        if let Some(n) = keep_last {
+            for entry in &loose[..loose.len().saturating_sub(n)] {
+                if let Item::Step { id, step } = &entry.item {
+                    removed.push(*id);
+                    full_texts.push(format!("[step:{}] {}", step.step_type.as_str(), step.render()));
+                }
+            }
+        }
+        if let Some((n, max_chars)) = old_observations {
+            for entry in &loose[..loose.len().saturating_sub(n)] {
+                let Item::Step { id, step } = &entry.item else { continue };
+                if removed.contains(id) {
+                    continue;
+                }
+                let mut short = step.clone();
+                if shorten_observation(&mut short, max_chars) {
+                    short.payload.insert("at".into(), json!(entry.position));
+                    let new_id = self.insert_step(
+                        bid,
+                        &short.step_type.kind(),
+                        &short.render(),
+                        &serde_json::to_string(&short.payload)?,
+                    )?;
+                    removed.push(*id);
+                    full_texts.push(format!("[step:action] {}", step.render()));
+                    shortened.push([*id, new_id]);
+                }
+            }
+        }
+        let archived = match full_texts.is_empty() {
+            true => None,
+            false => Some(
+                self.archival_insert(
+                    bid,
+                    ArchivalWrite::new(
+                        format!("Pruned conversation steps:\n{}", full_texts.join("\n")),
+                        ["PRUNED_STEPS".into(), format!("step_count:{}", full_texts.len())],
+                    ),
+                )?
+                .id,
+            ),
+        };
+        self.insert_exclusions(bid, &removed)?;
+        self.journal(
+            Some(bid),
+            "conversation.prune",
+            json!({"removed": removed, "shortened": shortened, "archived": archived}),
+        )?;
+        Ok(PruneOutcome { removed, shortened, archived })
+    }
+
+    /// When the conversation's messages exceed `budget` tokens: keeps system, task and every
+    /// user message verbatim, and replaces each run of agent steps between two user messages,
+    /// all but the newest run, by one summary (the summarizer's, with the `conversation`
+    /// prompt, else an extract).
+    pub fn compact(&self, branch: &str, budget: usize, encoding: Encoding) -> Result<CompactOutcome> {
+        let path = self.path(branch)?;
+        let bid = path.branch().bid;
+        let entries = conversation(self, &path)?;
+        let count = |entries: &[Entry]| -> usize {
+            let messages: Vec<_> =
+                entries.iter().flat_map(|e| to_messages(e, MessageFormat::Openai, false)).collect();
+            tokens(&messages, encoding)
+        };
+        let tokens_before = count(&entries);
+        let mut outcome =
+            CompactOutcome { tokens_before, tokens_after: tokens_before, summaries: vec![], steps: 0 };
+        if tokens_before <= budget {
+            return Ok(outcome);
+        }
+        // Runs of agent steps (and earlier summaries) between user messages.
+        let mut runs: Vec<Vec<&Entry>> = vec![vec![]];
+        for entry in &entries {
+            if entry.is_user() {
+                runs.push(vec![]);
+            } else if !entry.pinned() {
+                runs.last_mut().expect("a run").push(entry);
+            }
+        }
+        runs.retain(|run| !run.is_empty());
+        runs.pop(); // the newest run stays as it is
+        for run in runs {
+            let steps: Vec<(i64, String)> = run
+                .iter()
+                .filter_map(|e| match &e.item {
+                    Item::Step { id, step } => Some((*id, extract_line(step.step_type, &step.render()))),
+                    Item::Summary { .. } => None,
+                })
+                .collect();
+            if steps.is_empty() {
+                continue;
+            }
+            let folded: Vec<i64> = run
+                .iter()
+                .filter_map(|e| if let Item::Summary { id, .. } = e.item { Some(id) } else { None })
+                .collect();
+            let earlier: Vec<String> = run
+                .iter()
+                .filter_map(
+                    |e| if let Item::Summary { text, .. } = &e.item { Some(text.clone()) } else { None },
+                )
+                .collect();
+            let lines: Vec<String> =
+                earlier.into_iter().chain(steps.iter().map(|(_, l)| l.clone())).collect();
+            let text = self.conversation_summary(&lines)?;
+            // Listed by the steps it replaces, the summary takes the place of the first: still
+            // between the same two user messages as the summaries it folds in.
+            let ids: Vec<i64> = steps.iter().map(|(id, _)| *id).collect();
+            let seq = self.insert_summary(bid, SUMMARY_KIND, &text, &ids, &folded)?;
+            self.insert_exclusions(bid, &ids)?;
+            outcome.summaries.push(seq);
+            outcome.steps += ids.len();
+        }
+        if !outcome.summaries.is_empty() {
+            self.forget();
+            outcome.tokens_after = count(&conversation(self, &path)?);
+            self.journal(Some(bid), "conversation.compact", serde_json::to_value(&outcome)?)?;
+        }
+        Ok(outcome)
+    }
+
+    /// The summary of a run of steps: the summarizer's answer, else the lines themselves, cut.
+    fn conversation_summary(&self, lines: &[String]) -> Result<String> {
+        let text = lines.join("\n");
+        let request = Request::new(
+            Task::Conversation,
+            text.clone(),
+            SUMMARY_MAX_CHARS,
+            &[("count", lines.len().to_string())],
+            json!({}),
+        );
+        if let Answer::Text(answer) = self.ask_summarizer(&request, Mode::Call)? {
+            return Ok(answer);
+        }
+        Ok(crate::journal::cut(&text, SUMMARY_MAX_CHARS).into_owned())
+    }
+
+    /// Hides the conversation (and with `All`, core and archival) from `branch`'s view.
+    pub fn reset(&self, branch: &str, scope: ResetScope) -> Result<ResetOutcome> {
+        let path = self.path(branch)?;
+        let bid = path.branch().bid;
+        let steps: Vec<i64> = view::steps(self, &path)?.into_iter().map(|s| s.id).collect();
+        self.insert_exclusions(bid, &steps)?;
+        // The mark makes earlier compaction summaries part of the past too.
+        self.insert_step(bid, RESET_KIND, "conversation reset", "{}")?;
+        let mut outcome = ResetOutcome { steps: steps.len(), core: vec![], records: 0 };
+        if scope == ResetScope::All {
+            let keys: Vec<String> = view::core(self, &path)?.into_iter().map(|e| e.key).collect();
+            let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+            outcome.core = self.core_delete(branch, &keys)?;
+            for record in view::archival(self, &path, &[], None)? {
+                self.archival_delete(branch, record.id)?;
+                outcome.records += 1;
+            }
+        }
+        self.journal(Some(bid), "conversation.reset", json!({"scope": scope, "outcome": outcome}))?;
+        Ok(outcome)
+    }
+}
+
+/// One line of the deterministic extract of a step.
+fn extract_line(step_type: StepType, text: &str) -> String {
+    let one_line: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let short: String = if one_line.chars().count() > 200 {
+        format!("{}…", one_line.chars().take(200).collect::<String>())
+    } else {
+        one_line
+    };
+    format!("- {}: {short}", step_type.as_str())
+}
