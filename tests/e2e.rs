@@ -6,6 +6,7 @@ mod support;
 
 mod apply;
 mod cli;
+mod conversation;
 mod export;
 mod import;
 mod inspect;

@@ -256,15 +256,29 @@ pub fn prune(ctx: &Context, args: PruneArgs) -> anyhow::Result<()> {
 pub fn compact(ctx: &Context, args: CompactArgs) -> anyhow::Result<()> {
     let encoding: Encoding = args.encoding.as_deref().unwrap_or(&ctx.config.conversation.encoding).parse()?;
     let outcome = ctx.open()?.compact(&args.branch, args.budget_tokens, encoding)?;
-    ctx.emit_serialized(&outcome, || match outcome.summaries.len() {
-        0 => format!(
-            "{} is within {} tokens ({}): nothing to compact",
-            args.branch, args.budget_tokens, outcome.tokens_before
-        ),
-        n => format!(
-            "Compacted {}: {} steps into {n} summaries, {} → {} tokens",
-            args.branch, outcome.steps, outcome.tokens_before, outcome.tokens_after
-        ),
+    ctx.emit_serialized(&outcome, || {
+        let (branch, budget) = (&args.branch, args.budget_tokens);
+        if outcome.tokens_before <= budget {
+            return format!(
+                "{branch} is within {budget} tokens ({}): nothing to compact",
+                outcome.tokens_before
+            );
+        }
+        if outcome.summaries.is_empty() {
+            return format!(
+                "{branch} is over {budget} tokens ({}), but no run of agent steps between user messages \
+                 summarizes shorter",
+                outcome.tokens_before
+            );
+        }
+        let over = if outcome.tokens_after > budget { " (still over the budget)" } else { "" };
+        format!(
+            "Compacted {branch}: {} steps into {} summaries, {} → {} tokens{over}",
+            outcome.steps,
+            outcome.summaries.len(),
+            outcome.tokens_before,
+            outcome.tokens_after
+        )
     })
 }
 

@@ -172,7 +172,7 @@ pub(crate) fn to_messages(entry: &Entry, format: MessageFormat, summary_mode: bo
     let (id, step) = match &entry.item {
         Item::Summary { text, steps, .. } => {
             return vec![
-                json!({"role": "assistant", "content": format!("[Summary of {steps} earlier steps]\n{text}")}),
+                json!({"role": "assistant", "content": format!("[{steps} earlier steps, summarized]\n{text}")}),
             ];
         }
         Item::Step { id, step } => (*id, step),

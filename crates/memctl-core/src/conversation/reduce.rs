@@ -54,6 +54,9 @@ pub struct ResetOutcome {
     pub records: usize,
 }
 
+/// The most characters an extract keeps of one step.
+const EXTRACT_LINE_CHARS: usize = 80;
+
 /// The most characters of a compaction summary.
 const SUMMARY_MAX_CHARS: usize = 2000;
 
@@ -131,7 +134,7 @@ impl Tx<'_> {
     /// When the conversation's messages exceed `budget` tokens: keeps system, task and every
     /// user message verbatim, and replaces each run of agent steps between two user messages,
     /// all but the newest run, by one summary (the summarizer's, with the `conversation`
-    /// prompt, else an extract).
+    /// prompt, else an extract) — unless the summary would be no shorter than the run.
     pub fn compact(&self, branch: &str, budget: usize, encoding: Encoding) -> Result<CompactOutcome> {
         let path = self.path(branch)?;
         let bid = path.branch().bid;
@@ -182,6 +185,16 @@ impl Tx<'_> {
             let lines: Vec<String> =
                 earlier.into_iter().chain(steps.iter().map(|(_, l)| l.clone())).collect();
             let text = self.conversation_summary(&lines)?;
+            // A summary longer than what it replaces (a short run) would only cost tokens.
+            let run_messages: Vec<_> =
+                run.iter().flat_map(|e| to_messages(e, MessageFormat::Openai, false)).collect();
+            let summary =
+                Entry { position: 0, item: Item::Summary { id: 0, text: text.clone(), steps: steps.len() } };
+            if tokens(&to_messages(&summary, MessageFormat::Openai, false), encoding)
+                >= tokens(&run_messages, encoding)
+            {
+                continue;
+            }
             // Listed by the steps it replaces, the summary takes the place of the first: still
             // between the same two user messages as the summaries it folds in.
             let ids: Vec<i64> = steps.iter().map(|(id, _)| *id).collect();
@@ -240,8 +253,8 @@ impl Tx<'_> {
 /// One line of the deterministic extract of a step.
 fn extract_line(step_type: StepType, text: &str) -> String {
     let one_line: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    let short: String = if one_line.chars().count() > 200 {
-        format!("{}…", one_line.chars().take(200).collect::<String>())
+    let short: String = if one_line.chars().count() > EXTRACT_LINE_CHARS {
+        format!("{}…", one_line.chars().take(EXTRACT_LINE_CHARS).collect::<String>())
     } else {
         one_line
     };

@@ -2,6 +2,7 @@
 
 mod concurrency;
 mod consolidation;
+mod conversation;
 mod model;
 mod promote;
 mod protocol;

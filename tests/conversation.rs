@@ -1,0 +1,190 @@
+//! Conversation memory through the real binary: every step type in, messages out in both
+//! formats (snapshots, clock pinned), the reductions, and bad input.
+
+use crate::support::*;
+
+#[track_caller]
+fn snap(name: &str, outcome: &Outcome) {
+    insta::assert_snapshot!(name, outcome.transcript(), &outcome.command_line());
+}
+
+/// root: system, task, planning, an action; child (forked then): a user turn, a failing
+/// action given as JSON on stdin, an assistant reply, a final answer.
+fn conversation() -> Sandbox {
+    let sb = Sandbox::initialized();
+    sb.ok(&["branch", "create", "root"]);
+    let steps: &[&[&str]] = &[
+        &["step", "add", "root", "--type", "system", "--text", "You are a performance engineer."],
+        &["step", "add", "root", "--type", "task", "--text", "Make the 3D stencil faster."],
+        &["step", "add", "root", "--type", "planning", "--plan", "1. measure  2. tile  3. vectorize"],
+        &[
+            "step",
+            "add",
+            "root",
+            "--type",
+            "action",
+            "--thought",
+            "measure first",
+            "--tool",
+            "run",
+            "--args",
+            r#"{"cmd": "make bench"}"#,
+            "--observation",
+            "runtime 12.4 s",
+            "--duration",
+            "13.1",
+        ],
+    ];
+    for step in steps {
+        sb.ok(step);
+    }
+    sb.ok(&["fork", "root", "child"]);
+    sb.ok(&["step", "add", "child", "--type", "user", "--text", "Try tiles of 64."]);
+    sb.run_stdin(
+        &["step", "add", "child", "--type", "action", "-"],
+        r#"{"tool": "run", "args": {"cmd": "make TILE=64"}, "error": "exit 2: tile too large"}"#,
+    )
+    .success();
+    sb.ok(&["step", "add", "child", "--type", "assistant", "--text", "64 does not build; trying 32."]);
+    sb.ok(&["step", "add", "child", "--type", "final", "--answer", "Tiles of 32: 9.8 s."]);
+    sb
+}
+
+#[test]
+fn steps_round_trip_as_messages() {
+    let sb = conversation();
+    snap("messages_openai", &sb.run(&["messages", "child"]).success());
+    snap("messages_anthropic", &sb.run(&["messages", "child", "--format", "anthropic"]).success());
+    snap("messages_summary_mode", &sb.run(&["messages", "child", "--summary-mode"]).success());
+    snap(
+        "messages_budget_json",
+        &sb.run(&["--json", "messages", "child", "--budget-tokens", "60", "--encoding", "cl100k_base"])
+            .success(),
+    );
+    snap(
+        "step_add_text",
+        &sb.run(&["step", "add", "child", "--type", "user", "--text", "Thanks."]).success(),
+    );
+    // The parent's conversation is as it was; the child's continues it.
+    // (With --json, messages come with what fitting left out: {format, messages, dropped}.)
+    let root = sb.json(&["messages", "root"]);
+    assert_eq!(array(&root, "messages").len(), 5);
+    // Steps are recall events too.
+    let recall = sb.json(&["recall", "list", "child", "-n", "3"]);
+    assert_eq!(string(&array(&recall, "events")[0], "kind"), "step:user");
+}
+
+#[test]
+fn reductions() {
+    let sb = conversation();
+    for n in 0..3 {
+        sb.ok(&[
+            "step",
+            "add",
+            "child",
+            "--type",
+            "user",
+            "--text",
+            &format!("Round {n}: again, with more threads."),
+        ]);
+        sb.ok(&[
+            "step",
+            "add",
+            "child",
+            "--type",
+            "action",
+            "--tool",
+            "run",
+            "--args",
+            r#"{"threads": 32}"#,
+            "--observation",
+            &format!("round {n}: {}", "timing line; ".repeat(40)),
+        ]);
+    }
+    snap(
+        "messages_read_time_prune",
+        &sb.run(&["messages", "child", "--keep-last", "2", "--summary-mode"]).success(),
+    );
+    snap("compact_text", &sb.run(&["compact", "child", "--budget-tokens", "150"]).success());
+    snap(
+        "compact_within_json",
+        &sb.run(&["--json", "compact", "child", "--budget-tokens", "100000"]).success(),
+    );
+    snap("messages_after_compact", &sb.run(&["messages", "child"]).success());
+    snap(
+        "prune_json",
+        &sb.run(&["--json", "prune", "child", "--old-observations", "0", "--max-chars", "20"]).success(),
+    );
+    snap("messages_after_prune", &sb.run(&["messages", "child", "--format", "anthropic"]).success());
+    let pruned = sb.json(&["prune", "child", "--keep-last", "2"]);
+    let archived = int(&pruned, "archived").to_string();
+    let record = sb.json(&["archival", "get", "child", &archived]);
+    assert!(string(field(&record, "record"), "text").contains("Pruned conversation steps"), "{record}");
+    sb.ok(&["core", "set", "child", "best_tile", "32"]);
+    snap("reset_text", &sb.run(&["reset", "child"]).success());
+    assert!(array(&sb.json(&["messages", "child"]), "messages").is_empty());
+    assert_eq!(string(field(&sb.json(&["core", "get", "child"]), "core"), "best_tile"), "32", "core stays");
+    snap("reset_all_json", &sb.run(&["--json", "reset", "child", "--all"]).success());
+    assert!(object(&sb.json(&["core", "get", "child"]), "core").is_empty());
+    // The parent keeps everything.
+    assert_eq!(array(&sb.json(&["messages", "root"]), "messages").len(), 5);
+}
+
+#[test]
+fn retrieval_before_a_turn() {
+    let sb = conversation();
+    sb.ok(&[
+        "archival",
+        "add",
+        "child",
+        "tiles of 64 overflow the L2 cache on this machine",
+        "--tag",
+        "lesson",
+    ]);
+    sb.ok(&["step", "add", "child", "--type", "user", "--text", "Why did tiles of 64 fail?"]);
+    snap(
+        "messages_retrieve",
+        &sb.run(&[
+            "messages",
+            "child",
+            "--retrieve",
+            "1",
+            "--budget-tokens",
+            "400",
+            "--encoding",
+            "cl100k_base",
+        ])
+        .success(),
+    );
+}
+
+#[test]
+fn bad_steps() {
+    let sb = conversation();
+    snap(
+        "step_unknown_type_text",
+        &sb.run(&["step", "add", "root", "--type", "observation", "--text", "x"]).exit(1),
+    );
+    snap(
+        "step_missing_field_json",
+        &sb.run(&["--json", "step", "add", "root", "--type", "action", "--thought", "x"]).exit(1),
+    );
+    snap("step_wrong_field_text", &sb.run(&["step", "add", "root", "--type", "user", "--plan", "x"]).exit(1));
+    snap(
+        "step_malformed_payload_text",
+        &sb.run_stdin(
+            &["step", "add", "root", "--type", "action", "-"],
+            r#"{"tool": "run", "duration": "long"}"#,
+        )
+        .exit(1),
+    );
+    snap(
+        "step_not_json_text",
+        &sb.run_stdin(&["step", "add", "root", "--type", "user", "-"], "not json").exit(1),
+    );
+    snap(
+        "messages_budget_too_small_text",
+        &sb.run(&["messages", "root", "--budget-tokens", "5", "--encoding", "cl100k_base"]).exit(1),
+    );
+    snap("compact_unknown_branch_text", &sb.run(&["compact", "nope", "--budget-tokens", "10"]).exit(3));
+}
