@@ -69,9 +69,15 @@ fn steps_round_trip_as_messages() {
     // (With --json, messages come with what fitting left out: {format, messages, dropped}.)
     let root = sb.json(&["messages", "root"]);
     assert_eq!(array(&root, "messages").len(), 5);
+    // A runner may batch steps in an apply block.
+    let block = r#"<memory_update>{"step": [{"type": "user", "text": "And 16?"}, {"type": "action", "tool": "run", "args": {"tile": 16}, "observation": "10.9 s"}]}</memory_update>"#;
+    snap("apply_steps_json", &sb.run_stdin(&["--json", "apply", "child", "-"], block).success());
+    let messages = sb.json(&["messages", "child"]);
+    let last = array(&messages, "messages").last().unwrap().clone();
+    assert_eq!((string(&last, "role"), string(&last, "content")), ("tool", "10.9 s"));
     // Steps are recall events too.
     let recall = sb.json(&["recall", "list", "child", "-n", "3"]);
-    assert_eq!(string(&array(&recall, "events")[0], "kind"), "step:user");
+    assert_eq!(string(&array(&recall, "events")[0], "kind"), "step:action");
 }
 
 #[test]

@@ -8,6 +8,7 @@
 //! anything failed; lenient mode keeps the operations that worked and lists the others.
 
 use crate::archival::Search;
+use crate::conversation::{Step, StepType};
 use crate::core_kv::CoreWrite;
 use crate::error::{Error, ErrorKind, Result, Topic};
 use crate::recall::EvictSelector;
@@ -26,7 +27,7 @@ pub const LLM_KIND: &str = "llm_insight";
 const RESULTS_PER_SECTION: usize = 10;
 
 /// The keys of a block, in the order they are applied, with their aliases.
-const KEYS: [(&str, &str); 11] = [
+const KEYS: [(&str, &str); 12] = [
     ("core", "mem_core_set"),
     ("core_get", "mem_core_get"),
     ("core_delete", "mem_core_del"),
@@ -38,6 +39,7 @@ const KEYS: [(&str, &str); 11] = [
     ("recall_evict", "mem_recall_evict"),
     ("recall_summarize", "recall_summarize"),
     ("consolidate", "consolidate"),
+    ("step", "step"),
 ];
 
 /// One checked operation of a block.
@@ -52,8 +54,14 @@ enum Op {
     RecallAppend(Vec<(String, String, Vec<String>)>),
     RecallSearch(String, usize),
     RecallEvict(EvictSelector),
-    RecallSummarize { kind: String, text: String, ids: Vec<i64> },
+    RecallSummarize {
+        kind: String,
+        text: String,
+        ids: Vec<i64>,
+    },
     Consolidate,
+    /// Conversation steps, for runners that batch them.
+    Step(Vec<Step>),
 }
 
 /// An operation that was not applied, and why.
@@ -405,6 +413,25 @@ fn parse_op(name: &str, value: &Value) -> Check<Op> {
             Value::Bool(true) => Op::Consolidate,
             other => return Err(format!("must be true, not {other}")),
         },
+        "step" => {
+            let items = match value {
+                Value::Array(items) => items.clone(),
+                one => vec![one.clone()],
+            };
+            let steps = items
+                .into_iter()
+                .map(|item| {
+                    let Value::Object(mut fields) = item else {
+                        return Err(format!("a step is an object with a type, not {item}"));
+                    };
+                    let step_type = fields.remove("type").ok_or("a step needs a type")?;
+                    let step_type =
+                        StepType::parse(&text_of(&step_type, "type")?).map_err(|e| e.to_string())?;
+                    Step::new(step_type, Value::Object(fields)).map_err(|e| e.to_string())
+                })
+                .collect::<std::result::Result<_, String>>()?;
+            Op::Step(steps)
+        }
         _ => unreachable!("every key of KEYS is handled"),
     })
 }
@@ -532,6 +559,11 @@ fn run(tx: &Tx<'_>, branch: &str, op: &Op, feedback: &mut Feedback) -> Result<Va
             let outcome = tx.consolidate(branch, false)?;
             json!({"consolidated": outcome.consolidated, "summaries": outcome.summaries})
         }
+        Op::Step(steps) => {
+            let ids =
+                steps.iter().map(|step| Ok(tx.step_add(branch, step)?.id)).collect::<Result<Vec<i64>>>()?;
+            json!({ "ids": ids })
+        }
     })
 }
 
@@ -622,6 +654,7 @@ mod tests {
                 "recall" => json!([{"kind": "note", "content": "c"}]),
                 "recall_evict" => json!({"ids": [1]}),
                 "recall_summarize" => json!({"summary": "s", "ids": [1]}),
+                "step" => json!([{"type": "user", "text": "hi"}, {"type": "action", "tool": "run"}]),
                 _ => json!(true),
             };
             for key in [name, alias] {
