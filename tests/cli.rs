@@ -1457,32 +1457,9 @@ fn concurrent_writers_lose_nothing() {
 
 #[test]
 fn readme_python_snippet_runs() {
-    let python = std::process::Command::new("python3").arg("--version").output();
-    if !python.is_ok_and(|out| out.status.success()) {
-        // Like the viewer's Chromium: a notice locally, a failure in CI (which installs it).
-        assert!(std::env::var_os("CI").is_none(), "no python3: CI must run the README's Python snippet");
-        eprintln!(
-            "note: python3 not found, skipping the README's Python snippet (CI=1 makes this a failure)"
-        );
-        return;
-    }
-    let readme_path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md");
-    let readme = std::fs::read_to_string(&readme_path).expect("README.md");
-    let start = readme.find("```python\n").expect("a ```python block in README.md") + "```python\n".len();
-    let snippet = &readme[start..start + readme[start..].find("\n```").expect("end of the block")];
-
     let sb = Sandbox::new();
-    std::fs::write(sb.file("snippet.py"), snippet).unwrap();
+    let Some((snippet, output)) = run_python_block(&sb, "README.md") else { return };
     let db = sb.file("memory.sqlite");
-    let mut python = std::process::Command::new("python3");
-    python.arg("snippet.py").current_dir(sb.path());
-    for (name, _) in std::env::vars_os() {
-        if name.to_string_lossy().starts_with("MEMCTL") {
-            python.env_remove(name);
-        }
-    }
-    python.env("MEMCTL", BIN).env("MEMCTL_DB", &db).env("MEMCTL_NOW", NOW);
-    let output = python.output().expect("run python3");
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "the README snippet failed:\n{stdout}\n{stderr}");

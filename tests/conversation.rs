@@ -194,3 +194,19 @@ fn bad_steps() {
     );
     snap("compact_unknown_branch_text", &sb.run(&["compact", "nope", "--budget-tokens", "10"]).exit(3));
 }
+
+/// docs/guide.md's agent loop runs as written and prints what the guide says it prints.
+#[test]
+fn the_guides_agent_loop_runs() {
+    let sb = Sandbox::new();
+    let Some((_, output)) = run_python_block(&sb, "docs/guide.md") else { return };
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "the guide's loop failed:\n{stdout}\n{stderr}");
+    let guide =
+        std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/guide.md"))
+            .unwrap();
+    let start = guide.find("```text\n").expect("the printed output in the guide") + "```text\n".len();
+    let printed = &guide[start..start + guide[start..].find("```").unwrap()];
+    assert_eq!(stdout, printed, "stderr:\n{stderr}");
+}

@@ -465,3 +465,30 @@ pub fn dump(sb: &Sandbox) -> Vec<(String, Vec<String>)> {
     }
     out
 }
+
+/// Runs the first ```python block of the workspace document `doc` with python3 in `sb`, with
+/// `MEMCTL` set to the binary, `MEMCTL_DB` to `sb`'s `memory.sqlite` and the clock pinned; the
+/// block and its output. Without python3: None and a notice, or a failure when CI is set (CI
+/// installs it).
+pub fn run_python_block(sb: &Sandbox, doc: &str) -> Option<(String, std::process::Output)> {
+    let python = Command::new("python3").arg("--version").output();
+    if !python.is_ok_and(|out| out.status.success()) {
+        assert!(std::env::var_os("CI").is_none(), "no python3: CI must run the Python of {doc}");
+        eprintln!("note: python3 not found, skipping the Python of {doc} (CI=1 makes this a failure)");
+        return None;
+    }
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(doc);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{doc}: {e}"));
+    let start = text.find("```python\n").expect("a ```python block") + "```python\n".len();
+    let block = text[start..start + text[start..].find("\n```").expect("end of the block")].to_string();
+    std::fs::write(sb.file("snippet.py"), &block).unwrap();
+    let mut python = Command::new("python3");
+    python.arg("snippet.py").current_dir(sb.path());
+    for (name, _) in std::env::vars_os() {
+        if name.to_string_lossy().starts_with("MEMCTL") {
+            python.env_remove(name);
+        }
+    }
+    python.env("MEMCTL", BIN).env("MEMCTL_DB", sb.file("memory.sqlite")).env("MEMCTL_NOW", NOW);
+    Some((block, python.output().expect("run python3")))
+}
