@@ -72,13 +72,15 @@ Workloads (NAME for --only):
       as whole CLI calls against `read`. Kept in target/bench/inspection/ (--quick: 10 events)
   k   gc of 900 dead branches (whole subtrees) of the tree of b, against a full export html
       of the same database (target: at most 2x), then vacuum and the file size before/after
+  m   a 500-step conversation inherited over depth 50: `messages` with a 4,000-token budget
+      against `context` with the same budget, as whole CLI calls (target: at most 2x)
   i   import of the Python store's 1,000-branch database (MEMCTL_BENCH_LEGACY=PATH, default
       ../shared/reference/legacy/tree1000/memory.sqlite; not in the repository)
 
 Options:
   --quick       fewer repetitions (same workloads and sizes, except s at a tenth); well
                 under two minutes
-  --only NAME   run one workload (a, b, c, d, e, g, h, i, j, k, p or s)
+  --only NAME   run one workload (a, b, c, d, e, g, h, i, j, k, m, p or s)
   -h, --help    this text
 ";
 

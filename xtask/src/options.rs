@@ -6,7 +6,7 @@ use anyhow::{bail, Context, Result};
 #[derive(Debug, Clone, Default)]
 pub struct BenchOptions {
     pub quick: bool,
-    /// One workload letter, `a`..`e`, `g`, `h`, `i`, `j`, `k`, `p` or `s`.
+    /// One workload letter, `a`..`e`, `g`, `h`, `i`, `j`, `k`, `m`, `p` or `s`.
     pub only: Option<char>,
 }
 
@@ -19,7 +19,7 @@ impl BenchOptions {
                 "--quick" => options.quick = true,
                 "--only" => {
                     let name =
-                        args.next().context("--only needs a workload name (a..e, g, h, i, j, k, p, s)")?;
+                        args.next().context("--only needs a workload name (a..e, g, h, i, j, k, m, p, s)")?;
                     options.only = Some(parse_workload(name)?);
                 }
                 other => match other.strip_prefix("--only=") {
@@ -51,9 +51,10 @@ fn parse_workload(name: &str) -> Result<char> {
         "i" => Ok('i'),
         "j" => Ok('j'),
         "k" => Ok('k'),
+        "m" => Ok('m'),
         "p" => Ok('p'),
         "s" => Ok('s'),
-        _ => bail!("unknown workload '{name}': choose a, b, c, d, e, g, h, i, j, k, p or s"),
+        _ => bail!("unknown workload '{name}': choose a, b, c, d, e, g, h, i, j, k, m, p or s"),
     }
 }
 

@@ -1,11 +1,14 @@
 //! BENCH.md's workloads a–e, g and i in-process through memctl-core, h and p through the binary
-//! (s, the scale workload, is in `scale.rs`; j, inspection, in `inspection.rs`); k runs gc.
+//! (s, the scale workload, is in `scale.rs`; j, inspection, in `inspection.rs`); k runs gc, m
+//! reads a conversation.
 
 use crate::gen::{bench_config, node_id, query_words, vocab, Rng, EVENT_KINDS, PHASES};
 use crate::options::BenchOptions;
 use crate::report::{median, micros, millis, percentile, table, timed, Python, Row};
 use anyhow::{ensure, Context, Result};
-use memctl_core::{BranchStatus, Budget, Clock, Config, CoreWrite, FtsMode, GcRequest, Search, Store};
+use memctl_core::{
+    BranchStatus, Budget, Clock, Config, CoreWrite, FtsMode, GcRequest, Search, Step, StepType, Store,
+};
 use serde_json::{json, Map, Value};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -115,7 +118,7 @@ pub fn run(options: &BenchOptions, out_dir: &Path) -> Result<()> {
     let mut rows = Vec::new();
     let mut details = Map::new();
     type Workload = fn(&Reps) -> Result<(Vec<Row>, Value)>;
-    let workloads: [(char, &str, Workload); 12] = [
+    let workloads: [(char, &str, Workload); 13] = [
         ('a', "fork chain", fork_chain),
         ('b', "1000-branch tree", tree),
         ('c', "recall appends", recall_appends),
@@ -125,6 +128,7 @@ pub fn run(options: &BenchOptions, out_dir: &Path) -> Result<()> {
         ('h', "one CLI call", cli_call),
         ('i', "legacy import", legacy_import),
         ('k', "gc of 900 dead branches", gc_tree),
+        ('m', "conversation messages", conversation_messages),
         ('j', "inspection: diff, why, path", |reps| {
             crate::inspection::inspection(reps.quick, &crate::paths::target_dir().join("bench"))
         }),
@@ -471,6 +475,79 @@ fn gc_tree(reps: &Reps) -> Result<(Vec<Row>, Value)> {
         )),
     ];
     Ok((rows, json!({"gc_ms": gc_ms, "html_ms": html_ms, "vacuum_ms": vacuum_ms, "runs": runs})))
+}
+
+/// m. `messages` of a 500-step conversation inherited over a chain of depth 50, with a token
+/// budget, as whole CLI calls, against `context` with the same budget on the same branch.
+fn conversation_messages(reps: &Reps) -> Result<(Vec<Row>, Value)> {
+    const DEPTH: usize = 50;
+    const STEPS_PER_NODE: usize = 10;
+    let db = Db::new(bench_config())?;
+    let mut rng = Rng::new(0xC0417);
+    db.store.write(|tx| {
+        tx.create_root(&node_id(0))?;
+        let first = |t: StepType, p: Value| tx.step_add(&node_id(0), &Step::new(t, p)?);
+        first(StepType::System, json!({"text": "You tune stencil kernels."}))?;
+        first(StepType::Task, json!({"text": "Find the fastest tile size."}))?;
+        Ok(())
+    })?;
+    for level in 0..DEPTH {
+        let id = node_id(level);
+        db.store.write(|tx| {
+            if level > 0 {
+                tx.fork(&node_id(level - 1), Some(&id))?;
+            }
+            for n in 0..STEPS_PER_NODE {
+                let (t, payload) = match n % 5 {
+                    0 => (StepType::User, json!({"text": format!("try {}", rng.words(5, 12))})),
+                    1 => (StepType::Planning, json!({"plan": rng.words(10, 30)})),
+                    4 => (StepType::Assistant, json!({"text": rng.words(10, 40)})),
+                    _ => (
+                        StepType::Action,
+                        json!({"tool": "run", "thought": rng.words(5, 15), "args": {"n": n},
+                               "observation": rng.words(20, 80)}),
+                    ),
+                };
+                tx.step_add(&id, &Step::new(t, payload)?)?;
+            }
+            Ok(())
+        })?;
+    }
+    let deepest = node_id(DEPTH - 1);
+    let Db { dir, path, store } = db;
+    drop(store);
+    let memctl = crate::paths::release_binary("memctl");
+    ensure!(memctl.exists(), "{} is missing: run `cargo xtask bench`, which builds it", memctl.display());
+    let call = |args: &[&str]| -> Result<f64> {
+        let t = Instant::now();
+        let output = std::process::Command::new(&memctl).arg("--db").arg(&path).args(args).output()?;
+        ensure!(output.status.success(), "memctl {args:?}: {}", String::from_utf8_lossy(&output.stderr));
+        Ok(millis(t.elapsed()))
+    };
+    let budget = ["--budget-tokens", "4000", "--encoding", "cl100k_base"];
+    let messages = [&["messages", deepest.as_str()][..], &budget[..]].concat();
+    let context = [&["context", deepest.as_str()][..], &budget[..]].concat();
+    let mut times = (Vec::new(), Vec::new());
+    call(&messages)?;
+    call(&context)?;
+    for _ in 0..reps.cli_calls {
+        times.0.push(call(&messages)?);
+        times.1.push(call(&context)?);
+    }
+    drop(dir);
+    let label = "m conversation, 500 steps over depth 50";
+    let rows = vec![
+        Row::new(label, "one CLI call: messages, 4000 tokens", "ms")
+            .value(median(&times.0))
+            .p95(percentile(&times.0, 95.0)),
+        Row::new(label, "one CLI call: context, 4000 tokens", "ms")
+            .value(median(&times.1))
+            .p95(percentile(&times.1, 95.0)),
+        Row::new(label, "messages / context", "x")
+            .value(median(&times.0) / median(&times.1))
+            .note("target: <= 2x"),
+    ];
+    Ok((rows, json!({"messages_ms": times.0, "context_ms": times.1})))
 }
 
 /// i. Importing the Python store's 1,000-branch database (reference legacy/tree1000). It is not

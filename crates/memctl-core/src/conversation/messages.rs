@@ -114,8 +114,9 @@ pub(crate) fn conversation(store: &Store, path: &BranchPath) -> Result<Vec<Entry
     let mut entries = Vec::new();
     for s in stored.into_iter().filter(|s| s.id > reset && s.kind != RESET_KIND) {
         let Some(name) = s.kind.strip_prefix(crate::rows::STEP_KIND) else { continue };
-        let payload: Value = serde_json::from_str(s.payload.as_deref().unwrap_or("{}")).unwrap_or(json!({}));
-        let step = Step::new(StepType::parse(name)?, payload)?;
+        // Stored payloads were validated when written.
+        let payload = serde_json::from_str(s.payload.as_deref().unwrap_or("{}")).unwrap_or_default();
+        let step = Step { step_type: StepType::parse(name)?, payload };
         let position = step.payload.get("at").and_then(Value::as_i64).unwrap_or(s.id);
         entries.push(Entry { position, item: Item::Step { id: s.id, step } });
     }
@@ -348,12 +349,13 @@ fn fit(
     budget: usize,
     encoding: Encoding,
 ) -> Result<(Vec<bool>, usize, bool)> {
-    let cost: Vec<usize> = units.iter().map(|u| tokens(u, encoding)).collect();
+    // Counted only for the units considered: a long conversation is mostly never reached.
+    let cost = |i: usize| tokens(&units[i], encoding);
     let mut keep = vec![false; units.len()];
     let mut used = 0;
     for (i, _) in entries.iter().enumerate().filter(|(_, e)| e.pinned()) {
         keep[i] = true;
-        used += cost[i];
+        used += cost(i);
     }
     if used > budget {
         return Err(Error::invalid(format!(
@@ -369,17 +371,19 @@ fn fit(
         fits
     });
     for (i, _) in entries.iter().enumerate().rev().filter(|(_, e)| e.is_user()) {
-        if used + cost[i] <= budget {
+        let c = cost(i);
+        if used + c <= budget {
             keep[i] = true;
-            used += cost[i];
+            used += c;
         }
     }
     for (i, _) in entries.iter().enumerate().rev().filter(|(_, e)| !e.pinned() && !e.is_user()) {
-        if used + cost[i] > budget {
+        let c = cost(i);
+        if used + c > budget {
             break;
         }
         keep[i] = true;
-        used += cost[i];
+        used += c;
     }
     Ok((keep, used, retrieval_fits))
 }
