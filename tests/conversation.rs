@@ -210,3 +210,63 @@ fn the_guides_agent_loop_runs() {
     let printed = &guide[start..start + guide[start..].find("```").unwrap()];
     assert_eq!(stdout, printed, "stderr:\n{stderr}");
 }
+
+/// With a summarizer configured, compaction's summaries are its answers to the `conversation`
+/// prompt; with `[conversation] auto_compact_tokens`, every `step add` compacts.
+#[test]
+fn summarizer_and_auto_compaction() {
+    let sb = conversation();
+    for n in 0..3 {
+        sb.ok(&["step", "add", "child", "--type", "user", "--text", &format!("Round {n}.")]);
+        let observation = format!("round {n}: {}", "timing line; ".repeat(40));
+        sb.ok(&["step", "add", "child", "--type", "action", "--tool", "run", "--observation", &observation]);
+    }
+    // The script answers with the task it was given and the size of the run.
+    std::fs::write(
+        sb.file("summarize.sh"),
+        "python3 -c 'import json,sys; r=json.load(sys.stdin); print(r[\"task\"], len(r[\"text\"].splitlines()), \"steps\")'",
+    )
+    .unwrap();
+    let env = [("MEMCTL_SUMMARIZER__COMMAND", "sh ./summarize.sh")];
+    sb.exec(&["compact", "child", "--budget-tokens", "150"], None, &env).success();
+    let messages = sb.json(&["messages", "child"]);
+    let summaries: Vec<&str> = array(&messages, "messages")
+        .iter()
+        .filter_map(|m| m["content"].as_str())
+        .filter(|c| c.contains("summarized]"))
+        .collect();
+    assert!(
+        !summaries.is_empty()
+            && summaries.iter().all(|s| s
+                .split('\n')
+                .nth(1)
+                .is_some_and(|l| l.starts_with("conversation ") && l.ends_with(" steps"))),
+        "{summaries:?}"
+    );
+
+    // Auto-compaction: a budget in the configuration compacts as steps come in.
+    let auto = [("MEMCTL_CONVERSATION__AUTO_COMPACT_TOKENS", "200")];
+    let before = array(&sb.json(&["messages", "child"]), "messages").len();
+    for n in 3..6 {
+        sb.exec(&["step", "add", "child", "--type", "user", "--text", &format!("Round {n}.")], None, &auto)
+            .success();
+        let observation = format!("round {n}: {}", "timing line; ".repeat(40));
+        sb.exec(
+            &["step", "add", "child", "--type", "action", "--tool", "run", "--observation", &observation],
+            None,
+            &auto,
+        )
+        .success();
+    }
+    let after = sb.json(&["messages", "child"]);
+    let after = array(&after, "messages");
+    let compacted =
+        after.iter().filter(|m| m["content"].as_str().is_some_and(|c| c.contains("summarized]"))).count();
+    assert!(
+        compacted > summaries.len(),
+        "auto-compaction summarized the new rounds too ({before} → {} messages)",
+        after.len()
+    );
+    let log = sb.json(&["log", "child"]);
+    assert!(array(&log, "ops").iter().any(|op| string(op, "op") == "conversation.compact"));
+}
