@@ -13,19 +13,6 @@ use std::collections::BTreeSet;
 
 // ---- helpers ------------------------------------------------------------------------------------
 
-/// Snapshots one command: its command line, exit code, stdout and stderr.
-#[track_caller]
-fn snap(name: &str, outcome: &Outcome) {
-    insta::assert_snapshot!(name, outcome.transcript(), &outcome.command_line());
-}
-
-/// Snapshots several commands in one file.
-#[track_caller]
-fn snap_all(name: &str, outcomes: &[Outcome]) {
-    let text: Vec<String> = outcomes.iter().map(Outcome::transcript).collect();
-    insta::assert_snapshot!(name, text.join("\n"), name);
-}
-
 /// `memctl --json apply BRANCH -` with `block` on stdin; must succeed with one JSON object and
 /// nothing on stderr. Checks the binding shape `{results, applied, skipped:[{op, reason}]}`.
 #[track_caller]
@@ -575,7 +562,7 @@ fn each_invalid_block_is_rejected_with_exit_1_and_nothing_applied() {
             sb.run_stdin(&["apply", "a", "-", "--lenient"], block).text_error(1);
         }
     }
-    snap_all("errors_each_invalid_block", &transcripts);
+    snap_all!("errors_each_invalid_block", &transcripts);
     assert_eq!(dump(&sb), before, "no invalid block changes anything");
 }
 
@@ -599,7 +586,7 @@ fn strict_mode_lists_every_problem_in_one_error_and_applies_nothing() {
     });
     let wrapped = format!("<memory_update>{block}</memory_update>");
     let text = sb.run_stdin(&["apply", "a", "-"], &wrapped).text_error(1);
-    snap("errors_every_problem_text", &text);
+    snap!("errors_every_problem_text", &text);
     let message = sb.run_stdin(&["--json", "apply", "a", "-"], &wrapped).json_error(1, "invalid_input");
     let expected = [
         "mem_bogus: unknown key",
@@ -733,7 +720,7 @@ fn lenient_applies_the_valid_operations_and_lists_the_skipped_ones() {
             r#"{"core": {"also": "applied"}, "recall_search": {"query": "q", "k": -1}, "bogus": 1}"#,
         )
         .success();
-    snap("lenient_text", &text);
+    snap!("lenient_text", &text);
     assert!(
         text.stdout.contains("Skipped recall_search: k must be a positive integer, not -1"),
         "{}",
@@ -763,7 +750,7 @@ fn read_only_is_true_only_when_the_block_only_reads() {
         assert_eq!(boolean(&out, "read_only"), read_only, "{block}: {out}");
     }
     let text = sb.run_stdin(&["apply", "root", "-"], r#"{"core_get": "lang"}"#).success();
-    snap("read_only_text", &text);
+    snap!("read_only_text", &text);
     assert!(text.stdout.contains("--results-block"), "text mode tells the runner to ask again");
     let text = sb.run_stdin(&["apply", "root", "-"], r#"{"core": {"y": "2"}}"#).success();
     assert!(!text.stdout.contains("only read"), "{}", text.stdout);
@@ -784,7 +771,7 @@ fn results_block_shows_core_archival_and_recall_reads() {
     sb.ok(&["fork", "root", "child"]);
     let block = r#"<memory_update>{"core_get": ["best_tile", "missing"], "archival_search": {"query": "tile", "k": 5}, "recall_search": {"query": "tile runtime", "k": 5}}</memory_update>"#;
     let text = sb.run_stdin(&["apply", "child", "-", "--results-block"], block).success();
-    snap("results_block_text", &text);
+    snap!("results_block_text", &text);
     let out = text.stdout.trim_end();
     assert!(out
         .starts_with("<memory_results>\n**Core Memory Values:**\n- best_tile: 64\n- missing: (not found)\n"));
@@ -951,7 +938,7 @@ fn strip_removes_every_block() {
         assert!(!text.contains("memory_update") && !text.contains("memory_results"), "{name}: {text}");
         transcripts.extend(outcomes.into_iter().skip(1)); // the stdin run shows its input
     }
-    snap_all("strip_cases", &transcripts);
+    snap_all!("strip_cases", &transcripts);
     // A missing file is not found (exit 3), not an empty text.
     sb.run(&["strip", "no-such-file.txt"]).text_error(3);
 }
@@ -974,7 +961,7 @@ fn realistic_llm_response_end_to_end() {
 
     // apply uses the first block: a read-only core_get that sees the inherited key.
     let out = sb.run(&["--json", "apply", "node-7", "response.txt", "--results-block"]).success();
-    snap("realistic_apply_json", &out);
+    snap!("realistic_apply_json", &out);
     let out = out.json();
     assert!(boolean(&out, "read_only"));
     assert_eq!(out["results"]["core_get"], json!({"lang": "rust", "best_tile": null}));
@@ -984,7 +971,7 @@ fn realistic_llm_response_end_to_end() {
     );
     assert_eq!(dump(&sb), before, "the second block is not applied");
     let text = sb.run_stdin(&["apply", "node-7", "-", "--results-block"], &response).success();
-    snap("realistic_apply_results_block", &text);
+    snap!("realistic_apply_results_block", &text);
 
     // strip leaves exactly the JSON answer.
     let (stripped, _) = strip(&sb, &response);

@@ -11,24 +11,11 @@ use serde_json::{json, Value};
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-/// Snapshots one command: its command line, exit code, stdout and stderr.
-#[track_caller]
-fn snap(name: &str, outcome: &Outcome) {
-    insta::assert_snapshot!(name, outcome.transcript(), &outcome.command_line());
-}
-
-/// Snapshots several commands in one file (for sweeps of the same check over many commands).
-#[track_caller]
-fn snap_all(name: &str, outcomes: &[Outcome]) {
-    let text: Vec<String> = outcomes.iter().map(Outcome::transcript).collect();
-    insta::assert_snapshot!(name, text.join("\n"), name);
-}
-
 /// Runs `memctl ARGS`, checks it succeeds and snapshots it.
 #[track_caller]
 fn snap_ok(sandbox: &Sandbox, name: &str, args: &[&str]) -> Outcome {
     let outcome = sandbox.run(args).success();
-    snap(name, &outcome);
+    snap!(name, &outcome);
     outcome
 }
 
@@ -41,7 +28,7 @@ fn snap_json(sandbox: &Sandbox, name: &str, args: &[&str]) -> Value {
     let outcome = sandbox.run(&full).success();
     let value = outcome.json();
     assert_eq!(outcome.stderr, "", "--json success prints nothing on stderr");
-    snap(name, &outcome);
+    snap!(name, &outcome);
     value
 }
 
@@ -199,7 +186,7 @@ fn core_set_get_del() {
     assert!(strings(&set, "evicted").is_empty());
     let stdin =
         sb.run_stdin(&["core", "set", "root", "plan", "-"], "threads first,\nthen tiling\n").success();
-    snap("core_set_stdin_text", &stdin);
+    snap!("core_set_stdin_text", &stdin);
     snap_ok(&sb, "core_set_ttl_text", &["core", "set", "root", "scratch", "try -O3 next", "--ttl", "30m"]);
 
     sb.ok(&["fork", "root", "child"]);
@@ -259,7 +246,7 @@ fn core_set_get_del() {
     // TTL: invisible once written_at + ttl < now (MEMCTL_NOW one hour later)
     let later = [("MEMCTL_NOW", "2026-01-02T04:04:05Z")];
     let expired = sb.run_env(&["core", "get", "root", "scratch", "task"], &later).success();
-    snap("core_get_ttl_expired_text", &expired);
+    snap!("core_get_ttl_expired_text", &expired);
     let expired = sb.json_env(&["core", "get", "root", "scratch"], &later);
     assert_eq!(field(&expired, "core"), &json!({"scratch": null}));
     let fresh = sb.json(&["core", "get", "root", "scratch"]);
@@ -310,20 +297,20 @@ fn recall_append_list_search_evict() {
     let stdin = sb
         .run_stdin(&["recall", "append", "child", "--kind", "error", "-"], "make: *** [stencil.o] Error 1\n")
         .success();
-    snap("recall_append_stdin_text", &stdin);
+    snap!("recall_append_stdin_text", &stdin);
     let args = ["--json", "recall", "append", "child", "--kind", "note", "-", "--tag", "multi"];
     let note = sb.run_stdin(&args, "line one\nline two\n").success();
-    snap("recall_append_stdin_json", &note);
+    snap!("recall_append_stdin_json", &note);
     let note = note.json();
     assert!(!boolean(&note, "skipped"));
 
     // duplicate: skipped, the existing id reported
     let mut text_args = metric_args.to_vec();
     let duplicate = sb.run(&text_args).success();
-    snap("recall_append_duplicate_text", &duplicate);
+    snap!("recall_append_duplicate_text", &duplicate);
     text_args.insert(0, "--json");
     let duplicate = sb.run(&text_args).success();
-    snap("recall_append_duplicate_json", &duplicate);
+    snap!("recall_append_duplicate_json", &duplicate);
     let duplicate = duplicate.json();
     assert!(boolean(&duplicate, "skipped"));
     assert_eq!(int(&duplicate, "id"), int(&metric, "id"));
@@ -432,7 +419,7 @@ fn archival_add_get_update_delete_search() {
     );
     let args = ["--json", "archival", "add", "root", "-", "--tag", "IDEA_MD"];
     let idea = sb.run_stdin(&args, "## Idea\nCache-aware tiling for a 7-point stencil\n").success();
-    snap("archival_add_stdin_json", &idea);
+    snap!("archival_add_stdin_json", &idea);
     let idea = idea.json();
     assert!(!boolean(&idea, "skipped"));
     let idea_id = id_of(&idea);
@@ -512,7 +499,7 @@ fn archival_add_get_update_delete_search() {
             "## Idea\nTiling, revised\n",
         )
         .success();
-    snap("archival_update_stdin_json", &stdin);
+    snap!("archival_update_stdin_json", &stdin);
 
     // search: query, tags, empty query
     sb.ok(&[
@@ -552,7 +539,7 @@ fn archival_add_get_update_delete_search() {
     );
     let syntax =
         sb.run(&["archival", "search", "child", "what's NOT \"working\": -O3? AND/OR NEAR(x)"]).success();
-    snap("archival_search_syntax_chars_text", &syntax);
+    snap!("archival_search_syntax_chars_text", &syntax);
 
     // delete: gone from the child's view only
     snap_ok(&sb, "archival_delete_text", &["archival", "delete", "child", &tiling_id]);
@@ -560,7 +547,7 @@ fn archival_add_get_update_delete_search() {
     assert_eq!(id_of(&deleted), idea_id);
     assert!(boolean(&deleted, "deleted"));
     let gone = sb.run(&["archival", "get", "child", &tiling_id]).text_error(3);
-    snap("archival_get_deleted_text", &gone);
+    snap!("archival_get_deleted_text", &gone);
     sb.ok(&["archival", "get", "root", &tiling_id]);
     snap_ok(&sb, "archival_search_after_delete_text", &["archival", "search", "child"]);
 }
@@ -687,8 +674,8 @@ fn scenario_reads() {
 
     // A small window (config from the environment) against --all.
     let window = [("MEMCTL_RECALL_MAX_EVENTS", "2"), ("MEMCTL_RETRIEVAL_K", "1")];
-    snap("scenario_read_window_text", &sb.run_env(&["read", "omp-pin"], &window).success());
-    snap("scenario_read_all_text", &sb.run_env(&["read", "omp-pin", "--all"], &window).success());
+    snap!("scenario_read_window_text", &sb.run_env(&["read", "omp-pin"], &window).success());
+    snap!("scenario_read_all_text", &sb.run_env(&["read", "omp-pin", "--all"], &window).success());
     let windowed = sb.json_env(&["read", "omp-pin"], &window);
     assert_eq!(array(&windowed["recall"], "events").len(), 2);
     assert_eq!(array(&windowed, "archival").len(), 1);
@@ -883,7 +870,7 @@ fn unknown_branch_is_exit_3_and_writes_nothing() {
         assert!(message.contains("nope"), "{message}");
         transcripts.push(json);
     }
-    snap_all("errors_unknown_branch", &transcripts);
+    snap_all!("errors_unknown_branch", &transcripts);
 
     assert_eq!(array(&sb.json(&["log"]), "ops").len(), ops_before, "no orphan rows, no journal entry");
     assert_eq!(array(&sb.json(&["branch", "list"]), "branches").len(), 1);
@@ -894,12 +881,12 @@ fn unknown_record_and_event_are_exit_3() {
     let sb = Sandbox::initialized();
     sb.ok(&["branch", "create", "root"]);
     let get = sb.run(&["archival", "get", "root", "999"]).text_error(3);
-    snap("errors_unknown_record_text", &get);
+    snap!("errors_unknown_record_text", &get);
     let json = sb.run(&["--json", "archival", "update", "root", "999", "--text", "x"]);
-    snap("errors_unknown_record_json", &json);
+    snap!("errors_unknown_record_json", &json);
     json.json_error(3, "not_found");
     let evict = sb.run(&["recall", "evict", "root", "--id", "999"]).text_error(3);
-    snap("errors_unknown_event_text", &evict);
+    snap!("errors_unknown_event_text", &evict);
 }
 
 #[test]
@@ -911,9 +898,9 @@ fn conflicting_fork_is_exit_4() {
     sb.ok(&["branch", "set-uid", "b", "node-2"]);
 
     let text = sb.run(&["fork", "b", "a"]).text_error(4);
-    snap("errors_conflict_fork_text", &text);
+    snap!("errors_conflict_fork_text", &text);
     let json = sb.run(&["--json", "fork", "b", "a"]);
-    snap("errors_conflict_fork_json", &json);
+    snap!("errors_conflict_fork_json", &json);
     json.json_error(4, "conflict");
     // an existing child as a root, a root as a child
     sb.run(&["fork", "-", "a"]).text_error(4);
@@ -921,9 +908,9 @@ fn conflicting_fork_is_exit_4() {
     sb.run(&["fork", "a", "root"]).text_error(4);
     // ids and node_uids share one namespace
     let uid = sb.run(&["fork", "a", "node-2"]).text_error(4);
-    snap("errors_conflict_uid_as_id_text", &uid);
+    snap!("errors_conflict_uid_as_id_text", &uid);
     let alias = sb.run(&["--json", "branch", "set-uid", "a", "node-2"]);
-    snap("errors_conflict_uid_taken_json", &alias);
+    snap!("errors_conflict_uid_taken_json", &alias);
     alias.json_error(4, "conflict");
 
     let branch = sb.json(&["branch", "show", "a"]);
@@ -953,17 +940,17 @@ fn invalid_input_is_exit_1() {
         let json = sb.run(&cat(&["--json"], args));
         json.clone().json_error(1, "invalid_input");
         if name.ends_with("meta_json") || name.ends_with("core_key") || name.ends_with("invalid_branch_id") {
-            snap(&format!("{name}_text"), &text);
-            snap(&format!("{name}_json"), &json);
+            snap!(&format!("{name}_text"), &text);
+            snap!(&format!("{name}_json"), &json);
         } else {
             transcripts.push(text);
             transcripts.push(json);
         }
     }
-    snap_all("errors_invalid_input_more", &transcripts);
+    snap_all!("errors_invalid_input_more", &transcripts);
 
     let invalid_now = sb.run_env(&["branch", "list"], &[("MEMCTL_NOW", "yesterday")]).text_error(1);
-    snap("errors_invalid_memctl_now_text", &invalid_now);
+    snap!("errors_invalid_memctl_now_text", &invalid_now);
 
     // nothing was written
     assert_eq!(array(&sb.json(&["branch", "list"]), "branches").len(), 1);
@@ -990,9 +977,9 @@ fn unreadable_database_is_exit_6() {
     std::fs::write(sb.file("junk.sqlite"), &junk).unwrap();
 
     let text = sb.run(&["--db", "junk.sqlite", "branch", "list"]).text_error(6);
-    snap("errors_unreadable_db_text", &text);
+    snap!("errors_unreadable_db_text", &text);
     let json = sb.run(&["--json", "--db", "junk.sqlite", "core", "set", "root", "k", "v"]);
-    snap("errors_unreadable_db_json", &json);
+    snap!("errors_unreadable_db_json", &json);
     json.json_error(6, "incompatible_db");
     sb.run(&["--db", "junk.sqlite", "init"]).text_error(6);
     assert_eq!(std::fs::read(sb.file("junk.sqlite")).unwrap(), junk, "never modified");
@@ -1004,7 +991,7 @@ fn unreadable_database_is_exit_6() {
     }
     let before = std::fs::read(sb.file("other.sqlite")).unwrap();
     let foreign = sb.run(&["--db", "other.sqlite", "recall", "list", "root"]).text_error(6);
-    snap("errors_foreign_sqlite_db_text", &foreign);
+    snap!("errors_foreign_sqlite_db_text", &foreign);
     sb.run(&["--json", "--db", "other.sqlite", "init"]).json_error(6, "incompatible_db");
     assert_eq!(std::fs::read(sb.file("other.sqlite")).unwrap(), before, "never modified");
 }
@@ -1021,9 +1008,9 @@ fn database_from_a_newer_memctl_is_exit_6_and_untouched() {
     let before = std::fs::read(&db).unwrap();
 
     let text = sb.run(&["branch", "list"]).text_error(6);
-    snap("errors_newer_db_text", &text);
+    snap!("errors_newer_db_text", &text);
     let json = sb.run(&["--json", "init"]);
-    snap("errors_newer_db_json", &json);
+    snap!("errors_newer_db_json", &json);
     json.json_error(6, "incompatible_db");
     sb.run(&["core", "set", "root", "k", "v"]).text_error(6);
 
@@ -1076,9 +1063,9 @@ fn missing_database_is_exit_3_with_a_hint() {
     let sb = Sandbox::new();
     let text = sb.run(&["branch", "list"]).text_error(3);
     assert!(text.stderr.contains("hint: ") && text.stderr.contains("memctl init"), "{}", text.transcript());
-    snap("errors_missing_db_text", &text);
+    snap!("errors_missing_db_text", &text);
     let json = sb.run(&["--json", "--db", "elsewhere.sqlite", "core", "get", "root"]);
-    snap("errors_missing_db_json", &json);
+    snap!("errors_missing_db_json", &json);
     let message = json.json_error(3, "not_found");
     assert!(message.contains("elsewhere.sqlite"), "{message}");
     assert!(!sb.file("memory.sqlite").exists() && !sb.file("elsewhere.sqlite").exists(), "nothing created");
@@ -1102,11 +1089,11 @@ fn usage_errors_are_exit_2() {
         let text = sb.run(args).exit(2);
         assert_eq!(text.stdout, "", "{}", text.transcript());
         assert!(!text.stderr.is_empty());
-        snap(&format!("errors_usage_{name}_text"), &text);
+        snap!(&format!("errors_usage_{name}_text"), &text);
         // JSON: the error object on stderr, wherever --json is on the line.
         let json = sb.run(&cat(&["--json"], args));
         json.clone().json_error(2, "usage");
-        snap(&format!("errors_usage_{name}_json"), &json);
+        snap!(&format!("errors_usage_{name}_json"), &json);
         sb.run(&cat(args, &["--json"])).json_error(2, "usage");
     }
     // The error of the binary itself (not clap's) follows §9 exactly.
@@ -1127,11 +1114,11 @@ fn busy_database_is_exit_5() {
     let started = Instant::now();
     let text = sb.run_env(&["core", "set", "root", "k", "during"], &short_wait).text_error(5);
     let waited = started.elapsed();
-    snap("errors_busy_text", &text);
+    snap!("errors_busy_text", &text);
     assert!(waited >= Duration::from_millis(150), "it waited for the lock ({waited:?})");
     assert!(waited < Duration::from_secs(10), "and gave up after busy_timeout ({waited:?})");
     let json = sb.exec(&["--json", "recall", "append", "root", "--kind", "note", "x"], None, &short_wait);
-    snap("errors_busy_json", &json);
+    snap!("errors_busy_json", &json);
     json.json_error(5, "busy");
     // Readers are not blocked by a writer (WAL).
     let read = sb.json_env(&["core", "get", "root", "k"], &short_wait);
@@ -1286,14 +1273,14 @@ fn core_max_chars_from_the_environment_changes_eviction() {
         tight.run_env(args, &budget).success();
     }
     let evicting = tight.run_env(last, &budget).success();
-    snap("config_core_max_chars_evicts_text", &evicting);
+    snap!("config_core_max_chars_evicts_text", &evicting);
     assert!(evicting.stdout.contains("low, mid"), "{}", evicting.transcript());
     let core = tight.json(&["core", "get", "root"]);
     let keys: Vec<&String> = object(&core, "core").keys().collect();
     assert_eq!(keys.len(), 2);
     assert!(object(&core, "core").contains_key("pinned") && object(&core, "core").contains_key("new"));
     let evicted = tight.run(&["archival", "search", "root", "--tag", "CORE_EVICT"]).success();
-    snap("config_core_max_chars_archived_text", &evicted);
+    snap!("config_core_max_chars_archived_text", &evicted);
     let records = tight.json(&["archival", "search", "root", "--tag", "CORE_EVICT"]);
     let texts: BTreeSet<&str> = array(&records, "results").iter().map(|r| string(r, "text")).collect();
     assert_eq!(
@@ -1304,10 +1291,10 @@ fn core_max_chars_from_the_environment_changes_eviction() {
     // A value larger than the whole budget: archival keeps it in full, core a head naming it.
     let big = "x".repeat(100);
     let oversize = tight.exec(&["--json", "core", "set", "root", "big", &big], None, &budget).success();
-    snap("config_core_max_chars_oversize_json", &oversize);
+    snap!("config_core_max_chars_oversize_json", &oversize);
     let oversize = tight.run_env(&["core", "set", "root", "big2", &big], &budget).success();
-    snap("config_core_max_chars_oversize_text", &oversize);
-    snap(
+    snap!("config_core_max_chars_oversize_text", &oversize);
+    snap!(
         "config_core_max_chars_after_oversize_text",
         &tight.run_env(&["core", "get", "root"], &budget).success(),
     );
@@ -1319,9 +1306,9 @@ fn unknown_config_key_is_exit_1_naming_it() {
     std::fs::write(sb.file("bad.toml"), "core_max_charz = 5\n").unwrap();
     let text = sb.run(&["--config", "bad.toml", "branch", "list"]).text_error(1);
     assert!(text.stderr.contains("core_max_charz"), "{}", text.transcript());
-    snap("config_unknown_key_text", &text);
+    snap!("config_unknown_key_text", &text);
     let json = sb.run(&["--json", "--config", "bad.toml", "branch", "list"]);
-    snap("config_unknown_key_json", &json);
+    snap!("config_unknown_key_json", &json);
     let message = json.json_error(1, "invalid_input");
     assert!(message.contains("core_max_charz"), "{message}");
 
@@ -1330,7 +1317,7 @@ fn unknown_config_key_is_exit_1_naming_it() {
     assert!(nested.stderr.contains("ftz"), "{}", nested.transcript());
     let env = sb.run_env(&["branch", "list"], &[("MEMCTL_CORE_MAX_CHARZ", "5")]).text_error(1);
     assert!(env.stderr.contains("MEMCTL_CORE_MAX_CHARZ") && env.stderr.contains("core_max_charz"));
-    snap("config_unknown_env_key_text", &env);
+    snap!("config_unknown_env_key_text", &env);
     // MEMCTL_CONFIG names the file too, and ./memctl.toml is read when present.
     sb.run_env(&["branch", "list"], &[("MEMCTL_CONFIG", "bad.toml")]).text_error(1);
     std::fs::copy(sb.file("bad.toml"), sb.file("memctl.toml")).unwrap();
@@ -1374,7 +1361,7 @@ fn fts_off_finds_the_same_records() {
     assert_eq!(array(&tagged, "results").len(), 1);
     let memory = sb.json_env(&["archival", "search", "root", "out of memory"], &off);
     assert_eq!(string(&array(&memory, "results")[0], "text"), "GPU offload failed: CUDA out of memory");
-    snap(
+    snap!(
         "config_fts_off_search_text",
         &sb.run_env(&["archival", "search", "root", "out of memory"], &off).success(),
     );

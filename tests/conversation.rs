@@ -3,11 +3,6 @@
 
 use crate::support::*;
 
-#[track_caller]
-fn snap(name: &str, outcome: &Outcome) {
-    insta::assert_snapshot!(name, outcome.transcript(), &outcome.command_line());
-}
-
 /// root: system, task, planning, an action; child (forked then): a user turn, a failing
 /// action given as JSON on stdin, an assistant reply, a final answer.
 fn conversation() -> Sandbox {
@@ -53,15 +48,15 @@ fn conversation() -> Sandbox {
 #[test]
 fn steps_round_trip_as_messages() {
     let sb = conversation();
-    snap("messages_openai", &sb.run(&["messages", "child"]).success());
-    snap("messages_anthropic", &sb.run(&["messages", "child", "--format", "anthropic"]).success());
-    snap("messages_summary_mode", &sb.run(&["messages", "child", "--summary-mode"]).success());
-    snap(
+    snap!("messages_openai", &sb.run(&["messages", "child"]).success());
+    snap!("messages_anthropic", &sb.run(&["messages", "child", "--format", "anthropic"]).success());
+    snap!("messages_summary_mode", &sb.run(&["messages", "child", "--summary-mode"]).success());
+    snap!(
         "messages_budget_json",
         &sb.run(&["--json", "messages", "child", "--budget-tokens", "60", "--encoding", "cl100k_base"])
             .success(),
     );
-    snap(
+    snap!(
         "step_add_text",
         &sb.run(&["step", "add", "child", "--type", "user", "--text", "Thanks."]).success(),
     );
@@ -71,7 +66,7 @@ fn steps_round_trip_as_messages() {
     assert_eq!(array(&root, "messages").len(), 5);
     // A runner may batch steps in an apply block.
     let block = r#"<memory_update>{"step": [{"type": "user", "text": "And 16?"}, {"type": "action", "tool": "run", "args": {"tile": 16}, "observation": "10.9 s"}]}</memory_update>"#;
-    snap("apply_steps_json", &sb.run_stdin(&["--json", "apply", "child", "-"], block).success());
+    snap!("apply_steps_json", &sb.run_stdin(&["--json", "apply", "child", "-"], block).success());
     let messages = sb.json(&["messages", "child"]);
     let last = array(&messages, "messages").last().unwrap().clone();
     assert_eq!((string(&last, "role"), string(&last, "content")), ("tool", "10.9 s"));
@@ -107,30 +102,30 @@ fn reductions() {
             &format!("round {n}: {}", "timing line; ".repeat(40)),
         ]);
     }
-    snap(
+    snap!(
         "messages_read_time_prune",
         &sb.run(&["messages", "child", "--keep-last", "2", "--summary-mode"]).success(),
     );
-    snap("compact_text", &sb.run(&["compact", "child", "--budget-tokens", "150"]).success());
-    snap(
+    snap!("compact_text", &sb.run(&["compact", "child", "--budget-tokens", "150"]).success());
+    snap!(
         "compact_within_json",
         &sb.run(&["--json", "compact", "child", "--budget-tokens", "100000"]).success(),
     );
-    snap("messages_after_compact", &sb.run(&["messages", "child"]).success());
-    snap(
+    snap!("messages_after_compact", &sb.run(&["messages", "child"]).success());
+    snap!(
         "prune_json",
         &sb.run(&["--json", "prune", "child", "--old-observations", "0", "--max-chars", "20"]).success(),
     );
-    snap("messages_after_prune", &sb.run(&["messages", "child", "--format", "anthropic"]).success());
+    snap!("messages_after_prune", &sb.run(&["messages", "child", "--format", "anthropic"]).success());
     let pruned = sb.json(&["prune", "child", "--keep-last", "2"]);
     let archived = int(&pruned, "archived").to_string();
     let record = sb.json(&["archival", "get", "child", &archived]);
     assert!(string(field(&record, "record"), "text").contains("Pruned conversation steps"), "{record}");
     sb.ok(&["core", "set", "child", "best_tile", "32"]);
-    snap("reset_text", &sb.run(&["reset", "child"]).success());
+    snap!("reset_text", &sb.run(&["reset", "child"]).success());
     assert!(array(&sb.json(&["messages", "child"]), "messages").is_empty());
     assert_eq!(string(field(&sb.json(&["core", "get", "child"]), "core"), "best_tile"), "32", "core stays");
-    snap("reset_all_json", &sb.run(&["--json", "reset", "child", "--all"]).success());
+    snap!("reset_all_json", &sb.run(&["--json", "reset", "child", "--all"]).success());
     assert!(object(&sb.json(&["core", "get", "child"]), "core").is_empty());
     // The parent keeps everything.
     assert_eq!(array(&sb.json(&["messages", "root"]), "messages").len(), 5);
@@ -148,7 +143,7 @@ fn retrieval_before_a_turn() {
         "lesson",
     ]);
     sb.ok(&["step", "add", "child", "--type", "user", "--text", "Why did tiles of 64 fail?"]);
-    snap(
+    snap!(
         "messages_retrieve",
         &sb.run(&[
             "messages",
@@ -167,16 +162,19 @@ fn retrieval_before_a_turn() {
 #[test]
 fn bad_steps() {
     let sb = conversation();
-    snap(
+    snap!(
         "step_unknown_type_text",
         &sb.run(&["step", "add", "root", "--type", "observation", "--text", "x"]).exit(1),
     );
-    snap(
+    snap!(
         "step_missing_field_json",
         &sb.run(&["--json", "step", "add", "root", "--type", "action", "--thought", "x"]).exit(1),
     );
-    snap("step_wrong_field_text", &sb.run(&["step", "add", "root", "--type", "user", "--plan", "x"]).exit(1));
-    snap(
+    snap!(
+        "step_wrong_field_text",
+        &sb.run(&["step", "add", "root", "--type", "user", "--plan", "x"]).exit(1)
+    );
+    snap!(
         "step_malformed_payload_text",
         &sb.run_stdin(
             &["step", "add", "root", "--type", "action", "-"],
@@ -184,15 +182,15 @@ fn bad_steps() {
         )
         .exit(1),
     );
-    snap(
+    snap!(
         "step_not_json_text",
         &sb.run_stdin(&["step", "add", "root", "--type", "user", "-"], "not json").exit(1),
     );
-    snap(
+    snap!(
         "messages_budget_too_small_text",
         &sb.run(&["messages", "root", "--budget-tokens", "5", "--encoding", "cl100k_base"]).exit(1),
     );
-    snap("compact_unknown_branch_text", &sb.run(&["compact", "nope", "--budget-tokens", "10"]).exit(3));
+    snap!("compact_unknown_branch_text", &sb.run(&["compact", "nope", "--budget-tokens", "10"]).exit(3));
 }
 
 /// docs/guide.md's agent loop runs as written and prints what the guide says it prints.

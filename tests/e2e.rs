@@ -2,6 +2,7 @@
 //! one module per command family, linked into one test binary so the build links once.
 //! Snapshots live in `tests/snapshots/`, named `e2e__<module>__<name>.snap`.
 
+#[macro_use]
 mod support;
 
 mod apply;

@@ -6,11 +6,6 @@ use crate::support::*;
 use serde_json::Value;
 use std::collections::BTreeSet;
 
-#[track_caller]
-fn snap(name: &str, outcome: &Outcome) {
-    insta::assert_snapshot!(name, outcome.transcript(), &outcome.command_line());
-}
-
 /// root ─┬─ a ── a1
 ///       └─ b        (root writes between the two forks, so b sees more of it than a)
 fn tree() -> Sandbox {
@@ -46,13 +41,13 @@ fn tree() -> Sandbox {
 #[test]
 fn diff_text_and_json() {
     let sb = tree();
-    snap("diff_a_b_text", &sb.run(&["diff", "a", "b"]).success());
-    snap("diff_a_b_json", &sb.run(&["--json", "diff", "a", "b"]).success());
-    snap("diff_core_only_text", &sb.run(&["diff", "a1", "b", "--layer", "core"]).success());
-    snap("diff_parent_child_text", &sb.run(&["diff", "a", "a1"]).success());
-    snap("diff_same_text", &sb.run(&["diff", "a", "a"]).success());
-    snap("diff_unknown_branch_text", &sb.run(&["diff", "a", "nope"]).exit(3));
-    snap("diff_unknown_layer_text", &sb.run(&["diff", "a", "b", "--layer", "events"]).exit(2));
+    snap!("diff_a_b_text", &sb.run(&["diff", "a", "b"]).success());
+    snap!("diff_a_b_json", &sb.run(&["--json", "diff", "a", "b"]).success());
+    snap!("diff_core_only_text", &sb.run(&["diff", "a1", "b", "--layer", "core"]).success());
+    snap!("diff_parent_child_text", &sb.run(&["diff", "a", "a1"]).success());
+    snap!("diff_same_text", &sb.run(&["diff", "a", "a"]).success());
+    snap!("diff_unknown_branch_text", &sb.run(&["diff", "a", "nope"]).exit(3));
+    snap!("diff_unknown_layer_text", &sb.run(&["diff", "a", "b", "--layer", "events"]).exit(2));
     let same = sb.json(&["diff", "b", "b"]);
     for layer in ["recall", "summaries"] {
         assert!(
@@ -110,34 +105,34 @@ fn quoted(keys: BTreeSet<String>) -> BTreeSet<String> {
 #[test]
 fn why_text_and_json() {
     let sb = tree();
-    snap("why_key_text", &sb.run(&["why", "a1", "goal"]).success());
-    snap("why_key_json", &sb.run(&["--json", "why", "a1", "goal"]).success());
-    snap("why_deleted_key_text", &sb.run(&["why", "a1", "compiler"]).success());
-    snap("why_after_fork_text", &sb.run(&["why", "a", "late"]).success());
+    snap!("why_key_text", &sb.run(&["why", "a1", "goal"]).success());
+    snap!("why_key_json", &sb.run(&["--json", "why", "a1", "goal"]).success());
+    snap!("why_deleted_key_text", &sb.run(&["why", "a1", "compiler"]).success());
+    snap!("why_after_fork_text", &sb.run(&["why", "a", "late"]).success());
     let read = sb.json(&["read", "root", "--scope", "archival"]);
     let record = int(&array(&read, "archival")[0], "id").to_string();
-    snap("why_record_text", &sb.run(&["why", "a1", "--record", &record]).success());
+    snap!("why_record_text", &sb.run(&["why", "a1", "--record", &record]).success());
     let events = sb.json(&["recall", "list", "a", "-n", "10"]);
     let baseline = array(&events, "events").iter().find(|e| string(e, "text") == "baseline 20.1 s").unwrap();
     let event = int(baseline, "id").to_string();
     sb.ok(&["recall", "evict", "a", "--id", &event]);
-    snap("why_evicted_event_text", &sb.run(&["why", "a1", "--event", &event]).success());
-    snap("why_hidden_event_text", &sb.run(&["why", "a", "--event", &event]).success());
-    snap("why_event_json", &sb.run(&["--json", "why", "b", "--event", &event]).success());
+    snap!("why_evicted_event_text", &sb.run(&["why", "a1", "--event", &event]).success());
+    snap!("why_hidden_event_text", &sb.run(&["why", "a", "--event", &event]).success());
+    snap!("why_event_json", &sb.run(&["--json", "why", "b", "--event", &event]).success());
 }
 
 #[test]
 fn why_bad_input() {
     let sb = tree();
-    snap("why_unknown_key_text", &sb.run(&["why", "a", "no_such_key"]).success());
+    snap!("why_unknown_key_text", &sb.run(&["why", "a", "no_such_key"]).success());
     let unknown = sb.json(&["why", "a", "no_such_key"]);
     assert_eq!(string(&unknown, "verdict"), "never_written");
     assert!(array(&unknown, "writes").is_empty());
-    snap("why_unknown_record_text", &sb.run(&["why", "a", "--record", "99999"]).exit(3));
-    snap("why_unknown_event_json", &sb.run(&["--json", "why", "a", "--event", "99999"]).exit(3));
-    snap("why_unknown_branch_text", &sb.run(&["why", "nope", "goal"]).exit(3));
-    snap("why_no_subject_text", &sb.run(&["why", "a"]).exit(2));
-    snap("why_two_subjects_text", &sb.run(&["why", "a", "goal", "--record", "3"]).exit(2));
+    snap!("why_unknown_record_text", &sb.run(&["why", "a", "--record", "99999"]).exit(3));
+    snap!("why_unknown_event_json", &sb.run(&["--json", "why", "a", "--event", "99999"]).exit(3));
+    snap!("why_unknown_branch_text", &sb.run(&["why", "nope", "goal"]).exit(3));
+    snap!("why_no_subject_text", &sb.run(&["why", "a"]).exit(2));
+    snap!("why_two_subjects_text", &sb.run(&["why", "a", "goal", "--record", "3"]).exit(2));
 }
 
 /// On every branch of the tree, `why` of every core key shows as visible exactly the write
@@ -166,14 +161,14 @@ fn why_names_the_visible_writer() {
 #[test]
 fn path_text_json_and_markdown() {
     let sb = tree();
-    snap("path_a1_text", &sb.run(&["path", "a1"]).success());
-    snap("path_a1_json", &sb.run(&["--json", "path", "a1"]).success());
-    snap("path_b_md", &sb.run(&["path", "b", "--format", "md"]).success());
+    snap!("path_a1_text", &sb.run(&["path", "a1"]).success());
+    snap!("path_a1_json", &sb.run(&["--json", "path", "a1"]).success());
+    snap!("path_b_md", &sb.run(&["path", "b", "--format", "md"]).success());
     assert_eq!(
         sb.json(&["path", "a1"]),
         serde_json::from_str::<Value>(&sb.ok(&["path", "a1", "--format", "json"])).unwrap()
     );
-    snap("path_unknown_branch_text", &sb.run(&["path", "nope"]).exit(3));
+    snap!("path_unknown_branch_text", &sb.run(&["path", "nope"]).exit(3));
 }
 
 /// On every branch, the nodes' deltas add up to its view: the events added less those

@@ -5,11 +5,6 @@ use crate::support::*;
 use serde_json::Value;
 use std::collections::BTreeSet;
 
-#[track_caller]
-fn snap(name: &str, outcome: &Outcome) {
-    insta::assert_snapshot!(name, outcome.transcript(), &outcome.command_line());
-}
-
 /// root ─┬─ good ── good-1
 ///       ├─ bad ─┬─ bad-1
 ///       │       └─ bad-2
@@ -46,24 +41,24 @@ fn ids(list: &Value) -> BTreeSet<String> {
 #[test]
 fn mark_shows_in_list_show_and_paper() {
     let sb = tree();
-    snap(
+    snap!(
         "mark_text",
         &sb.run(&["branch", "mark", "bad", "dead", "--subtree", "--note", "GPU route failed"]).success(),
     );
-    snap("mark_json", &sb.run(&["--json", "branch", "mark", "good-1", "best", "--note", "1.9 s"]).success());
+    snap!("mark_json", &sb.run(&["--json", "branch", "mark", "good-1", "best", "--note", "1.9 s"]).success());
     sb.ok(&["branch", "mark", "mixed", "pruned"]);
-    snap("list_with_status_text", &sb.run(&["branch", "list"]).success());
-    snap("list_dead_text", &sb.run(&["branch", "list", "--status", "dead"]).success());
+    snap!("list_with_status_text", &sb.run(&["branch", "list"]).success());
+    snap!("list_dead_text", &sb.run(&["branch", "list", "--status", "dead"]).success());
     let dead = sb.json(&["branch", "list", "--status", "dead"]);
     assert_eq!(ids(&dead), ["bad", "bad-1", "bad-2"].map(String::from).into());
-    snap("show_status_text", &sb.run(&["branch", "show", "bad-1"]).success());
+    snap!("show_status_text", &sb.run(&["branch", "show", "bad-1"]).success());
     // The paper takes the one best branch when not told.
     let paper = sb.json(&["export", "paper", "--out", "paper"]);
     assert_eq!(string(&paper, "branch"), "good-1");
     sb.ok(&["branch", "mark", "mixed-1", "best"]);
-    snap("paper_two_best_text", &sb.run(&["export", "paper", "--out", "paper"]).exit(2));
-    snap("mark_unknown_status_text", &sb.run(&["branch", "mark", "bad", "zombie"]).exit(2));
-    snap("mark_unknown_branch_text", &sb.run(&["branch", "mark", "nope", "dead"]).exit(3));
+    snap!("paper_two_best_text", &sb.run(&["export", "paper", "--out", "paper"]).exit(2));
+    snap!("mark_unknown_status_text", &sb.run(&["branch", "mark", "bad", "zombie"]).exit(2));
+    snap!("mark_unknown_branch_text", &sb.run(&["branch", "mark", "nope", "dead"]).exit(3));
 }
 
 #[test]
@@ -76,8 +71,8 @@ fn promote_reaches_the_target_and_later_forks() {
     let record = int(&array(&read, "archival")[0], "id").to_string();
     let promote =
         ["promote", "good-1", "root", "--core", "best_tile", "--record", &record, "--event", &event];
-    snap("promote_text", &sb.run(&[&promote[..], &["--note", "every fork should know"]].concat()).success());
-    snap("promote_again_json", &sb.run(&[&["--json"], &promote[..]].concat()).success());
+    snap!("promote_text", &sb.run(&[&promote[..], &["--note", "every fork should know"]].concat()).success());
+    snap!("promote_again_json", &sb.run(&[&["--json"], &promote[..]].concat()).success());
     sb.ok(&["fork", "root", "after"]);
     // root and forks made after see the copies; a fork made before does not.
     for (branch, sees) in [("root", true), ("after", true), ("before", false), ("bad", false)] {
@@ -90,7 +85,7 @@ fn promote_reaches_the_target_and_later_forks() {
             array(field(&view, "recall"), "events").iter().any(|e| string(e, "text").contains("L2 cache"));
         assert_eq!(events, sees, "{branch}: recall");
     }
-    snap("promoted_explain_text", &sb.run(&["core", "get", "after", "best_tile", "--explain"]).success());
+    snap!("promoted_explain_text", &sb.run(&["core", "get", "after", "best_tile", "--explain"]).success());
     let why = sb.json(&["why", "after", "best_tile"]);
     let shown = array(&why, "writes").iter().find(|w| string(w, "status") == "visible").unwrap();
     // The second promote wrote the key again (core writes are not deduplicated), without a note.
@@ -108,16 +103,16 @@ fn promote_bad_input_writes_nothing() {
     // The record exists, but only bad sees it.
     let read = sb.json(&["read", "bad", "--scope", "archival"]);
     let record = int(&array(&read, "archival")[0], "id").to_string();
-    snap(
+    snap!(
         "promote_unseen_record_text",
         &sb.run(&["promote", "good-1", "root", "--core", "best_tile", "--record", &record]).exit(1),
     );
-    snap(
+    snap!(
         "promote_unseen_key_json",
         &sb.run(&["--json", "promote", "good-1", "root", "--core", "nope"]).exit(1),
     );
-    snap("promote_nothing_text", &sb.run(&["promote", "good-1", "root"]).exit(2));
-    snap("promote_to_itself_text", &sb.run(&["promote", "good-1", "good-1", "--core", "goal"]).exit(1));
+    snap!("promote_nothing_text", &sb.run(&["promote", "good-1", "root"]).exit(2));
+    snap!("promote_to_itself_text", &sb.run(&["promote", "good-1", "good-1", "--core", "goal"]).exit(1));
     assert_eq!((journal(), sb.json(&["read", "root", "--all"])), before, "nothing written");
 }
 
@@ -128,14 +123,14 @@ fn gc_collects_finished_subtrees_and_keeps_every_other_view() {
     sb.ok(&["branch", "mark", "mixed", "pruned"]); // mixed-1 is alive: mixed stays
     let survivors = ["root", "good", "good-1", "mixed", "mixed-1"];
     let views: Vec<String> = survivors.iter().map(|b| sb.ok(&["--json", "read", b, "--all"])).collect();
-    snap("gc_dry_run_text", &sb.run(&["gc", "--dry-run"]).success());
+    snap!("gc_dry_run_text", &sb.run(&["gc", "--dry-run"]).success());
     assert_eq!(ids(&sb.json(&["branch", "list"])).len(), 8, "a dry run changes nothing");
-    snap("gc_json", &sb.run(&["--json", "gc"]).success());
+    snap!("gc_json", &sb.run(&["--json", "gc"]).success());
     for (branch, view) in survivors.iter().zip(&views) {
         assert_eq!(&sb.ok(&["--json", "read", branch, "--all"]), view, "{branch}'s view, byte for byte");
     }
-    snap("gc_collected_branch_text", &sb.run(&["read", "bad-1"]).exit(3));
-    snap("gc_collected_id_text", &sb.run(&["fork", "root", "bad"]).exit(4));
+    snap!("gc_collected_branch_text", &sb.run(&["read", "bad-1"]).exit(3));
+    snap!("gc_collected_id_text", &sb.run(&["fork", "root", "bad"]).exit(4));
     // The journal keeps the collected branches' rows, under their names.
     let log = sb.json(&["log", "bad-1"]);
     assert!(array(&log, "ops").iter().all(|op| opt_string(op, "branch") == Some("bad-1")));
@@ -143,14 +138,14 @@ fn gc_collects_finished_subtrees_and_keeps_every_other_view() {
     // Search no longer finds the collected record.
     let hits = sb.json(&["archival", "search", "root", "CUDA memory"]);
     assert!(array(&hits, "results").is_empty());
-    snap("gc_nothing_text", &sb.run(&["gc"]).success());
+    snap!("gc_nothing_text", &sb.run(&["gc"]).success());
 }
 
 #[test]
 fn gc_named_branches_and_vacuum() {
     let sb = tree();
-    snap("gc_root_without_subtree_text", &sb.run(&["gc", "--branch", "root"]).exit(4));
-    snap("gc_subtree_needs_branch_text", &sb.run(&["gc", "--subtree"]).exit(2));
+    snap!("gc_root_without_subtree_text", &sb.run(&["gc", "--branch", "root"]).exit(4));
+    snap!("gc_subtree_needs_branch_text", &sb.run(&["gc", "--subtree"]).exit(2));
     // Enough text in the collected branches that whole pages come free.
     for n in 0..20 {
         let text = format!("{n} {}", "measurements of the GPU route ".repeat(100));

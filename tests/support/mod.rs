@@ -492,3 +492,24 @@ pub fn run_python_block(sb: &Sandbox, doc: &str) -> Option<(String, std::process
     python.env("MEMCTL", BIN).env("MEMCTL_DB", sb.file("memory.sqlite")).env("MEMCTL_NOW", NOW);
     Some((block, python.output().expect("run python3")))
 }
+
+/// Snapshots one command (its command line, exit code, stdout and stderr) under `name`, in the
+/// calling module's snapshots (`e2e__<module>__<name>.snap`): a macro, so insta names the file
+/// after the test module, not this one.
+#[macro_export]
+macro_rules! snap {
+    ($name:expr, $outcome:expr $(,)?) => {{
+        let (name, outcome): (&str, &$crate::support::Outcome) = (&$name[..], $outcome);
+        insta::assert_snapshot!(name, outcome.transcript(), &outcome.command_line());
+    }};
+}
+
+/// Snapshots several commands in one file (for sweeps of the same check over many commands).
+#[macro_export]
+macro_rules! snap_all {
+    ($name:expr, $outcomes:expr $(,)?) => {{
+        let (name, outcomes): (&str, &[$crate::support::Outcome]) = (&$name[..], $outcomes);
+        let text: Vec<String> = outcomes.iter().map($crate::support::Outcome::transcript).collect();
+        insta::assert_snapshot!(name, text.join("\n"), name);
+    }};
+}
