@@ -71,42 +71,35 @@ impl Tx<'_> {
         if items.core.is_empty() && items.records.is_empty() && items.events.is_empty() {
             return Err(Error::invalid("nothing to promote: give --core, --record or --event"));
         }
-        let not_seen = |what: String| {
-            Error::invalid(format!("{what} is not in the view of '{}'", src_branch.id))
-                .with_hint(format!("`memctl read {} --all` shows what it sees", src_branch.id))
-        };
         // Everything is looked up before anything is written.
+        let seen = |what: &str, wanted: &[String], have: Vec<(String, usize)>| -> Result<Vec<usize>> {
+            wanted
+                .iter()
+                .map(|w| {
+                    have.iter().find(|(k, _)| k == w).map(|(_, i)| *i).ok_or_else(|| {
+                        Error::invalid(format!("{what} {w} is not in the view of '{}'", src_branch.id))
+                            .with_hint(format!("`memctl read {} --all` shows what it sees", src_branch.id))
+                    })
+                })
+                .collect()
+        };
+        let names = |ids: &[i64]| -> Vec<String> { ids.iter().map(i64::to_string).collect() };
         let core = view::core(self, &src_path)?;
-        let core: Vec<_> = items
-            .core
-            .iter()
-            .map(|key| {
-                core.iter()
-                    .find(|e| &e.key == key)
-                    .cloned()
-                    .ok_or_else(|| not_seen(format!("core key '{key}'")))
-            })
-            .collect::<Result<_>>()?;
+        // Keys are matched and named quoted, ids bare.
+        let quoted: Vec<String> = items.core.iter().map(|k| format!("'{k}'")).collect();
+        let have = core.iter().enumerate().map(|(i, e)| (format!("'{}'", e.key), i)).collect();
+        let picked = seen("core key", &quoted, have)?;
+        let core: Vec<_> = picked.into_iter().map(|i| core[i].clone()).collect();
         let records = view::records_among(self, &src_path, &items.records)?;
-        let records: Vec<_> = items
-            .records
-            .iter()
-            .map(|id| {
-                records
-                    .iter()
-                    .find(|r| r.id == *id)
-                    .cloned()
-                    .ok_or_else(|| not_seen(format!("archival record {id}")))
-            })
-            .collect::<Result<_>>()?;
+        let have = records.iter().enumerate().map(|(i, r)| (r.id.to_string(), i)).collect();
+        let records: Vec<_> = seen("archival record", &names(&items.records), have)?
+            .into_iter()
+            .map(|i| records[i].clone())
+            .collect();
         let events = view::events_among(self, &src_path, &items.events)?;
-        let events: Vec<_> = items
-            .events
-            .iter()
-            .map(|id| {
-                events.iter().find(|e| e.id == *id).cloned().ok_or_else(|| not_seen(format!("event {id}")))
-            })
-            .collect::<Result<_>>()?;
+        let have = events.iter().enumerate().map(|(i, e)| (e.id.to_string(), i)).collect();
+        let events: Vec<_> =
+            seen("event", &names(&items.events), have)?.into_iter().map(|i| events[i].clone()).collect();
 
         let note = note.map(|n| self.redacted(n));
         let mut promoted = Vec::new();
