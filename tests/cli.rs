@@ -1453,7 +1453,7 @@ fn readme_python_snippet_runs() {
     let expected = [
         "tune the stencil ['runtime 12.4 s with -O3']",
         "['result']",
-        "not_found (exit 3): unknown branch 'no-such-node'",
+        "not_found 3 unknown branch 'no-such-node'",
     ];
     assert_eq!(stdout.lines().collect::<Vec<_>>(), expected, "stderr:\n{stderr}");
     // The snippet's comment shows the same error line.

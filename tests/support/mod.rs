@@ -466,8 +466,9 @@ pub fn dump(sb: &Sandbox) -> Vec<(String, Vec<String>)> {
     out
 }
 
-/// Runs the first ```python block of the workspace document `doc` with python3 in `sb`, with
-/// `MEMCTL` set to the binary, `MEMCTL_DB` to `sb`'s `memory.sqlite` and the clock pinned; the
+/// Runs the first ```python block of the workspace document `doc` with python3 in `sb`, with the
+/// client of `python/` importable, `MEMCTL_BIN` set to the binary, `MEMCTL_DB` to `sb`'s
+/// `memory.sqlite` and the clock pinned; the
 /// block and its output. Without python3: None and a notice, or a failure when CI is set (CI
 /// installs it).
 pub fn run_python_block(sb: &Sandbox, doc: &str) -> Option<(String, std::process::Output)> {
@@ -489,7 +490,9 @@ pub fn run_python_block(sb: &Sandbox, doc: &str) -> Option<(String, std::process
             python.env_remove(name);
         }
     }
-    python.env("MEMCTL", BIN).env("MEMCTL_DB", sb.file("memory.sqlite")).env("MEMCTL_NOW", NOW);
+    // The client from the source tree, running this build's binary.
+    let client = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../python");
+    python.env("MEMCTL_BIN", BIN).env("PYTHONPATH", client).env("MEMCTL_DB", sb.file("memory.sqlite")).env("MEMCTL_NOW", NOW);
     Some((block, python.output().expect("run python3")))
 }
 

@@ -4,8 +4,9 @@
 use memctl_core::{Config, Error, ErrorKind, Result};
 use std::path::{Path, PathBuf};
 
-/// Variables that are options, not configuration keys.
-const NOT_KEYS: &[&str] = &["MEMCTL_DB", "MEMCTL_CONFIG", "MEMCTL_NOW", "MEMCTL_ACTOR"];
+/// Variables that are options, not configuration keys (`MEMCTL_BIN` is the Python client's: which
+/// binary it runs).
+const NOT_KEYS: &[&str] = &["MEMCTL_DB", "MEMCTL_CONFIG", "MEMCTL_NOW", "MEMCTL_ACTOR", "MEMCTL_BIN"];
 
 pub fn load(explicit: Option<&Path>) -> Result<Config> {
     let path = explicit.map(Path::to_path_buf).or_else(|| {

@@ -1,0 +1,61 @@
+"""The shapes of memctl's JSON results (docs/cli.md), for type checkers."""
+
+from typing import Any, Dict, List, Optional, TypedDict
+
+
+class BranchInfo(TypedDict):
+    id: str
+    node_uid: Optional[str]
+    parent: Optional[str]
+    depth: int
+    fork_seq: int
+    ts: float
+    meta: Dict[str, Any]
+    status: str
+    status_note: Optional[str]
+
+
+class ForkResult(TypedDict):
+    branch: str
+    parent: Optional[str]
+    depth: int
+    fork_seq: int
+    created: bool
+
+
+class CoreEntry(TypedDict):
+    value: str
+    branch: str
+    seq: int
+    importance: int
+    ttl: Optional[float]
+    ts: float
+    promoted_from: Optional[Dict[str, Any]]
+
+
+class Event(TypedDict):
+    id: int
+    branch: str
+    kind: str
+    text: str
+    tags: List[str]
+    ts: float
+
+
+class Summary(TypedDict):
+    id: int
+    branch: str
+    kind: str
+    text: str
+    event_ids: List[int]
+    ts: float
+
+
+class Record(TypedDict, total=False):
+    id: int
+    branch: str
+    text: str
+    tags: List[str]
+    ts: float
+    seq: int
+    score: float
