@@ -492,7 +492,11 @@ pub fn run_python_block(sb: &Sandbox, doc: &str) -> Option<(String, std::process
     }
     // The client from the source tree, running this build's binary.
     let client = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../python");
-    python.env("MEMCTL_BIN", BIN).env("PYTHONPATH", client).env("MEMCTL_DB", sb.file("memory.sqlite")).env("MEMCTL_NOW", NOW);
+    python
+        .env("MEMCTL_BIN", BIN)
+        .env("PYTHONPATH", client)
+        .env("MEMCTL_DB", sb.file("memory.sqlite"))
+        .env("MEMCTL_NOW", NOW);
     Some((block, python.output().expect("run python3")))
 }
 
