@@ -1149,6 +1149,23 @@ fn subcommands(help: &str) -> Vec<String> {
 /// as a CLI problem; the test fails if any other command lacks one.
 const GROUPS_WITHOUT_EXAMPLES: &[&str] = &[];
 
+/// `memctl completions SHELL` for the five shells clap_complete knows: a script that names
+/// every top-level command.
+#[test]
+fn completions_for_every_shell() {
+    let sb = Sandbox::new();
+    let help = sb.run(&["--help"]).success();
+    let commands = subcommands(&help.stdout);
+    assert!(commands.len() > 20, "{commands:?}");
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let script = sb.run(&["completions", shell]).success().stdout;
+        for command in &commands {
+            assert!(script.contains(command.as_str()), "{shell} completions lack {command}");
+        }
+    }
+    sb.run(&["completions", "tcsh"]).exit(2);
+}
+
 #[test]
 fn every_command_has_help_with_an_example() {
     let sb = Sandbox::new();
@@ -1205,6 +1222,7 @@ fn every_command_has_help_with_an_example() {
         "import legacy",
         "init",
         "log",
+        "man",
         "messages",
         "path",
         "pressure",
@@ -1239,6 +1257,22 @@ fn every_command_has_help_with_an_example() {
     if !without_example.is_empty() {
         eprintln!("note: command groups without an example in --help: {without_example:?}");
     }
+    // Every command has a man page, generated from the same definitions.
+    sb.ok(&["man", "--out", "man"]);
+    let mut pages: Vec<String> = std::fs::read_dir(sb.file("man"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    pages.sort();
+    let mut wanted: Vec<String> = seen
+        .iter()
+        .map(|p| if p.is_empty() { "memctl.1".into() } else { format!("memctl-{}.1", p.replace(' ', "-")) })
+        .collect();
+    wanted.sort();
+    assert_eq!(pages, wanted, "one man page per command");
+    let page = std::fs::read_to_string(sb.file("man/memctl-branch-mark.1")).unwrap();
+    assert!(page.starts_with(".ie") || page.contains(".TH memctl-branch-mark 1"), "{page}");
+    assert!(page.contains("subtree"), "the page holds the command's options");
     // -h works too, and the version.
     sb.run(&["core", "set", "-h"]).success();
     let version = sb.run(&["--version"]).success();

@@ -25,6 +25,8 @@ Tasks:
   bench [--quick] [--only NAME]   run the benchmark workloads of shared/reference/BENCH.md
   layers                          check that no crate has an import circle and that the
                                   engine's layers point down (docs/architecture.md)
+  docs                            a man page per memctl command, from its clap definitions,
+                                  into target/man (memctl man --out target/man)
   help                            this text
 
 Run `cargo xtask bench --help` for the benchmark's options.
@@ -135,6 +137,26 @@ fn run(args: &[String]) -> Result<ExitCode> {
                 failed |= !problems.is_empty();
             }
             Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+        }
+        "docs" => {
+            let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+            let built = Command::new(&cargo)
+                .current_dir(workspace_root())
+                .args(["build", "--quiet", "-p", "memctl-cli"])
+                .status()
+                .context("running cargo build")?;
+            if !built.success() {
+                bail!("cargo build failed ({built})");
+            }
+            let memctl = target_dir().join("debug").join(format!("memctl{}", std::env::consts::EXE_SUFFIX));
+            let out = target_dir().join("man");
+            let status = Command::new(memctl)
+                .arg("man")
+                .arg("--out")
+                .arg(&out)
+                .status()
+                .context("running memctl man")?;
+            Ok(if status.success() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
         // The process floor of workload h: start, open the database, insert one row, exit.
         "floor-insert" => {

@@ -3,7 +3,7 @@
 
 use crate::invocation::GlobalArgs;
 use crate::{
-    apply, archival, branch, context, conversation, core_mem, diff, export, gc, import, init, log, path,
+    apply, archival, branch, context, conversation, core_mem, diff, export, gc, import, init, log, man, path,
     pressure, promote, quickstart, read, recall, why,
 };
 use clap::{Parser, Subcommand};
@@ -168,6 +168,10 @@ pub enum Command {
         shell: clap_complete::Shell,
     },
 
+    /// Write a man page per command
+    #[command(after_help = man::EXAMPLES)]
+    Man(man::ManArgs),
+
     /// Build a small simulated tree search and show what memctl keeps
     #[command(after_help = quickstart::EXAMPLES)]
     Quickstart(quickstart::QuickstartArgs),
@@ -215,6 +219,7 @@ pub fn run(cli: Cli, ctx: &crate::invocation::Context) -> anyhow::Result<()> {
             crate::output::stdout(String::from_utf8_lossy(&script).trim_end());
             Ok(())
         }
+        Command::Man(args) => man::run(ctx, args, <Cli as clap::CommandFactory>::command()),
         Command::Quickstart(args) => quickstart::run(ctx, args),
     }
 }

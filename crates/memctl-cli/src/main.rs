@@ -20,6 +20,7 @@ mod init;
 mod input;
 mod invocation;
 mod log;
+mod man;
 mod output;
 mod path;
 mod pressure;
