@@ -1494,3 +1494,40 @@ fn readme_python_snippet_runs() {
     assert!(snippet.contains(&format!("# {}", expected[2])), "the README's comment is out of date");
     assert!(db.is_file(), "the snippet used MEMCTL_DB");
 }
+
+// ---- progress on a terminal --------------------------------------------------------------------
+
+/// Long work shows a progress bar when stderr is a terminal (here a pseudo-terminal made by
+/// util-linux's `script`), and nothing with --quiet, --json or when stderr is not a terminal.
+#[test]
+fn progress_bars_only_on_a_terminal() {
+    if std::process::Command::new("script").arg("--version").output().is_err() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "no `script` (util-linux): CI must check the progress bars"
+        );
+        eprintln!("note: `script` not found, skipping the progress bar check");
+        return;
+    }
+    let sb = Sandbox::new();
+    std::fs::copy(fixture("legacy/search_run/memory.sqlite"), sb.file("legacy.sqlite")).unwrap();
+    let on_terminal = |args: &str| -> String {
+        let command = format!("{BIN} --db {} {args}", sb.file("memory.sqlite").display());
+        let out = std::process::Command::new("script")
+            .args(["-q", "-e", "-c", &command, "/dev/null"])
+            .current_dir(sb.path())
+            .env("MEMCTL_NOW", NOW)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args}: {}", String::from_utf8_lossy(&out.stdout));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let import = on_terminal("import legacy legacy.sqlite");
+    assert!(import.contains("importing branches") && import.contains("/60 "), "{import}");
+    let html = on_terminal("export html --out page.html");
+    assert!(html.contains("reading the layers"), "{html}");
+    assert!(!on_terminal("--quiet export html --out page.html").contains("reading the layers"));
+    assert!(!on_terminal("--json export html --out page.html").contains("reading the layers"));
+    let piped = sb.run(&["export", "html", "--out", "page.html"]).success();
+    assert!(!piped.stderr.contains("reading the layers"), "{}", piped.stderr);
+}

@@ -18,8 +18,10 @@ pub type Graph = BTreeMap<String, BTreeSet<String>>;
 const ENGINE_RULES: &[(&str, &[&str])] = &[
     // The bottom: the rows every layer reads and writes.
     ("rows", &[]),
+    // Where long work reports its progress: a trait the store holds, knowing nothing else.
+    ("progress", &[]),
     // The store knows the schema and SQLite, and no layer.
-    ("store", &["checkpoint", "clock", "config", "error", "schema"]),
+    ("store", &["checkpoint", "clock", "config", "error", "progress", "schema"]),
     // The view reads through the store and nothing above it.
     ("view", &["error", "query", "rows", "schema", "store"]),
 ];

@@ -10,6 +10,7 @@ use memctl_core::{
     BranchStatus, Budget, Clock, Config, CoreWrite, FtsMode, GcRequest, Search, Step, StepType, Store,
 };
 use serde_json::{json, Map, Value};
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -137,16 +138,34 @@ pub fn run(options: &BenchOptions, out_dir: &Path) -> Result<()> {
             crate::scale::scale(reps.quick, &crate::paths::target_dir().join("bench"))
         }),
     ];
-    for (name, title, workload) in workloads {
-        if !options.runs(name) {
-            continue;
+    let selected: Vec<_> = workloads.into_iter().filter(|(name, _, _)| options.runs(*name)).collect();
+    // On a terminal, a bar over the workloads; elsewhere (CI logs), one line per step.
+    let bar = std::io::stderr().is_terminal().then(|| {
+        indicatif::ProgressBar::new(selected.len() as u64).with_style(
+            indicatif::ProgressStyle::with_template("bench {wide_bar} {pos}/{len} {msg}")
+                .expect("a valid template"),
+        )
+    });
+    let say = |line: String| match &bar {
+        Some(bar) => bar.println(line),
+        None => eprintln!("{line}"),
+    };
+    for (name, title, workload) in selected {
+        say(format!("bench: {name}. {title}…"));
+        if let Some(bar) = &bar {
+            bar.set_message(format!("{name}. {title}"));
         }
-        eprintln!("bench: {name}. {title}…");
         let t = Instant::now();
         let (mut new_rows, detail) = workload(&reps).with_context(|| format!("workload {name}"))?;
-        eprintln!("bench: {name} done in {:.1} s", t.elapsed().as_secs_f64());
+        say(format!("bench: {name} done in {:.1} s", t.elapsed().as_secs_f64()));
+        if let Some(bar) = &bar {
+            bar.inc(1);
+        }
         rows.append(&mut new_rows);
         details.insert(name.to_string(), detail);
+    }
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
     }
 
     let mode = if options.quick { "quick" } else { "full" };

@@ -4,8 +4,9 @@
 use crate::config;
 use crate::output;
 use clap::Args;
-use memctl_core::{AppendOutcome, Clock, Config, Error, OpContext, Result, Store};
+use memctl_core::{AppendOutcome, Clock, Config, Error, OpContext, Progress, Result, Store};
 use serde_json::json;
+use std::io::IsTerminal;
 use std::path::PathBuf;
 
 #[derive(Debug, Clone, Args)]
@@ -79,6 +80,9 @@ impl Context {
             Store::open_existing(&self.db, self.config.clone(), self.clock)?
         };
         store.set_context(self.op.clone());
+        if !self.quiet && !self.json && std::io::stderr().is_terminal() {
+            store.set_progress(Box::new(TerminalProgress::default()));
+        }
         Ok(store)
     }
 
@@ -132,5 +136,37 @@ impl Context {
                 format!("Added {thing} {} to {branch}", outcome.id)
             }
         });
+    }
+}
+
+/// Progress bars on a terminal's stderr (indicatif), one per stage of a long operation.
+#[derive(Default)]
+struct TerminalProgress {
+    bar: std::cell::RefCell<Option<indicatif::ProgressBar>>,
+}
+
+impl Progress for TerminalProgress {
+    fn start(&self, what: &str, total: u64) {
+        let bar = indicatif::ProgressBar::new(total).with_message(what.to_string());
+        if let Ok(style) =
+            indicatif::ProgressStyle::with_template("{msg:<28} {wide_bar} {pos}/{len} {elapsed}")
+        {
+            bar.set_style(style);
+        }
+        if let Some(old) = self.bar.replace(Some(bar)) {
+            old.finish_and_clear();
+        }
+    }
+
+    fn advance(&self, n: u64) {
+        if let Some(bar) = self.bar.borrow().as_ref() {
+            bar.inc(n);
+        }
+    }
+
+    fn finish(&self) {
+        if let Some(bar) = self.bar.take() {
+            bar.finish_and_clear();
+        }
     }
 }

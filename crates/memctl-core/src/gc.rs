@@ -152,6 +152,7 @@ impl Tx<'_> {
         let mut rows = RowsFreed::default();
         let fts = self.fts_table()?;
         let now = self.now();
+        self.progress().start("collecting branches", branches.len() as u64);
         for b in branches {
             let delete =
                 |sql: &str| -> Result<usize> { Ok(self.conn.prepare_cached(sql)?.execute([b.bid])?) };
@@ -176,7 +177,9 @@ impl Tx<'_> {
             self.conn
                 .prepare_cached("UPDATE branches SET collected_at = ?1 WHERE bid = ?2")?
                 .execute(rusqlite::params![now, b.bid])?;
+            self.progress().advance(1);
         }
+        self.progress().finish();
         if !branches.is_empty() {
             // Handles that cached these branches' paths learn they are gone (view/path.rs).
             self.conn

@@ -168,6 +168,7 @@ impl Tx<'_> {
         let order = tree_order(&legacy.branches, &mut tally);
         let mut created: HashMap<&str, Branch> = HashMap::new();
         let mut event_ids: HashMap<i64, i64> = HashMap::new();
+        self.progress().start("importing branches", order.len() as u64);
         for index in order {
             let branch = &legacy.branches[index];
             let parent = branch.parent.as_deref().and_then(|p| created.get(p));
@@ -215,7 +216,9 @@ impl Tx<'_> {
             rows.sort_by(|a, b| (a.2.rank(), a.0, a.1).partial_cmp(&(b.2.rank(), b.0, b.1)).unwrap());
             self.import_rows(&branch.id, rows, &mut event_ids, &mut tally)?;
             created.insert(&branch.id, self.branch(&branch.id)?);
+            self.progress().advance(1);
         }
+        self.progress().finish();
         // What is left belongs to branches that do not exist (or sat in a cycle).
         for (_, _, row) in legacy.rows.values().flatten() {
             tally.skip(row.table(), "its branch does not exist");

@@ -31,6 +31,7 @@ mod journal;
 mod legacy;
 mod path_report;
 mod pressure;
+mod progress;
 mod promote;
 mod protocol;
 mod query;
@@ -69,6 +70,7 @@ pub use path_report::{
     ArchivalDelta, Consolidation, CoreDelta, KeyWrite, NodeDelta, PathReport, Previous, RecallDelta,
 };
 pub use pressure::{ArchivalSize, CorePressure, Level, Pressure, RecallPressure};
+pub use progress::{Progress, Silent};
 pub use promote::{Origin, PromoteOutcome, Promoted, Promotion};
 pub use protocol::{
     find_update_block, strip_blocks, ApplyOutcome, Skipped, LLM_IMPORTANCE, LLM_KIND, LLM_TAG,

@@ -6,6 +6,7 @@ use crate::checkpoint::Checkpointer;
 use crate::clock::Clock;
 use crate::config::{Config, FtsMode, Synchronous};
 use crate::error::{sqlite_reason, Error, ErrorKind, Result, Topic};
+use crate::progress::{Progress, Silent};
 use crate::schema::{self, Creation};
 use rusqlite::{Connection, OpenFlags};
 use std::any::{Any, TypeId};
@@ -38,6 +39,8 @@ pub struct Store {
     checkpointer: Option<Arc<Checkpointer>>,
     /// `(data version, next seq)` after this handle's last commit (see [`Tx::next_seq`]).
     seq_cache: Cell<Option<(u32, i64)>>,
+    /// Where long operations report their progress (nowhere by default).
+    progress: Box<dyn Progress>,
 }
 
 impl Store {
@@ -115,12 +118,22 @@ impl Store {
             memo: RefCell::new(HashMap::new()),
             checkpointer: None,
             seq_cache: Cell::new(None),
+            progress: Box::new(Silent),
         })
     }
 
     /// Sets the phase and actor written to the journal by later writes.
     pub fn set_context(&mut self, context: OpContext) {
         self.context = context;
+    }
+
+    /// Where long operations (import, exports, gc) report their progress.
+    pub fn set_progress(&mut self, progress: Box<dyn Progress>) {
+        self.progress = progress;
+    }
+
+    pub(crate) fn progress(&self) -> &dyn Progress {
+        self.progress.as_ref()
     }
 
     /// Replaces the clock (tests and replays move time to exercise TTLs).

@@ -38,6 +38,7 @@ impl Store {
                 }));
             }
             let mut unscoped_ops = Vec::new();
+            self.progress().start("reading the layers", LAYERS.len() as u64);
             for (layer, sql) in LAYERS {
                 let mut stmt = self.conn.prepare(sql)?;
                 let mut rows = stmt.query([])?;
@@ -49,7 +50,9 @@ impl Store {
                         None => unscoped_ops.push(row),
                     }
                 }
+                self.progress().advance(1);
             }
+            self.progress().finish();
             Ok(json!({
                 "format": "memctl-viewer/1",
                 "title": title,

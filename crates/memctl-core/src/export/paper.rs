@@ -158,6 +158,8 @@ impl Store {
 
         let mut warnings = Vec::new();
         // A section with nothing recorded keeps its note: an LLM given no material would invent.
+        let asked = sections.iter().filter(|s| s.level == 3 && s.text != NOT_RECORDED).count();
+        self.progress().start("writing the memory sections", asked as u64);
         for section in sections.iter_mut().filter(|s| s.level == 3 && s.text != NOT_RECORDED) {
             let request = Request::new(
                 Task::PaperSection,
@@ -176,7 +178,9 @@ impl Store {
                 }
                 Answer::None => {}
             }
+            self.progress().advance(1);
         }
+        self.progress().finish();
         // Whatever went in (idea markdown, artifacts, an LLM's answer), no section may leave a
         // code fence open over the headings after it.
         for section in &mut sections {
