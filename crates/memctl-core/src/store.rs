@@ -41,6 +41,9 @@ pub struct Store {
     seq_cache: Cell<Option<(u32, i64)>>,
     /// Where long operations report their progress (nowhere by default).
     progress: Box<dyn Progress>,
+    /// The data versions just before and after this handle's last commit: between the two, no
+    /// other connection committed (the commit held the write lock).
+    own_commit: Cell<Option<(u32, u32)>>,
 }
 
 impl Store {
@@ -119,6 +122,7 @@ impl Store {
             checkpointer: None,
             seq_cache: Cell::new(None),
             progress: Box::new(Silent),
+            own_commit: Cell::new(None),
         })
     }
 
@@ -130,6 +134,11 @@ impl Store {
     /// Where long operations (import, exports, gc) report their progress.
     pub fn set_progress(&mut self, progress: Box<dyn Progress>) {
         self.progress = progress;
+    }
+
+    /// The data versions just before and after this handle's last commit.
+    pub(crate) fn own_commit(&self) -> Option<(u32, u32)> {
+        self.own_commit.get()
     }
 
     pub(crate) fn progress(&self) -> &dyn Progress {
@@ -177,6 +186,7 @@ impl Store {
     /// (leaving the database exactly as before) otherwise. Reads inside see the writes before them.
     pub fn write<T>(&self, f: impl FnOnce(&Tx<'_>) -> Result<T>) -> Result<T> {
         self.conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
+        let before = self.data_version()?;
         let tx = Tx {
             store: self,
             next_seq: Cell::new(None),
@@ -186,8 +196,10 @@ impl Store {
         let outcome = f(&tx).and_then(|value| {
             tx.flush_seq()?;
             self.conn.prepare_cached("COMMIT")?.execute([])?;
+            let after = self.data_version()?;
+            self.own_commit.set(Some((before, after)));
             if let Some(next) = tx.next_seq.get() {
-                self.seq_cache.set(Some((self.data_version()?, next)));
+                self.seq_cache.set(Some((after, next)));
             }
             Ok(value)
         });

@@ -205,7 +205,18 @@ impl Store {
     /// per call and, after another connection's commit, one read of the collection count.
     fn drop_paths_if_collected(&self) -> Result<()> {
         let version = self.data_version()?;
-        if self.memo(|state: &mut PathState| state.checked.is_some_and(|(v, _)| v == version)) {
+        let own = self.own_commit();
+        let current = self.memo(|state: &mut PathState| match state.checked {
+            Some((v, _)) if v == version => true,
+            // Only this handle's own commit moved the version since the check (its gc forgets
+            // the memo itself): still current.
+            Some((v, count)) if own == Some((v, version)) => {
+                state.checked = Some((version, count));
+                true
+            }
+            _ => false,
+        });
+        if current {
             return Ok(());
         }
         let collections: i64 = self

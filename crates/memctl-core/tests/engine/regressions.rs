@@ -1173,3 +1173,24 @@ fn node_uid_resolves_everywhere_a_branch_is_taken() {
     s.set_node_uid("c2", u).unwrap();
     assert_eq!(s.branch(u).unwrap().id, "c2");
 }
+
+/// A handle that cached a branch's path learns that another handle's gc collected the branch:
+/// its next write there is not-found, never rows in a collected branch. Its own commits in
+/// between do not hide the other handle's collection.
+#[test]
+fn a_cached_path_does_not_outlive_another_handles_gc() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("memory.sqlite");
+    let a = Store::open(&file, Config::default(), Clock::Fixed(1_700_000_000.0)).unwrap();
+    let b = Store::open(&file, Config::default(), Clock::Fixed(1_700_000_000.0)).unwrap();
+    a.create_root("root").unwrap();
+    a.fork("root", Some("doomed")).unwrap();
+    b.recall_append("doomed", "note", "cached here", &[]).unwrap();
+    b.recall_append("root", "note", "b's own commit", &[]).unwrap();
+    a.mark_branch("doomed", BranchStatus::Dead, None, false).unwrap();
+    assert_eq!(a.gc(&GcRequest::default()).unwrap().collected, ["doomed"]);
+    b.recall_append("root", "note", "another own commit", &[]).unwrap();
+    let err = b.recall_append("doomed", "note", "too late", &[]).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NotFound, "{err}");
+    assert_eq!(b.view("doomed").unwrap_err().kind(), ErrorKind::NotFound);
+}
