@@ -57,7 +57,7 @@ impl Tx<'_> {
 
     pub(crate) fn create_branch(&self, parent: Option<&Branch>, id: &str) -> Result<ForkOutcome> {
         validate_branch_id(id, "branch id")?;
-        if self.is_collected_name(id)? {
+        if self.collected_bid(id)?.is_some() {
             return Err(view::collected_name(id));
         }
         if let Some(existing) = self.find_branch(id)? {
@@ -180,7 +180,7 @@ impl Tx<'_> {
     /// Sets the node_uid alias of a branch.
     pub fn set_node_uid(&self, name: &str, node_uid: &str) -> Result<Branch> {
         validate_branch_id(node_uid, "node_uid")?;
-        if self.is_collected_name(node_uid)? {
+        if self.collected_bid(node_uid)?.is_some() {
             return Err(view::collected_name(node_uid));
         }
         let branch = self.branch(name)?;

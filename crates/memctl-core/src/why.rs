@@ -272,7 +272,7 @@ impl Store {
             return Err(Error::not_found(format!("event {id} does not exist in any branch")));
         };
         let me = &path.branch().id;
-        let visible = history::event_visible(self, path, id)?;
+        let visible = !view::events_among(self, path, &[id])?.is_empty();
         let exclusions = history::exclusions(self, path, id)?;
         let summaries = history::summaries(self, path, id)?;
         let shown_summaries: HashSet<i64> = view::summaries(self, path)?.iter().map(|s| s.id).collect();

@@ -3,7 +3,7 @@
 //! view with these; which row the view shows still comes from the readers in mod.rs.
 
 use super::path;
-use super::sql::{not_excluded, reach, visible_through};
+use super::sql::reach;
 use crate::error::Result;
 use crate::rows::{BranchPath, Event, Summary};
 use crate::schema::event_rid;
@@ -137,19 +137,6 @@ pub(crate) fn event(store: &Store, path: &BranchPath, id: i64) -> Result<Option<
         })
     })?;
     Ok(rows.pop())
-}
-
-/// Whether the view holds event `id`: written on the path within its cutoff, and not hidden by
-/// an exclusion the view holds.
-pub(crate) fn event_visible(store: &Store, path: &BranchPath, id: i64) -> Result<bool> {
-    path::load(store, path)?;
-    let sql = format!(
-        "SELECT EXISTS (SELECT 1 FROM temp.view_path p JOIN events t ON t.rid = {} AND {} WHERE {})",
-        event_rid::sql_of("p.bid", "?1"),
-        visible_through("p", "t"),
-        not_excluded()
-    );
-    Ok(store.conn.prepare_cached(&sql)?.query_row([id], |r| r.get(0))?)
 }
 
 /// Every exclusion of event `id` (evictions and consolidations write them), in any branch.

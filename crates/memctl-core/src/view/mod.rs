@@ -40,7 +40,7 @@ pub(crate) use path::{collected_name, meeting, shared_until};
 
 use crate::error::{Error, Result};
 use crate::query::{Query, TermCounts};
-use crate::rows::{Branch, BranchPath, CoreEntry, Event, Record, Summary};
+use crate::rows::{Branch, BranchPath, CoreEntry, Event, Record, Summary, STEP_KIND};
 use crate::schema::event_rid;
 use crate::store::Store;
 use rusqlite::Row;
@@ -216,7 +216,7 @@ pub(crate) struct StoredStep {
 pub(crate) fn steps(store: &Store, path: &BranchPath) -> Result<Vec<StoredStep>> {
     path::load(store, path)?;
     let sql = format!(
-        "SELECT t.seq, t.kind, t.payload FROM {} WHERE t.kind >= 'step:' AND t.kind < 'step;' AND {} ORDER BY t.seq",
+        "SELECT t.seq, t.kind, t.payload FROM {} WHERE t.kind GLOB '{STEP_KIND}*' AND {} ORDER BY t.seq",
         visible("events"),
         not_excluded()
     );

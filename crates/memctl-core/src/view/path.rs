@@ -165,26 +165,22 @@ impl Store {
 
     /// The bid of a branch in use or collected, for reading its journal.
     pub(crate) fn journal_bid(&self, name: &str) -> Result<i64> {
-        if let Some(branch) = self.find_branch(name)? {
-            return Ok(branch.bid);
+        match self.find_branch(name)? {
+            Some(branch) => Ok(branch.bid),
+            None => self.collected_bid(name)?.ok_or_else(|| unknown_branch(name)),
         }
-        self.conn
+    }
+
+    /// The bid of the branch `gc` collected that had `name` as id or node_uid: such names stay
+    /// taken.
+    pub(crate) fn collected_bid(&self, name: &str) -> Result<Option<i64>> {
+        Ok(self
+            .conn
             .prepare_cached(
                 "SELECT bid FROM branches WHERE (id = ?1 OR node_uid = ?1) AND collected_at IS NOT NULL",
             )?
             .query_row([name], |r| r.get(0))
-            .optional()?
-            .ok_or_else(|| unknown_branch(name))
-    }
-
-    /// Whether `name` is the id or node_uid of a branch `gc` collected: such names stay taken.
-    pub(crate) fn is_collected_name(&self, name: &str) -> Result<bool> {
-        Ok(self
-            .conn
-            .prepare_cached(
-                "SELECT 1 FROM branches WHERE (id = ?1 OR node_uid = ?1) AND collected_at IS NOT NULL",
-            )?
-            .exists([name])?)
+            .optional()?)
     }
 
     /// The path of a branch (itself first, root last), read once per handle in one query.
