@@ -3,6 +3,7 @@
 //! `cargo xtask bench` builds this crate with `--release` and re-runs itself as
 //! `target/release/xtask bench-inner …`, so every timing is of optimised code.
 
+mod floor;
 mod gen;
 mod inspection;
 mod layers;

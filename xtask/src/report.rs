@@ -57,6 +57,21 @@ impl Python {
     }
 }
 
+/// What plain SQLite or a bare process needs for the same work: the floor a row's figure is
+/// compared with (in the row's unit).
+#[derive(Debug, Clone)]
+pub struct Floor {
+    pub value: f64,
+    /// What the floor does, e.g. `bare commits, same rows`.
+    pub what: String,
+}
+
+impl Floor {
+    pub fn new(value: f64, what: impl Into<String>) -> Floor {
+        Floor { value, what: what.into() }
+    }
+}
+
 /// One line of the table.
 #[derive(Debug, Clone)]
 pub struct Row {
@@ -69,6 +84,7 @@ pub struct Row {
     pub value: f64,
     pub p95: Option<f64>,
     pub python: Option<Python>,
+    pub floor: Option<Floor>,
     pub note: Option<String>,
 }
 
@@ -82,6 +98,7 @@ impl Row {
             value: f64::NAN,
             p95: None,
             python: None,
+            floor: None,
             note: None,
         }
     }
@@ -106,6 +123,11 @@ impl Row {
         self
     }
 
+    pub fn floor(mut self, floor: Floor) -> Row {
+        self.floor = Some(floor);
+        self
+    }
+
     pub fn note(mut self, note: impl Into<String>) -> Row {
         self.note = Some(note.into());
         self
@@ -122,6 +144,13 @@ impl Row {
     pub fn ratio(&self) -> Option<f64> {
         let python = self.python.as_ref()?;
         let ratio = self.speedup(self.value, python.value);
+        ratio.is_finite().then_some(ratio)
+    }
+
+    /// memctl's cost over the floor's (1 = as cheap as the floor; for rates, floor / memctl).
+    pub fn over_floor(&self) -> Option<f64> {
+        let floor = self.floor.as_ref()?;
+        let ratio = 1.0 / self.speedup(self.value, floor.value);
         ratio.is_finite().then_some(ratio)
     }
 
@@ -144,6 +173,9 @@ impl Row {
             "python_text": self.python.as_ref().map(|p| p.text.clone()),
             "speedup": self.ratio(),
             "speedup_p95": self.ratio_p95(),
+            "floor": self.floor.as_ref().map(|f| f.value),
+            "floor_what": self.floor.as_ref().map(|f| f.what.clone()),
+            "over_floor": self.over_floor(),
             "note": self.note,
         })
     }
@@ -202,10 +234,12 @@ fn with_unit(x: f64, unit: &str) -> String {
     }
 }
 
-/// The aligned table: workload, metric, memctl median and p95, the Python figure, the speedup.
+/// The aligned table: workload, metric, memctl median and p95, the Python figure, the speedup,
+/// the floor and memctl's cost over it; the floors' descriptions follow as notes.
 pub fn table(rows: &[Row]) -> String {
-    let header = ["workload", "metric", "memctl", "memctl p95", "Python store", "speedup"];
-    let mut cells: Vec<[String; 6]> = vec![header.map(String::from)];
+    let header =
+        ["workload", "metric", "memctl", "memctl p95", "Python store", "speedup", "floor", "/ floor"];
+    let mut cells: Vec<[String; 8]> = vec![header.map(String::from)];
     for row in rows {
         let python = row.python.as_ref().map_or("-".to_string(), |p| p.text.clone());
         let ratio = match (row.ratio(), row.ratio_p95()) {
@@ -220,10 +254,12 @@ pub fn table(rows: &[Row]) -> String {
             row.p95.map_or("-".into(), |p| with_unit(p, row.unit)),
             python,
             ratio,
+            row.floor.as_ref().map_or("-".into(), |f| with_unit(f.value, row.unit)),
+            row.over_floor().map_or("-".into(), |r| format!("{}x", fmt_num(r))),
         ]);
     }
     let widths: Vec<usize> =
-        (0..6).map(|c| cells.iter().map(|r| r[c].chars().count()).max().unwrap_or(0)).collect();
+        (0..8).map(|c| cells.iter().map(|r| r[c].chars().count()).max().unwrap_or(0)).collect();
     let mut out = String::new();
     for (i, row) in cells.iter().enumerate() {
         let line: Vec<String> = row
@@ -246,6 +282,18 @@ pub fn table(rows: &[Row]) -> String {
             out.push_str(&rule.join("  "));
             out.push('\n');
         }
+    }
+    let mut floors: Vec<String> = Vec::new();
+    for line in rows.iter().filter_map(|r| r.floor.as_ref().map(|f| format!("  {}: {}", r.workload, f.what)))
+    {
+        if !floors.contains(&line) {
+            floors.push(line);
+        }
+    }
+    if !floors.is_empty() {
+        out.push_str("\nfloors:\n");
+        out.push_str(&floors.join("\n"));
+        out.push('\n');
     }
     let notes: Vec<String> =
         rows.iter().filter_map(|r| r.note.as_ref().map(|n| format!("  {}: {n}", r.workload))).collect();
@@ -284,6 +332,12 @@ mod tests {
             Row::new("w", "m", "/s").value(5000.0).higher_is_better().python(Python::new(500.0, "500/s"));
         assert_eq!(rate.ratio(), Some(10.0));
         assert_eq!(fmt_num(1_234_567.0), "1,234,567");
-        assert!(table(&[slower, rate]).contains("10.0x"));
+        let floored =
+            Row::new("w", "m", "/s").value(500.0).higher_is_better().floor(Floor::new(1000.0, "bare"));
+        assert_eq!(floored.over_floor(), Some(2.0));
+        let timed = Row::new("w", "m", "ms").value(3.0).floor(Floor::new(2.0, "bare"));
+        assert_eq!(timed.over_floor(), Some(1.5));
+        let text = table(&[slower, rate, floored, timed]);
+        assert!(text.contains("10.0x") && text.contains("2.00x") && text.contains("  w: bare"));
     }
 }

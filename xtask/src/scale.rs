@@ -7,7 +7,7 @@
 //! 10 events per branch).
 
 use crate::gen::{bench_config, node_id, query_words, vocab, Rng, EVENT_KINDS, PHASES};
-use crate::report::{median, millis, percentile, timed, Python, Row};
+use crate::report::{median, millis, percentile, timed, Floor, Python, Row};
 use anyhow::{ensure, Context, Result};
 use memctl_core::{Budget, Clock, Search, Store, SCHEMA_VERSION};
 use serde_json::{json, Value};
@@ -246,11 +246,13 @@ pub fn scale(quick: bool, out_dir: &Path) -> Result<(Vec<Row>, Value)> {
             Box::new(|i| strings(&["core", "set", &deepest, &format!("cli{}", i % 3), &format!("v{i}")])),
         ),
     ];
+    let floor = Floor::new(median(&crate::floor::process(&copy, runs)?), crate::floor::PROCESS);
     for (name, args) in calls {
         let times = (0..runs).map(|i| call(args(i))).collect::<Result<Vec<f64>>>()?;
         let mut row = Row::new(label.clone(), format!("one CLI call: {name}"), "ms")
             .value(median(&times))
-            .p95(percentile(&times, 95.0));
+            .p95(percentile(&times, 95.0))
+            .floor(floor.clone());
         if name != "archival search" {
             row = row.python(Python::new(150.0, "150 ms to 2.5 s"));
         }

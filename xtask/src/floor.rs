@@ -1,0 +1,133 @@
+//! Floors: what plain SQLite, or a bare process, needs for the work a row measures. The table
+//! reports each figure over its floor (report.rs), a ratio that moves much less with the
+//! machine's speed than the figures themselves.
+
+use anyhow::{ensure, Result};
+use rusqlite::Connection;
+use std::path::Path;
+use std::time::Instant;
+
+use crate::report::millis;
+
+/// A file with memctl's page size and journal pragmas and nothing of memctl: rows with a hash
+/// index, a journal, and archival texts with an external-content FTS5 index over them.
+pub struct PlainDb {
+    _dir: tempfile::TempDir,
+    conn: Connection,
+}
+
+impl PlainDb {
+    pub fn new() -> Result<PlainDb> {
+        let dir = tempfile::Builder::new().prefix("memctl-bench-floor-").tempdir()?;
+        let conn = Connection::open(dir.path().join("floor.sqlite"))?;
+        conn.pragma_update(None, "page_size", memctl_core::PAGE_SIZE)?;
+        conn.execute_batch(
+            "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;
+             CREATE TABLE rows (rid INTEGER PRIMARY KEY, branch INTEGER, text TEXT, hash BLOB);
+             CREATE UNIQUE INDEX rows_hash ON rows(branch, hash);
+             CREATE TABLE ops (seq INTEGER PRIMARY KEY, args TEXT);
+             CREATE TABLE records (seq INTEGER PRIMARY KEY, text TEXT, tags TEXT);
+             CREATE VIRTUAL TABLE records_fts USING fts5(text, tags, content='records', content_rowid='seq');",
+        )?;
+        // FTS5's leaves fitted to the pages, as memctl fits its own (schema.rs).
+        conn.execute(
+            "INSERT INTO records_fts(records_fts, rank) VALUES ('pgsz', ?1)",
+            [memctl_core::PAGE_SIZE - 64],
+        )?;
+        Ok(PlainDb { _dir: dir, conn })
+    }
+
+    /// One transaction writing a row, its hash index entry and a journal row: the b-trees a
+    /// recall append writes (a core set or a fork writes as many).
+    pub fn commit_row(&self, i: usize, text: &str) -> Result<()> {
+        self.transaction(|conn| {
+            conn.prepare_cached("INSERT INTO rows(rid, branch, text, hash) VALUES (?1, 1, ?2, ?3)")?
+                .execute(rusqlite::params![i as i64, text, spread_hash(text)])?;
+            journal(conn, i, text)
+        })
+    }
+
+    /// One transaction writing an archival text, its FTS5 entry and a journal row.
+    pub fn commit_record(&self, i: usize, text: &str, tags: &[String]) -> Result<()> {
+        let tags = serde_json::to_string(tags)?;
+        self.transaction(|conn| {
+            conn.prepare_cached("INSERT INTO records(seq, text, tags) VALUES (?1, ?2, ?3)")?
+                .execute(rusqlite::params![i as i64, text, tags])?;
+            conn.prepare_cached("INSERT INTO records_fts(rowid, text, tags) VALUES (?1, ?2, ?3)")?
+                .execute(rusqlite::params![i as i64, text, tags])?;
+            journal(conn, i, text)
+        })
+    }
+
+    /// FTS5's own search: the `k` best records by its bm25 over the whole table (no view, no
+    /// versions), the query's words OR-ed; how many it found.
+    pub fn search(&self, query: &str, k: usize) -> Result<usize> {
+        let words: Vec<String> = query.split_whitespace().map(|w| format!("\"{w}\"")).collect();
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT rowid, text, tags FROM records_fts WHERE records_fts MATCH ?1 ORDER BY rank LIMIT ?2",
+        )?;
+        let rows = stmt.query_map(rusqlite::params![words.join(" OR "), k as i64], |r| {
+            Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?))
+        })?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?.len())
+    }
+
+    /// Writes `texts` as rows in one transaction (setup for [`PlainDb::read_rows`], not timed).
+    pub fn fill_rows<'a>(&self, texts: impl Iterator<Item = &'a str>) -> Result<()> {
+        self.transaction(|conn| {
+            for (i, text) in texts.enumerate() {
+                conn.prepare_cached("INSERT INTO rows(rid, branch, text, hash) VALUES (?1, 1, ?2, ?3)")?
+                    .execute(rusqlite::params![i as i64, text, spread_hash(text)])?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Reads every row into owned values, newest first: what a whole view returns, read by one
+    /// scan of one table.
+    pub fn read_rows(&self) -> Result<usize> {
+        let mut stmt = self.conn.prepare_cached("SELECT rid, branch, text FROM rows ORDER BY rid DESC")?;
+        let rows =
+            stmt.query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, String>(2)?)))?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?.len())
+    }
+
+    fn transaction(&self, f: impl FnOnce(&Connection) -> Result<()>) -> Result<()> {
+        self.conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
+        f(&self.conn)?;
+        self.conn.prepare_cached("COMMIT")?.execute([])?;
+        Ok(())
+    }
+}
+
+fn journal(conn: &Connection, i: usize, text: &str) -> Result<()> {
+    conn.prepare_cached("INSERT INTO ops(seq, args) VALUES (?1, ?2)")?
+        .execute(rusqlite::params![i as i64, text])?;
+    Ok(())
+}
+
+/// A 32-byte key spread like a hash (the floor must not depend on memctl's hashing code).
+fn spread_hash(text: &str) -> Vec<u8> {
+    let mut rng = crate::gen::Rng::new(
+        text.len() as u64 ^ text.bytes().fold(0u64, |h, b| h.rotate_left(5) ^ u64::from(b)),
+    );
+    (0..4).flat_map(|_| rng.next_u64().to_le_bytes()).collect()
+}
+
+/// The floor of one CLI call: `runs` times, a process that starts, opens the database `db`,
+/// inserts one row and exits (`xtask floor-insert`); the times in ms.
+pub fn process(db: &Path, runs: usize) -> Result<Vec<f64>> {
+    let xtask = crate::paths::release_binary("xtask");
+    (0..runs)
+        .map(|_| {
+            let start = Instant::now();
+            let output = std::process::Command::new(&xtask).arg("floor-insert").arg(db).output()?;
+            let elapsed = millis(start.elapsed());
+            ensure!(output.status.success(), "floor-insert: {}", String::from_utf8_lossy(&output.stderr));
+            Ok(elapsed)
+        })
+        .collect()
+}
+
+/// What [`process`] measures, for the table's floor notes.
+pub const PROCESS: &str = "a process that starts, opens the database, inserts one row and exits";
