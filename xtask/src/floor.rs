@@ -26,6 +26,11 @@ impl PlainDb {
              CREATE TABLE rows (rid INTEGER PRIMARY KEY, branch INTEGER, text TEXT, hash BLOB);
              CREATE UNIQUE INDEX rows_hash ON rows(branch, hash);
              CREATE TABLE ops (seq INTEGER PRIMARY KEY, args TEXT);
+             CREATE TABLE counter (key TEXT PRIMARY KEY, value INTEGER) WITHOUT ROWID;
+             INSERT INTO counter VALUES ('next', 1);
+             CREATE TABLE nodes (nid INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, uid TEXT UNIQUE,
+                                 parent INTEGER, fork INTEGER NOT NULL UNIQUE);
+             CREATE INDEX nodes_parent ON nodes(parent);
              CREATE TABLE records (seq INTEGER PRIMARY KEY, text TEXT, tags TEXT);
              CREATE VIRTUAL TABLE records_fts USING fts5(text, tags, content='records', content_rowid='seq');",
         )?;
@@ -44,6 +49,17 @@ impl PlainDb {
             conn.prepare_cached("INSERT INTO rows(rid, branch, text, hash) VALUES (?1, 1, ?2, ?3)")?
                 .execute(rusqlite::params![i as i64, text, spread_hash(text)])?;
             journal(conn, i, text)
+        })
+    }
+
+    /// One transaction writing what a fork writes: a node row with its four index entries
+    /// (id, uid, fork, parent), the counter row and a journal row.
+    pub fn commit_fork(&self, i: usize, id: &str) -> Result<()> {
+        self.transaction(|conn| {
+            conn.prepare_cached("UPDATE counter SET value = value + 1 WHERE key = 'next'")?.execute([])?;
+            conn.prepare_cached("INSERT INTO nodes(nid, id, parent, fork) VALUES (?1, ?2, ?3, ?1)")?
+                .execute(rusqlite::params![i as i64, id, i.checked_sub(1).map(|p| p as i64)])?;
+            journal(conn, i, id)
         })
     }
 
