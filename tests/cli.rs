@@ -1048,6 +1048,14 @@ fn database_of_schema_1_is_upgraded_with_its_counts() {
     // "evicted" is in one of the three matches, "consolidated" in two: the rarer word ranks first.
     assert_eq!(found("g2", "consolidated evicted"), vec![15, 41, 35]);
     assert_eq!(found("b", "consolidated"), Vec::<i64>::new());
+    // The records' lengths, counted by the upgrade, score as the keyword fallback counts them.
+    for (branch, query) in [("g2", "consolidated evicted"), ("root", "evicted")] {
+        let args = ["archival", "search", branch, query];
+        let fts = sb.json(&args);
+        let fallback = sb.json_env(&args, &[("MEMCTL_SEARCH__FTS", "off")]);
+        assert!(!array(&fts, "results").is_empty(), "{branch}");
+        assert_eq!(fts, fallback, "{branch}: the same records and scores either way");
+    }
     sb.ok(&["recall", "append", "g2", "--kind", "note", "after the upgrade"]);
     sb.ok(&["fork", "g2", "g3"]);
     for branch in ["g2", "g3"] {

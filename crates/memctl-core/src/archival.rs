@@ -2,7 +2,7 @@
 //! tombstone deletes, searched with FTS5 or, with the same semantics, by keywords.
 
 use crate::error::{Error, Result};
-use crate::query::{bm25, Query, TermCounts};
+use crate::query::{bm25, token_count, Query, TermCounts};
 use crate::rows::{AppendOutcome, Record};
 use crate::store::{Store, Tx};
 use crate::stored_text::{content_hash, normalize_tags};
@@ -69,8 +69,12 @@ impl Store {
                 let matches = view::archival_fts_matches(self, &path, &query, &search.tags)?;
                 let (counts, seqs): (Vec<_>, Vec<_>) = matches.into_iter().map(|m| (m.counts, m.seq)).unzip();
                 let mut ranked: Vec<(f64, i64)> = bm25(&counts).into_iter().zip(seqs).collect();
+                // The k best, then only those sorted.
+                if ranked.len() > search.k {
+                    ranked.select_nth_unstable_by(search.k, |a, b| best_first(*a, *b));
+                    ranked.truncate(search.k);
+                }
                 ranked.sort_by(|a, b| best_first(*a, *b));
-                ranked.truncate(search.k);
                 let seqs: Vec<i64> = ranked.iter().map(|&(_, seq)| seq).collect();
                 let mut records = view::archival_versions(self, &path, &seqs)?;
                 for (record, (score, _)) in records.iter_mut().zip(ranked) {
@@ -170,12 +174,13 @@ impl Tx<'_> {
         tags_json: &str,
         hash: Option<&[u8; 32]>,
     ) -> Result<()> {
+        let tokens = text.map_or(0, |text| token_count(&[text, tags_json]));
         self.conn
             .prepare_cached(
-                "INSERT INTO archival(seq, record_id, branch, text, tags, text_hash, created_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                "INSERT INTO archival(seq, record_id, branch, text, tags, text_hash, created_at, tokens)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
             )?
-            .execute(rusqlite::params![seq, record_id, bid, text, tags_json, hash, self.now()])?;
+            .execute(rusqlite::params![seq, record_id, bid, text, tags_json, hash, self.now(), tokens])?;
         if let (Some(text), true) = (text, self.fts_table()?) {
             self.conn
                 .prepare_cached(

@@ -22,6 +22,14 @@ pub fn words(text: &str) -> impl Iterator<Item = String> + '_ {
     text.split(|c: char| !is_word_char(c)).filter(|w| !w.is_empty()).map(|w| w.chars().map(fold).collect())
 }
 
+/// How many words `haystacks` hold in all, as the FTS5 index splits them: a record's length for
+/// bm25, stored with it (`archival.tokens`) so a search reads it with the row's seq. Counts what
+/// [`Query::term_counts`] counts.
+pub fn token_count(haystacks: &[&str]) -> u32 {
+    let words = |h: &&str| h.split(|c: char| !is_word_char(c)).filter(|w| !w.is_empty()).count();
+    haystacks.iter().map(words).sum::<usize>() as u32
+}
+
 /// The token characters of FTS5's `unicode61` with categories `L* N* Co M*`: letters, digits,
 /// private-use characters and marks. Rust's alphanumerics are letters and digits plus the
 /// letter-like symbols of Unicode's Other_Alphabetic (circled and squared Latin letters), which

@@ -5,6 +5,7 @@
 //! referenced by an integer `bid`; the caller-facing id and node_uid live only in `branches`.
 
 use crate::error::{Error, Result, Topic};
+use crate::query::token_count;
 use rusqlite::Connection;
 
 /// Whether opening may create the schema in a new or empty file.
@@ -308,6 +309,25 @@ CREATE INDEX promoted_branch ON promoted(branch);
         sql: "ALTER TABLE events ADD COLUMN payload TEXT;",
         fts_sql: "",
     },
+    // A record's length in words (text and tags, split as the index splits them), which bm25
+    // needs of every match: a search reads it from a narrow index by seq, where asking FTS5 ran
+    // a statement per match, and the index stops keeping sizes (`columnsize=0`). Existing
+    // records are counted here; the index is rebuilt after the migrations (`migrate`).
+    Migration {
+        name: "20261125_archival_tokens",
+        sql: r#"
+ALTER TABLE archival ADD COLUMN tokens INTEGER NOT NULL DEFAULT 0;
+UPDATE archival SET tokens = memctl_tokens(text, tags) WHERE text IS NOT NULL;
+CREATE INDEX archival_seq_tokens ON archival(seq, tokens);
+"#,
+        fts_sql: r#"
+DROP TABLE IF EXISTS archival_fts;
+CREATE VIRTUAL TABLE archival_fts USING fts5(
+    text, tags, branch, content='archival', content_rowid='seq', columnsize=0,
+    tokenize="unicode61 remove_diacritics 0 categories 'L* N* Co M*'"
+);
+"#,
+    },
 ];
 
 /// The page size of new databases. A commit writes whole pages to the WAL (an append: three), and
@@ -317,7 +337,7 @@ CREATE INDEX promoted_branch ON promoted(branch);
 pub const PAGE_SIZE: i64 = 2048;
 
 /// The migration that (re)creates `archival_fts` as it is now.
-const FTS_CREATED: i64 = 3;
+const FTS_CREATED: i64 = 8;
 
 /// FTS5 writes index leaves of 4,050 bytes by default, sized for 4 KiB pages; on smaller pages
 /// each would spill into overflow pages. Its leaves are made to fit the file's pages.
@@ -419,6 +439,7 @@ fn migrate(conn: &Connection) -> Result<()> {
         conn.pragma_update(None, "journal_mode", "WAL")?;
     }
     let fts5 = fts5_available(conn)?;
+    register_token_count(conn)?;
     conn.execute_batch("BEGIN IMMEDIATE")?;
     let applied = (|| {
         // Another process may have migrated while this one waited for the lock.
@@ -441,7 +462,9 @@ fn migrate(conn: &Connection) -> Result<()> {
             conn.pragma_update(None, "user_version", (index + 1) as i64)?;
         }
         if fts5 && current < FTS_CREATED {
+            // Leaves sized before the index is filled, so the rebuilt index has them too.
             fit_fts_leaves(conn)?;
+            conn.execute("INSERT INTO archival_fts(archival_fts) VALUES ('rebuild')", [])?;
         }
         Ok(())
     })();
@@ -452,6 +475,18 @@ fn migrate(conn: &Connection) -> Result<()> {
             Err(e)
         }
     }
+}
+
+/// `memctl_tokens(text, tags)`: a record's length as `archival.tokens` holds it, for the
+/// migration that counts existing records (NULL text, a delete: 0).
+fn register_token_count(conn: &Connection) -> Result<()> {
+    use rusqlite::functions::FunctionFlags;
+    let flags = FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC;
+    conn.create_scalar_function("memctl_tokens", 2, flags, |ctx| {
+        let (text, tags): (Option<String>, String) = (ctx.get(0)?, ctx.get(1)?);
+        Ok(text.map_or(0, |text| i64::from(token_count(&[&text, &tags]))))
+    })?;
+    Ok(())
 }
 
 /// Whether this SQLite build has FTS5 compiled in.

@@ -1,18 +1,21 @@
 //! `memctl_match`, an FTS5 auxiliary function: for each row an archival search matches, whether
-//! the view holds it, and if so how often each query word occurs in it and its length in
-//! tokens — what the view's bm25 (query.rs) needs. Its visibility test is a derived form of the
-//! view rule (see the view's module comment), checked against the model by tests/engine/model.rs.
+//! the view holds it, and if so how often each query word occurs in it — with the row's length,
+//! stored as `archival.tokens`, what the view's bm25 (query.rs) needs. Its visibility test is a
+//! derived form of the view rule (see the view's module comment), checked against the model by
+//! tests/engine/model.rs.
 //!
 //! FTS5's own `bm25()` is not used because it counts, on every query, the documents of each
 //! phrase in the whole database (`xQueryPhrase`): at a million records that costs tens of
 //! milliseconds before the first row, and it makes one branch's ranking depend on its
-//! siblings' records. This function only reads the current row's position lists and sizes.
+//! siblings' records. This function only reads the current row's position lists. Nor does it
+//! ask FTS5 for the row's size (`xColumnSize`, a statement run per row: a third of a search's
+//! time); the index keeps no sizes (`columnsize=0`), the search reads `archival.tokens`.
 //!
 //! Call: `memctl_match(archival_fts, words, first_branch, forks)`. The MATCH expression lists
 //! the query words as phrases `0..words`, then any tag phrases, then one phrase per path branch
 //! (nearest first) from `first_branch` on; `forks` holds the path's fork seqs in the same order
 //! as little-endian `i64`s. The result is NULL for a row outside the view, else a blob of
-//! little-endian `u32`s: `[tokens in text and tags, tf of word 0, tf of word 1, …]`.
+//! little-endian `u32`s: `[tf of word 0, tf of word 1, …]`.
 //!
 //! Whether the view holds a row follows from its seq alone, up to one phrase check: a branch's
 //! rows come after its fork, and an ancestor contributes the rows up to the fork of the path's
@@ -30,18 +33,18 @@ use std::ptr;
 /// The name the function is registered under.
 pub(super) const FUNCTION: &str = "memctl_match";
 
-/// The `text` and `tags` columns of `archival_fts` (the third, `branch`, is not counted).
-const SEARCHED_COLUMNS: [c_int; 2] = [0, 1];
-
 /// The `forks` argument for a path's fork seqs, nearest branch first.
 pub(super) fn encode_forks(forks: impl Iterator<Item = i64>) -> Vec<u8> {
     forks.flat_map(i64::to_le_bytes).collect()
 }
 
-/// The counts of a visible row, from the function's blob.
-pub(super) fn decode_counts(blob: &[u8]) -> Option<TermCounts> {
-    let mut values = blob.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]));
-    Some(TermCounts { tokens: values.next()?, tf: values.collect() })
+/// The counts of a visible row of `tokens` words, from the function's blob.
+pub(super) fn decode_counts(blob: &[u8], tokens: u32) -> Option<TermCounts> {
+    if blob.len() % 4 != 0 {
+        return None;
+    }
+    let tf = blob.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+    Some(TermCounts { tokens, tf })
 }
 
 /// Whether `memctl_match` is registered on the store's connection (the store's memo forgets it
@@ -133,8 +136,8 @@ unsafe fn row_counts(
     argc: c_int,
     argv: *mut *mut ffi::sqlite3_value,
 ) -> std::result::Result<Option<Vec<u8>>, Failure> {
-    let (Some(rowid), Some(phrase_first), Some(phrase_next), Some(column_size)) =
-        (api.xRowid, api.xPhraseFirst, api.xPhraseNext, api.xColumnSize)
+    let (Some(rowid), Some(phrase_first), Some(phrase_next)) =
+        (api.xRowid, api.xPhraseFirst, api.xPhraseNext)
     else {
         return Err((ffi::SQLITE_ERROR, c"incomplete FTS5 API"));
     };
@@ -187,14 +190,7 @@ unsafe fn row_counts(
     if instances(first_branch + low as c_int)? == 0 {
         return Ok(None);
     }
-    let mut tokens = 0u32;
-    for column in SEARCHED_COLUMNS {
-        let mut n: c_int = 0;
-        check(unsafe { column_size(fts, column, &mut n) })?;
-        tokens += n.max(0) as u32;
-    }
-    let mut blob = Vec::with_capacity(4 * (1 + words as usize));
-    blob.extend_from_slice(&tokens.to_le_bytes());
+    let mut blob = Vec::with_capacity(4 * words as usize);
     for phrase in 0..words {
         blob.extend_from_slice(&instances(phrase)?.to_le_bytes());
     }
@@ -207,9 +203,9 @@ mod tests {
 
     #[test]
     fn decodes_counts() {
-        let blob: Vec<u8> = [7u32, 2, 0].iter().flat_map(|v| v.to_le_bytes()).collect();
-        assert_eq!(decode_counts(&blob), Some(TermCounts { tokens: 7, tf: vec![2, 0] }));
-        assert_eq!(decode_counts(&[1, 0]), None);
+        let blob: Vec<u8> = [2u32, 0].iter().flat_map(|v| v.to_le_bytes()).collect();
+        assert_eq!(decode_counts(&blob, 7), Some(TermCounts { tokens: 7, tf: vec![2, 0] }));
+        assert_eq!(decode_counts(&[1, 0], 7), None);
         assert_eq!(encode_forks([1i64, -1].into_iter()).len(), 16);
     }
 }

@@ -485,8 +485,11 @@ pub(crate) fn archival_fts_matches(
     let bids: Vec<i64> = path.branches().iter().map(|b| b.bid).collect();
     let (expression, first_branch) = query.fts_expression(tags, &bids);
     let forks = fts_match::encode_forks(path.branches().iter().map(|b| b.fork_seq));
+    // Each match's length comes from the narrow `(seq, tokens)` index: one short seek per match.
     let mut stmt = store.conn.prepare_cached(&format!(
-        "SELECT rowid, {}(archival_fts, ?2, ?3, ?4) FROM archival_fts WHERE archival_fts MATCH ?1",
+        "SELECT archival_fts.rowid, {}(archival_fts, ?2, ?3, ?4), t.tokens
+         FROM archival_fts JOIN archival t INDEXED BY archival_seq_tokens ON t.seq = archival_fts.rowid
+         WHERE archival_fts MATCH ?1",
         fts_match::FUNCTION
     ))?;
     let params = rusqlite::params![expression, query.word_count() as i64, first_branch as i64, forks];
@@ -495,7 +498,7 @@ pub(crate) fn archival_fts_matches(
     while let Some(row) = rows.next()? {
         // NULL: a row of a path branch the view does not hold (written after the path left it).
         let Some(blob) = row.get_ref(1)?.as_blob_or_null().ok().flatten() else { continue };
-        let counts = fts_match::decode_counts(blob)
+        let counts = fts_match::decode_counts(blob, row.get(2)?)
             .ok_or_else(|| Error::internal("memctl_match returned a malformed row"))?;
         matches.push(Match { seq: row.get(0)?, counts });
     }
