@@ -46,7 +46,8 @@ use crate::store::Store;
 use rusqlite::Row;
 use serde::Serialize;
 use sql::{
-    anchored, current_version, live_core, not_excluded, visible, visible_through, HAS_TAGS, NEWEST_FIRST,
+    anchored, current_version, live_core, not_excluded, not_excluded_by_set, visible, visible_through,
+    HAS_TAGS, NEWEST_FIRST,
 };
 use std::collections::{HashMap, HashSet};
 
@@ -186,7 +187,7 @@ pub(crate) fn events(store: &Store, path: &BranchPath, limit: Option<usize>) -> 
         "SELECT t.seq, t.branch, t.kind, t.text, t.tags, t.created_at FROM {}
          WHERE {} ORDER BY p.pos, t.rid DESC LIMIT ?1",
         visible("events"),
-        not_excluded()
+        if limit.is_some() { not_excluded() } else { not_excluded_by_set() }
     );
     let mut stmt = store.conn.prepare_cached(&sql)?;
     let rows = stmt.query_map([limit_param(limit)], |row| event_from_row(path, row))?;
@@ -418,6 +419,21 @@ pub(crate) fn archival(
     limit: Option<usize>,
 ) -> Result<Vec<Record>> {
     path::load(store, path)?;
+    let tags = tags_filter(tags)?;
+    // A window stops at its first `limit` current versions, checked one probe each; a read of
+    // every record drops the superseded versions after one pass over the view's updates.
+    if limit.is_none() {
+        let sql = format!(
+            "SELECT {RECORD_COLUMNS} FROM {} WHERE t.text IS NOT NULL AND {HAS_TAGS} {NEWEST_FIRST}",
+            visible("archival"),
+        );
+        let mut stmt = store.conn.prepare_cached(&sql)?;
+        let rows = stmt.query_map(rusqlite::params![tags], |row| record_from_row(path, row))?;
+        let mut records: Vec<Record> = rows.collect::<rusqlite::Result<_>>()?;
+        let superseded = superseded_versions(store, path)?;
+        records.retain(|r| !superseded.is_superseded(r.seq));
+        return Ok(records);
+    }
     let sql = format!(
         "SELECT {RECORD_COLUMNS} FROM {}
          WHERE t.text IS NOT NULL AND {} AND {HAS_TAGS}
@@ -426,7 +442,6 @@ pub(crate) fn archival(
         current_version()
     );
     let mut stmt = store.conn.prepare_cached(&sql)?;
-    let tags = tags_filter(tags)?;
     let rows =
         stmt.query_map(rusqlite::params![tags, limit_param(limit)], |row| record_from_row(path, row))?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
