@@ -97,7 +97,11 @@ fn branch_from_row(row: &Row<'_>) -> rusqlite::Result<Branch> {
         depth: row.get(4)?,
         fork_seq: row.get(5)?,
         created_at: row.get(6)?,
-        meta: serde_json::from_str(&row.get::<_, String>(7)?).unwrap_or_default(),
+        meta: match row.get_ref(7)?.as_str()? {
+            // Most branches carry no meta: no parse.
+            "{}" => serde_json::Value::Object(Default::default()),
+            text => serde_json::from_str(text).unwrap_or_default(),
+        },
         anchored: row.get(8)?,
         status: BranchStatus::parse(&row.get::<_, String>(9)?).unwrap_or(BranchStatus::Alive),
         status_note: row.get(10)?,
@@ -235,6 +239,9 @@ impl Store {
     }
 
     fn read_path(&self, branch: &Branch, stop_at_anchor: bool) -> Result<BranchPath> {
+        // Each branch's parent is the next on the path: its id is taken from there rather than
+        // joined per row; only the last branch's parent (above an anchor) is looked up.
+        let columns = BRANCH_COLUMNS.replace("p.id", "NULL");
         let sql = format!(
             "WITH RECURSIVE up(bid, step) AS (
                  SELECT ?1, 0
@@ -242,14 +249,24 @@ impl Store {
                  SELECT b.parent, up.step + 1 FROM up JOIN branches b ON b.bid = up.bid
                  WHERE b.parent IS NOT NULL AND NOT (?2 AND b.anchored)
              )
-             SELECT {BRANCH_COLUMNS} FROM up
-             JOIN branches b ON b.bid = up.bid LEFT JOIN branches p ON p.bid = b.parent
-             ORDER BY up.step"
+             SELECT {columns} FROM up JOIN branches b ON b.bid = up.bid ORDER BY up.step"
         );
         let mut stmt = self.conn.prepare_cached(&sql)?;
-        let branches: Vec<Branch> = stmt
+        let mut branches: Vec<Branch> = stmt
             .query_map(rusqlite::params![branch.bid, stop_at_anchor], branch_from_row)?
             .collect::<rusqlite::Result<_>>()?;
+        for i in 1..branches.len() {
+            branches[i - 1].parent = Some(branches[i].id.clone());
+        }
+        if let Some(last) = branches.last_mut() {
+            last.parent = self
+                .conn
+                .prepare_cached(
+                    "SELECT p.id FROM branches b JOIN branches p ON p.bid = b.parent WHERE b.bid = ?1",
+                )?
+                .query_row([last.bid], |r| r.get(0))
+                .optional()?;
+        }
         let cutoffs = cutoffs(&branches);
         Ok(BranchPath::new(branches, &cutoffs))
     }
