@@ -13,4 +13,5 @@ mod import;
 mod inspect;
 mod lifecycle;
 mod memory_pressure;
+mod postgres;
 mod viewer;

@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+pub mod postgres;
+
 use serde_json::Value;
 use std::ffi::OsString;
 use std::io::Write;

@@ -70,6 +70,7 @@ impl Context {
     /// Opens the database. Only `init` creates one (and its directory): elsewhere a missing or
     /// empty file is an error, so a mistyped path never silently starts an empty run.
     pub fn open(&self) -> Result<Store> {
+        Store::check_location(&self.db)?;
         let mut store = if self.creates {
             if let Some(dir) = self.db.parent().filter(|d| !d.as_os_str().is_empty()) {
                 std::fs::create_dir_all(dir)

@@ -49,18 +49,34 @@ pub struct Store {
 impl Store {
     /// Opens (creating and migrating if needed) the database at `path`.
     pub fn open(path: &Path, config: Config, clock: Clock) -> Result<Store> {
+        Store::check_location(path)?;
         Store::open_file(path, config, clock, Creation::Allowed)
     }
 
     /// Opens an existing memctl database: a missing, empty or foreign file is an error and is
     /// left untouched (only an explicit `init` creates a database).
     pub fn open_existing(path: &Path, config: Config, clock: Clock) -> Result<Store> {
+        Store::check_location(path)?;
         if !path.exists() {
             return Err(
                 Error::not_found(format!("no database at {}", path.display())).with_topic(Topic::NoDatabase)
             );
         }
         Store::open_file(path, config, clock, Creation::Refused)
+    }
+
+    /// Refuses a database location this build cannot open: a PostgreSQL URL must never become
+    /// a file path (`postgres://host/db` would be created as directories `postgres:/host`). The
+    /// URL is not repeated: it may hold a password.
+    pub fn check_location(path: &Path) -> Result<()> {
+        let location = path.to_string_lossy();
+        if ["postgres://", "postgresql://"].iter().any(|scheme| location.starts_with(scheme)) {
+            return Err(Error::incompatible(
+                "a PostgreSQL URL: this memctl opens SQLite database files only",
+            )
+            .with_hint("pass the path of an SQLite file, e.g. --db memory.sqlite"));
+        }
+        Ok(())
     }
 
     fn open_file(path: &Path, config: Config, clock: Clock, creation: Creation) -> Result<Store> {

@@ -1,0 +1,163 @@
+//! A throwaway PostgreSQL cluster: `initdb` and `pg_ctl` on a temporary directory, reached only
+//! through a Unix socket in that directory (no TCP port), stopped when dropped. PostgreSQL
+//! refuses to run as root, so under root the server runs as `nobody`, owner of the directory.
+//!
+//! The server binaries are looked for on PATH, then in Debian's `/usr/lib/postgresql/*/bin`.
+//! Without them a test prints a notice and passes, unless `CI` is set: then it fails, so CI
+//! never skips PostgreSQL silently (`.ci/run` installs the distribution's `postgresql`).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The cluster's superuser, trusted on the socket.
+const USER: &str = "memctl";
+
+pub struct Cluster {
+    dir: tempfile::TempDir,
+    bin: PathBuf,
+    /// Who runs the server: None for the current user, else a user `runuser` switches to.
+    run_as: Option<&'static str>,
+}
+
+impl Cluster {
+    /// A started cluster, or None with a notice when the server binaries are missing (a
+    /// failure under CI).
+    pub fn start_or_skip(test: &str) -> Option<Cluster> {
+        let Some(bin) = server_binaries() else {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "no PostgreSQL server (initdb, pg_ctl): CI must run {test}"
+            );
+            eprintln!(
+                "NOTICE: {test} skipped: no PostgreSQL server binaries (initdb, pg_ctl) on PATH or in \
+                 /usr/lib/postgresql/*/bin. Install them (e.g. apt-get install postgresql); CI=1 makes \
+                 this a failure."
+            );
+            return None;
+        };
+        let dir = tempfile::Builder::new().prefix("memctl-pg-").tempdir().expect("a temporary directory");
+        let run_as = is_root().then_some("nobody");
+        if let Some(user) = run_as {
+            let owner = Command::new("id").args(["-u", user]).output().expect("id");
+            let uid: u32 = String::from_utf8_lossy(&owner.stdout).trim().parse().expect("a uid");
+            std::os::unix::fs::chown(dir.path(), Some(uid), None).expect("chown the cluster directory");
+        }
+        let cluster = Cluster { dir, bin, run_as };
+        let data = cluster.data_dir();
+        cluster.server_tool(
+            "initdb",
+            &["-D", &data, "-U", USER, "--auth=trust", "-E", "UTF8", "--locale=C", "--no-instructions"],
+        );
+        let socket = cluster.socket_dir();
+        let options = format!("-k {socket} -c listen_addresses= -c fsync=off -c max_connections=64");
+        let log = cluster.dir.path().join("server.log").display().to_string();
+        cluster.server_tool("pg_ctl", &["-D", &data, "-l", &log, "-o", &options, "-w", "start"]);
+        Some(cluster)
+    }
+
+    /// The directory of the server's socket (the cluster's own directory).
+    pub fn socket_dir(&self) -> String {
+        self.dir.path().display().to_string()
+    }
+
+    /// A libpq URL for `database` on this cluster, through its socket.
+    pub fn url(&self, database: &str) -> String {
+        let host: String = self
+            .socket_dir()
+            .bytes()
+            .map(|b| match b {
+                b'/' => "%2F".to_string(),
+                _ => (b as char).to_string(),
+            })
+            .collect();
+        format!("postgresql://{USER}@/{database}?host={host}")
+    }
+
+    /// Runs `sql` with `psql` on database `database`; its output, unaligned and without headers.
+    pub fn psql(&self, database: &str, sql: &str) -> String {
+        let output = Command::new(self.bin.join("psql"))
+            .args([
+                "-X",
+                "-A",
+                "-t",
+                "-v",
+                "ON_ERROR_STOP=1",
+                "-h",
+                &self.socket_dir(),
+                "-U",
+                USER,
+                "-d",
+                database,
+            ])
+            .args(["-c", sql])
+            .output()
+            .expect("psql runs");
+        assert!(output.status.success(), "psql {sql:?}: {}", String::from_utf8_lossy(&output.stderr));
+        String::from_utf8_lossy(&output.stdout).trim().to_string()
+    }
+
+    fn data_dir(&self) -> String {
+        self.dir.path().join("data").display().to_string()
+    }
+
+    /// Runs a server tool as the server's user; it must succeed.
+    fn server_tool(&self, tool: &str, args: &[&str]) -> Output {
+        let program = self.bin.join(tool);
+        let mut command = match self.run_as {
+            Some(user) => {
+                let mut command = Command::new("runuser");
+                command.args(["-u", user, "--"]).arg(&program);
+                command
+            }
+            None => Command::new(&program),
+        };
+        let output = command.args(args).current_dir(self.dir.path()).output().expect("a server tool runs");
+        assert!(
+            output.status.success(),
+            "{tool} {args:?}: {}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        output
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let data = self.data_dir();
+        let program = self.bin.join("pg_ctl");
+        let mut command = match self.run_as {
+            Some(user) => {
+                let mut command = Command::new("runuser");
+                command.args(["-u", user, "--"]).arg(&program);
+                command
+            }
+            None => Command::new(&program),
+        };
+        let _ = command.args(["-D", &data, "-m", "immediate", "-w", "stop"]).output();
+    }
+}
+
+/// The directory holding `initdb`, `pg_ctl` and `psql`.
+fn server_binaries() -> Option<PathBuf> {
+    let has_tools = |dir: &Path| ["initdb", "pg_ctl", "psql"].iter().all(|t| dir.join(t).is_file());
+    let on_path = std::env::var_os("PATH")
+        .map(|path| std::env::split_paths(&path).collect::<Vec<_>>())
+        .unwrap_or_default();
+    let mut debian: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+        .map(|entries| entries.filter_map(|e| e.ok()).map(|e| e.path().join("bin")).collect())
+        .unwrap_or_default();
+    debian.sort();
+    debian.reverse(); // the newest version first
+    on_path.into_iter().chain(debian).find(|dir| has_tools(dir)).map(|dir| {
+        // A PATH entry may hold symlinks into the version's directory, which has every tool.
+        std::fs::canonicalize(dir.join("initdb"))
+            .ok()
+            .and_then(|p| p.parent().map(Path::to_path_buf))
+            .unwrap_or(dir)
+    })
+}
+
+fn is_root() -> bool {
+    Command::new("id").arg("-u").output().is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+}
