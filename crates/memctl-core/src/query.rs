@@ -2,6 +2,7 @@
 //! `unicode61` tokenizer splits stored text, so every character is a valid query — quotes, `-`,
 //! `:`, `AND`, `NEAR` — and the keyword fallback matches the same records FTS5 does.
 
+use memchr::memmem::Finder;
 use std::cmp::Ordering;
 use std::collections::HashSet;
 
@@ -333,9 +334,11 @@ fn in_ranges(ranges: &[(u32, u32)], c: char) -> bool {
 }
 
 /// A parsed search query: the distinct words to look for.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Query {
     words: Vec<String>,
+    /// A searcher for each ASCII word, for ASCII text (see [`Query::term_counts`]).
+    ascii_finders: Vec<Option<Finder<'static>>>,
     blank: bool,
 }
 
@@ -347,7 +350,9 @@ impl Query {
             all.iter().filter(|w| !STOP_WORDS.contains(&w.as_str())).cloned().collect();
         // A query made only of stop words ("and or not") still means those words.
         let words = if content.is_empty() { all } else { content };
-        Query { blank: text.trim().is_empty(), words }
+        let ascii_finders =
+            words.iter().map(|w| w.is_ascii().then(|| Finder::new(w.as_bytes()).into_owned())).collect();
+        Query { blank: text.trim().is_empty(), words, ascii_finders }
     }
 
     /// An empty query lists instead of searching.
@@ -400,11 +405,17 @@ impl Query {
         let mut folded = String::new();
         for haystack in haystacks {
             if haystack.is_ascii() {
-                // Most text: words are runs of ASCII letters and digits, read as bytes.
-                for word in
-                    haystack.as_bytes().split(|b| !b.is_ascii_alphanumeric()).filter(|w| !w.is_empty())
-                {
-                    counts.count(&self.words, word);
+                // Most text: words are runs of ASCII letters and digits. Rather than compare every
+                // word with every query word, count the runs and find each query word in the
+                // lowered text, where an occurrence with no letter or digit on either side is
+                // one word equal to it (no ASCII word equals a query word that is not ASCII).
+                let text = haystack.as_bytes();
+                counts.tokens += ascii_word_count(text);
+                let lowered = text.to_ascii_lowercase();
+                for (tf, finder) in counts.tf.iter_mut().zip(&self.ascii_finders) {
+                    if let Some(finder) = finder {
+                        *tf += ascii_occurrences(&lowered, finder);
+                    }
                 }
                 continue;
             }
@@ -421,6 +432,25 @@ impl Query {
         }
         counts
     }
+}
+
+/// The words of ASCII `text`: the starts of its runs of letters and digits.
+fn ascii_word_count(text: &[u8]) -> u32 {
+    let mut previous = false;
+    let mut starts = 0;
+    for &byte in text {
+        let alphanumeric = byte.is_ascii_alphanumeric();
+        starts += u32::from(alphanumeric && !previous);
+        previous = alphanumeric;
+    }
+    starts
+}
+
+/// How many words of lowered ASCII `text` equal the lower-case word `finder` looks for.
+fn ascii_occurrences(text: &[u8], finder: &Finder<'_>) -> u32 {
+    let bounded = |at: usize| text.get(at).is_none_or(|b| !b.is_ascii_alphanumeric());
+    let len = finder.needle().len();
+    finder.find_iter(text).filter(|&at| (at == 0 || bounded(at - 1)) && bounded(at + len)).count() as u32
 }
 
 /// What ranking needs of one matching record or event.
@@ -485,6 +515,22 @@ pub fn bm25(matches: &[TermCounts]) -> Vec<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The ASCII fast path counts what comparing every word with every query word counts.
+        #[test]
+        fn ascii_counts_are_word_comparisons(text in "[a-cA-C0-9 .:-]{0,60}", query in "[a-cA-C0-9 ]{1,12}") {
+            let query = Query::parse(&query);
+            let counts = query.term_counts(&[&text]);
+            let words: Vec<&str> = text.split(|c: char| !c.is_ascii_alphanumeric()).filter(|w| !w.is_empty()).collect();
+            prop_assert_eq!(counts.tokens as usize, words.len());
+            for (tf, wanted) in counts.tf.iter().zip(query.words()) {
+                let expected = words.iter().filter(|w| w.eq_ignore_ascii_case(wanted)).count();
+                prop_assert_eq!(*tf as usize, expected, "{}", wanted);
+            }
+        }
+    }
 
     #[test]
     fn syntax_is_words() {
