@@ -100,18 +100,27 @@ impl Cluster {
         self.dir.path().join("data").display().to_string()
     }
 
-    /// Runs a server tool as the server's user; it must succeed.
-    fn server_tool(&self, tool: &str, args: &[&str]) -> Output {
+    /// A server tool, run as the server's user.
+    fn server_command(&self, tool: &str) -> Command {
         let program = self.bin.join(tool);
-        let mut command = match self.run_as {
+        match self.run_as {
             Some(user) => {
                 let mut command = Command::new("runuser");
                 command.args(["-u", user, "--"]).arg(&program);
                 command
             }
             None => Command::new(&program),
-        };
-        let output = command.args(args).current_dir(self.dir.path()).output().expect("a server tool runs");
+        }
+    }
+
+    /// Runs a server tool as the server's user; it must succeed.
+    fn server_tool(&self, tool: &str, args: &[&str]) -> Output {
+        let output = self
+            .server_command(tool)
+            .args(args)
+            .current_dir(self.dir.path())
+            .output()
+            .expect("a server tool runs");
         assert!(
             output.status.success(),
             "{tool} {args:?}: {}{}",
@@ -125,16 +134,7 @@ impl Cluster {
 impl Drop for Cluster {
     fn drop(&mut self) {
         let data = self.data_dir();
-        let program = self.bin.join("pg_ctl");
-        let mut command = match self.run_as {
-            Some(user) => {
-                let mut command = Command::new("runuser");
-                command.args(["-u", user, "--"]).arg(&program);
-                command
-            }
-            None => Command::new(&program),
-        };
-        let _ = command.args(["-D", &data, "-m", "immediate", "-w", "stop"]).output();
+        let _ = self.server_command("pg_ctl").args(["-D", &data, "-m", "immediate", "-w", "stop"]).output();
     }
 }
 
