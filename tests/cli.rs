@@ -1067,6 +1067,34 @@ fn database_of_schema_1_is_upgraded_with_its_counts() {
 }
 
 #[test]
+fn upgraded_search_index_holds_no_deleted_versions() {
+    // A schema-1 database with a delete: record 35 deleted in g2 (bid 5) at seq 47.
+    let sb = Sandbox::new();
+    let db = sb.file("memory.sqlite");
+    std::fs::copy(fixture("schema_v1.sqlite"), &db).unwrap();
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    conn.execute_batch(
+        "INSERT INTO archival(seq, record_id, branch, text, tags, text_hash, created_at)
+             VALUES (47, 35, 5, NULL, '[]', NULL, 0);
+         UPDATE meta SET value = 48 WHERE key = 'next_seq';",
+    )
+    .unwrap();
+    drop(conn);
+    let hits = sb.json(&["archival", "search", "g2", "consolidated"]);
+    assert_eq!(array(&hits, "results").iter().map(|r| int(r, "id")).collect::<Vec<_>>(), vec![41]);
+    // The upgrade indexed what a write indexes: versions with text, none for g2's delete.
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let entries = |bid: i64| -> i64 {
+        let phrase = format!("branch: \"{bid}\"");
+        conn.query_row("SELECT count(*) FROM archival_fts WHERE archival_fts MATCH ?1", [phrase], |r| {
+            r.get(0)
+        })
+        .unwrap()
+    };
+    assert_eq!((entries(1), entries(2), entries(5)), (1, 2, 0));
+}
+
+#[test]
 fn missing_database_is_exit_3_with_a_hint() {
     let sb = Sandbox::new();
     let text = sb.run(&["branch", "list"]).text_error(3);

@@ -12,14 +12,14 @@ use crate::report::millis;
 /// A file with memctl's page size and journal pragmas and nothing of memctl: rows with a hash
 /// index, a journal, and archival texts with an external-content FTS5 index over them.
 pub struct PlainDb {
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
     conn: Connection,
 }
 
 impl PlainDb {
     pub fn new() -> Result<PlainDb> {
         let dir = tempfile::Builder::new().prefix("memctl-bench-floor-").tempdir()?;
-        let conn = Connection::open(dir.path().join("floor.sqlite"))?;
+        let conn = Connection::open(dir.path().join(FILE))?;
         conn.pragma_update(None, "page_size", memctl_core::PAGE_SIZE)?;
         conn.execute_batch(
             "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;
@@ -39,7 +39,7 @@ impl PlainDb {
             "INSERT INTO records_fts(records_fts, rank) VALUES ('pgsz', ?1)",
             [memctl_core::PAGE_SIZE - 64],
         )?;
-        Ok(PlainDb { _dir: dir, conn })
+        Ok(PlainDb { dir, conn })
     }
 
     /// One transaction writing a row, its hash index entry and a journal row: the b-trees a
@@ -63,7 +63,8 @@ impl PlainDb {
         })
     }
 
-    /// One transaction writing an archival text, its FTS5 entry and a journal row.
+    /// One transaction writing an archival text, its FTS5 entry (FTS5 keeps a size row for it,
+    /// which its own ranking reads) and a journal row; none of memctl's indexes on the records.
     pub fn commit_record(&self, i: usize, text: &str, tags: &[String]) -> Result<()> {
         let tags = serde_json::to_string(tags)?;
         self.transaction(|conn| {
@@ -102,10 +103,12 @@ impl PlainDb {
     /// Reads every row into owned values, newest first: what a whole view returns, read by one
     /// scan of one table.
     pub fn read_rows(&self) -> Result<usize> {
-        let mut stmt = self.conn.prepare_cached("SELECT rid, branch, text FROM rows ORDER BY rid DESC")?;
-        let rows =
-            stmt.query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, String>(2)?)))?;
-        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?.len())
+        read_rows(&self.conn)
+    }
+
+    /// [`PlainDb::read_rows`] on a connection opened for it, as a new memctl handle reads.
+    pub fn read_rows_on_new_connection(&self) -> Result<usize> {
+        read_rows(&Connection::open(self.dir.path().join(FILE))?)
     }
 
     fn transaction(&self, f: impl FnOnce(&Connection) -> Result<()>) -> Result<()> {
@@ -114,6 +117,16 @@ impl PlainDb {
         self.conn.prepare_cached("COMMIT")?.execute([])?;
         Ok(())
     }
+}
+
+/// The plain database's file in its directory.
+const FILE: &str = "floor.sqlite";
+
+fn read_rows(conn: &Connection) -> Result<usize> {
+    let mut stmt = conn.prepare_cached("SELECT rid, branch, text FROM rows ORDER BY rid DESC")?;
+    let rows =
+        stmt.query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, String>(2)?)))?;
+    Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?.len())
 }
 
 fn journal(conn: &Connection, i: usize, text: &str) -> Result<()> {
@@ -143,6 +156,14 @@ pub fn process(db: &Path, runs: usize) -> Result<Vec<f64>> {
             Ok(elapsed)
         })
         .collect()
+}
+
+/// [`process`] on a copy of `db`, which the floor's insert leaves as it was.
+pub fn process_on_copy(db: &Path, runs: usize) -> Result<Vec<f64>> {
+    let dir = tempfile::Builder::new().prefix("memctl-bench-floor-").tempdir()?;
+    let copy = dir.path().join("memory.sqlite");
+    std::fs::copy(db, &copy)?;
+    process(&copy, runs)
 }
 
 /// What [`process`] measures, for the table's floor notes.

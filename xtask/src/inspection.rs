@@ -78,11 +78,7 @@ pub fn inspection(quick: bool, out_dir: &Path) -> Result<(Vec<Row>, Value)> {
     let mut medians = Vec::new();
     let mut detail = json!({"depth": depth, "branches": branches, "events_in_view": events, "runs": runs});
     // The process floor writes a row, so it runs on a copy: the kept database stays as built.
-    let copy_dir = tempfile::Builder::new().prefix("memctl-bench-inspection-").tempdir()?;
-    let copy = copy_dir.path().join("memory.sqlite");
-    std::fs::copy(&path, &copy).with_context(|| format!("copying {}", path.display()))?;
-    let floor = Floor::new(median(&crate::floor::process(&copy, runs)?), crate::floor::PROCESS);
-    drop(copy_dir);
+    let floor = Floor::new(median(&crate::floor::process_on_copy(&path, runs)?), crate::floor::PROCESS);
     for (name, args) in &calls {
         call(args).with_context(|| name.to_string())?; // warm the page cache
         let times = (0..runs).map(|_| call(args)).collect::<Result<Vec<f64>>>()?;

@@ -27,8 +27,11 @@ pub fn words(text: &str) -> impl Iterator<Item = String> + '_ {
 /// bm25, stored with it (`archival.tokens`) so a search reads it with the row's seq. Counts what
 /// [`Query::term_counts`] counts.
 pub fn token_count(haystacks: &[&str]) -> u32 {
-    let words = |h: &&str| h.split(|c: char| !is_word_char(c)).filter(|w| !w.is_empty()).count();
-    haystacks.iter().map(words).sum::<usize>() as u32
+    let words = |h: &&str| match h.is_ascii() {
+        true => ascii_word_count(h.as_bytes()),
+        false => h.split(|c: char| !is_word_char(c)).filter(|w| !w.is_empty()).count() as u32,
+    };
+    haystacks.iter().map(words).sum()
 }
 
 /// The token characters of FTS5's `unicode61` with categories `L* N* Co M*`: letters, digits,
@@ -397,9 +400,9 @@ impl Query {
         (expression, phrases)
     }
 
-    /// How often each query word occurs in `haystacks`, and how many words they hold in all:
-    /// what FTS5 reports for an indexed row (fts_match.rs), computed from the texts. Runs over
-    /// every visible record in the fallback, so ASCII words are compared without allocating.
+    /// How often each query word occurs in `haystacks`, and how many words they hold in all
+    /// ([`token_count`]), computed from the texts. Runs over every visible record in the
+    /// fallback, so ASCII text takes a faster path than comparing word by word.
     pub fn term_counts(&self, haystacks: &[&str]) -> TermCounts {
         let mut counts = TermCounts { tokens: 0, tf: vec![0; self.words.len()] };
         let mut folded = String::new();
@@ -518,6 +521,13 @@ mod tests {
     use proptest::prelude::*;
 
     proptest! {
+        /// The stored length of a record is the length its keyword counts give it.
+        #[test]
+        fn token_count_is_term_counts_length(text in "\\PC{0,40}", tags in "[a-z: é\u{301}]{0,12}") {
+            let counts = Query::parse("x").term_counts(&[&text, &tags]);
+            prop_assert_eq!(token_count(&[&text, &tags]), counts.tokens);
+        }
+
         /// The ASCII fast path counts what comparing every word with every query word counts.
         #[test]
         fn ascii_counts_are_word_comparisons(text in "[a-cA-C0-9 .:-]{0,60}", query in "[a-cA-C0-9 ]{1,12}") {

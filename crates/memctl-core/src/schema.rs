@@ -312,7 +312,7 @@ CREATE INDEX promoted_branch ON promoted(branch);
     // A record's length in words (text and tags, split as the index splits them), which bm25
     // needs of every match: a search reads it from a narrow index by seq, where asking FTS5 ran
     // a statement per match, and the index stops keeping sizes (`columnsize=0`). Existing
-    // records are counted here; the index is rebuilt after the migrations (`migrate`).
+    // records are counted here; the index is filled after the migrations (`migrate`).
     Migration {
         name: "20261125_archival_tokens",
         sql: r#"
@@ -462,9 +462,15 @@ fn migrate(conn: &Connection) -> Result<()> {
             conn.pragma_update(None, "user_version", (index + 1) as i64)?;
         }
         if fts5 && current < FTS_CREATED {
-            // Leaves sized before the index is filled, so the rebuilt index has them too.
+            // Leaves sized before the index is filled, so the filled index has them too. Only
+            // versions with text are indexed, as every write indexes them ('rebuild' would index
+            // deletes too, entries gc never removes).
             fit_fts_leaves(conn)?;
-            conn.execute("INSERT INTO archival_fts(archival_fts) VALUES ('rebuild')", [])?;
+            conn.execute(
+                "INSERT INTO archival_fts(rowid, text, tags, branch)
+                 SELECT seq, text, tags, branch FROM archival WHERE text IS NOT NULL",
+                [],
+            )?;
         }
         Ok(())
     })();

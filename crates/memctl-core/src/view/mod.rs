@@ -500,10 +500,11 @@ pub(crate) fn archival_fts_matches(
     let bids: Vec<i64> = path.branches().iter().map(|b| b.bid).collect();
     let (expression, first_branch) = query.fts_expression(tags, &bids);
     let forks = fts_match::encode_forks(path.branches().iter().map(|b| b.fork_seq));
-    // Each match's length comes from the narrow `(seq, tokens)` index: one short seek per match.
+    // Each match's length comes from the narrow `(seq, tokens)` index: one short seek per match
+    // (CROSS JOIN keeps the index's matches the outer loop whatever the table statistics say).
     let mut stmt = store.conn.prepare_cached(&format!(
         "SELECT archival_fts.rowid, {}(archival_fts, ?2, ?3, ?4), t.tokens
-         FROM archival_fts JOIN archival t INDEXED BY archival_seq_tokens ON t.seq = archival_fts.rowid
+         FROM archival_fts CROSS JOIN archival t INDEXED BY archival_seq_tokens ON t.seq = archival_fts.rowid
          WHERE archival_fts MATCH ?1",
         fts_match::FUNCTION
     ))?;

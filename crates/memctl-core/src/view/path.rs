@@ -84,8 +84,14 @@ pub(crate) fn load(store: &Store, path: &BranchPath) -> Result<()> {
     Ok(())
 }
 
+/// A branch row `b` with its parent's id (a LEFT JOIN as `p`), as [`branch_from_row`] reads it.
 const BRANCH_COLUMNS: &str =
     "b.bid, b.id, b.node_uid, p.id, b.depth, b.fork_seq, b.created_at, b.meta, b.anchored, \
+                              b.status, b.status_note";
+
+/// [`BRANCH_COLUMNS`] without the join: the parent's id is left NULL, for the caller to fill.
+const BRANCH_COLUMNS_UNJOINED: &str =
+    "b.bid, b.id, b.node_uid, NULL, b.depth, b.fork_seq, b.created_at, b.meta, b.anchored, \
                               b.status, b.status_note";
 
 fn branch_from_row(row: &Row<'_>) -> rusqlite::Result<Branch> {
@@ -241,7 +247,7 @@ impl Store {
     fn read_path(&self, branch: &Branch, stop_at_anchor: bool) -> Result<BranchPath> {
         // Each branch's parent is the next on the path: its id is taken from there rather than
         // joined per row; only the last branch's parent (above an anchor) is looked up.
-        let columns = BRANCH_COLUMNS.replace("p.id", "NULL");
+        let columns = BRANCH_COLUMNS_UNJOINED;
         let sql = format!(
             "WITH RECURSIVE up(bid, step) AS (
                  SELECT ?1, 0
