@@ -12,7 +12,7 @@ use std::path::PathBuf;
 #[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "Global options")]
 pub struct GlobalArgs {
-    /// Database file [default: config db_path, else ./memory.sqlite]
+    /// SQLite database file (not a URL) [default: config db_path, else ./memory.sqlite]
     #[arg(long, global = true, env = "MEMCTL_DB", hide_env_values = true, value_name = "PATH")]
     pub db: Option<PathBuf>,
 
