@@ -760,14 +760,19 @@ fn read_only_is_true_only_when_the_block_only_reads() {
 
 #[test]
 fn results_block_shows_core_archival_and_recall_reads() {
-    let sb = Sandbox::initialized();
+    for db in backends("results_block_shows_core_archival_and_recall_reads") {
+        results_block_shows_core_archival_and_recall_reads_on(&Sandbox::initialized_on(&db));
+    }
+}
+
+fn results_block_shows_core_archival_and_recall_reads_on(sb: &Sandbox) {
     sb.ok(&["branch", "create", "root"]);
     sb.ok(&["core", "set", "root", "best_tile", "64"]);
-    add(&sb, "root", "tile 64 is the fastest tile size", &["perf", "gpu"]);
-    add(&sb, "root", "tile 128 spills registers", &["negative_result"]);
-    add(&sb, "root", "unrelated record", &["misc"]);
-    append(&sb, "root", "metric", "runtime 12.4 s with tile 64");
-    append(&sb, "root", "error", "tile 256 runtime error: out of memory");
+    add(sb, "root", "tile 64 is the fastest tile size", &["perf", "gpu"]);
+    add(sb, "root", "tile 128 spills registers", &["negative_result"]);
+    add(sb, "root", "unrelated record", &["misc"]);
+    append(sb, "root", "metric", "runtime 12.4 s with tile 64");
+    append(sb, "root", "error", "tile 256 runtime error: out of memory");
     sb.ok(&["fork", "root", "child"]);
     let block = r#"<memory_update>{"core_get": ["best_tile", "missing"], "archival_search": {"query": "tile", "k": 5}, "recall_search": {"query": "tile runtime", "k": 5}}</memory_update>"#;
     let text = sb.run_stdin(&["apply", "child", "-", "--results-block"], block).success();
@@ -791,14 +796,19 @@ fn results_block_shows_core_archival_and_recall_reads() {
 
 #[test]
 fn results_block_shows_at_most_ten_items_per_section() {
-    let sb = Sandbox::initialized();
+    for db in backends("results_block_shows_at_most_ten_items_per_section") {
+        results_block_shows_at_most_ten_items_per_section_on(&Sandbox::initialized_on(&db));
+    }
+}
+
+fn results_block_shows_at_most_ten_items_per_section_on(sb: &Sandbox) {
     sb.ok(&["branch", "create", "root"]);
     let mut keys = Vec::new();
     for i in 0..12 {
         sb.ok(&["core", "set", "root", &format!("key{i:02}"), &format!("value {i}")]);
         keys.push(format!("key{i:02}"));
-        add(&sb, "root", &format!("widget record number {i}"), &["alpha", "beta"]);
-        append(&sb, "root", "note", &format!("widget event number {i}"));
+        add(sb, "root", &format!("widget record number {i}"), &["alpha", "beta"]);
+        append(sb, "root", "note", &format!("widget event number {i}"));
     }
     let block = json!({
         "core_get": keys,
@@ -989,20 +999,25 @@ fn realistic_llm_response_end_to_end() {
 
 #[test]
 fn llm_writes_are_redacted_and_unknown_branches_are_exit_3() {
-    let sb = Sandbox::initialized();
+    for db in backends("llm_writes_are_redacted_and_unknown_branches_are_exit_3") {
+        llm_writes_are_redacted_and_unknown_branches_are_exit_3_on(&Sandbox::initialized_on(&db));
+    }
+}
+
+fn llm_writes_are_redacted_and_unknown_branches_are_exit_3_on(sb: &Sandbox) {
     sb.ok(&["branch", "create", "root"]);
     let block = r#"{"core": {"cfg": "api_key=abc123"}, "archival": "token: xyz", "recall": {"content": "password=hunter2"}}"#;
-    apply(&sb, "root", block);
+    apply(sb, "root", block);
     let all = sb.json(&["read", "root", "--all"]);
     assert_eq!(all["core"]["cfg"], "api_key=***");
     assert_eq!(all["archival"][0]["text"], "token: ***");
     assert_eq!(all["recall"]["events"][0]["text"], "password=***");
-    let before = dump(&sb);
+    let before = dump(sb);
     let message =
         sb.run_stdin(&["--json", "apply", "nope", "-"], r#"{"core": {"a": "b"}}"#).json_error(3, "not_found");
     assert!(message.contains("nope"), "{message}");
     sb.run_stdin(&["apply", "nope", "-"], r#"{"core_get": "a"}"#).text_error(3);
-    assert_eq!(dump(&sb), before, "no orphan rows");
+    assert_eq!(dump(sb), before, "no orphan rows");
 }
 
 // ---- bugs ---------------------------------------------------------------------------------------
@@ -1011,11 +1026,16 @@ fn llm_writes_are_redacted_and_unknown_branches_are_exit_3() {
 /// follows: `strip` removes exactly that first block, so `apply` should read exactly it.
 #[test]
 fn malformed_first_block_followed_by_a_closed_block_applies_the_first() {
-    let sb = Sandbox::initialized();
+    for db in backends("malformed_first_block_followed_by_a_closed_block_applies_the_first") {
+        malformed_first_block_followed_by_a_closed_block_applies_the_first_on(&Sandbox::initialized_on(&db));
+    }
+}
+
+fn malformed_first_block_followed_by_a_closed_block_applies_the_first_on(sb: &Sandbox) {
     sb.ok(&["branch", "create", "root"]);
     let response =
         r#"<memory_update>{"core": {"a": "1"}}/> then <memory_update>{"core": {"b": "2"}}</memory_update>"#;
     let out = sb.run_stdin(&["--json", "apply", "root", "-"], response);
     assert_eq!(out.code, 0, "{}", out.transcript());
-    assert_eq!(core(&sb, "root"), json!({"a": "1"}));
+    assert_eq!(core(sb, "root"), json!({"a": "1"}));
 }

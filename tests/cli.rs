@@ -68,21 +68,25 @@ fn init_creates_the_database_and_reports_it() {
 
 #[test]
 fn branch_create_fork_list_show_set_uid() {
-    let sb = Sandbox::initialized();
+    for db in backends("branch_create_fork_list_show_set_uid") {
+        branch_create_fork_list_show_set_uid_on(&Sandbox::initialized_on(&db));
+    }
+}
 
-    snap_ok(&sb, "branch_create_text", &["branch", "create", "root", "--meta", r#"{"task": "stencil"}"#]);
-    let created = snap_json(&sb, "branch_create_json", &["branch", "create", "second-root"]);
+fn branch_create_fork_list_show_set_uid_on(sb: &Sandbox) {
+    snap_ok(sb, "branch_create_text", &["branch", "create", "root", "--meta", r#"{"task": "stencil"}"#]);
+    let created = snap_json(sb, "branch_create_json", &["branch", "create", "second-root"]);
     check_fork(&created);
     assert_eq!(created["parent"], Value::Null);
     assert_eq!(int(&created, "depth"), 0);
     assert!(boolean(&created, "created"));
-    let again = snap_json(&sb, "branch_create_repeat_json", &["branch", "create", "second-root"]);
+    let again = snap_json(sb, "branch_create_repeat_json", &["branch", "create", "second-root"]);
     assert!(!boolean(&again, "created"), "creating an existing root is idempotent");
     assert_eq!(int(&again, "fork_seq"), int(&created, "fork_seq"));
 
     // fork PARENT ID
-    snap_ok(&sb, "fork_text", &["fork", "root", "omp"]);
-    let gpu = snap_json(&sb, "fork_json", &["fork", "root", "gpu"]);
+    snap_ok(sb, "fork_text", &["fork", "root", "omp"]);
+    let gpu = snap_json(sb, "fork_json", &["fork", "root", "gpu"]);
     check_fork(&gpu);
     assert_eq!(string(&gpu, "branch"), "gpu");
     assert_eq!(opt_string(&gpu, "parent"), Some("root"));
@@ -90,39 +94,39 @@ fn branch_create_fork_list_show_set_uid() {
     assert!(boolean(&gpu, "created"));
 
     // fork PARENT: a generated id (deterministic for a given database state)
-    snap_ok(&sb, "fork_generated_id_text", &["fork", "omp"]);
-    let generated = snap_json(&sb, "fork_generated_id_json", &["fork", "omp"]);
+    snap_ok(sb, "fork_generated_id_text", &["fork", "omp"]);
+    let generated = snap_json(sb, "fork_generated_id_json", &["fork", "omp"]);
     check_fork(&generated);
     let id = string(&generated, "branch");
     assert!(id.len() == 32 && id.chars().all(|c| c.is_ascii_hexdigit()), "generated id {id}");
     assert_eq!(int(&generated, "depth"), 2);
 
     // fork - ID: a root
-    snap_ok(&sb, "fork_dash_root_text", &["fork", "-", "third-root"]);
-    let root = snap_json(&sb, "fork_dash_root_json", &["fork", "-", "fourth-root"]);
+    snap_ok(sb, "fork_dash_root_text", &["fork", "-", "third-root"]);
+    let root = snap_json(sb, "fork_dash_root_json", &["fork", "-", "fourth-root"]);
     check_fork(&root);
     assert_eq!(root["parent"], Value::Null);
     assert_eq!(int(&root, "depth"), 0);
 
     // Idempotent repeat: same parent returns the existing branch.
-    snap_ok(&sb, "fork_repeat_text", &["fork", "root", "gpu"]);
-    let repeat = snap_json(&sb, "fork_repeat_json", &["fork", "root", "gpu"]);
+    snap_ok(sb, "fork_repeat_text", &["fork", "root", "gpu"]);
+    let repeat = snap_json(sb, "fork_repeat_json", &["fork", "root", "gpu"]);
     assert!(!boolean(&repeat, "created"));
     assert_eq!(int(&repeat, "fork_seq"), int(&gpu, "fork_seq"), "a repeat keeps the fork point");
     assert_eq!(int(&repeat, "depth"), 1);
 
     // --meta
     snap_ok(
-        &sb,
+        sb,
         "fork_meta_text",
         &["fork", "omp", "omp-pin", "--meta", r#"{"score": 0.8, "plan": "pin threads"}"#],
     );
-    let meta = snap_json(&sb, "fork_meta_json", &["fork", "gpu", "gpu-smem", "--meta", r#"{"score": 0.5}"#]);
+    let meta = snap_json(sb, "fork_meta_json", &["fork", "gpu", "gpu-smem", "--meta", r#"{"score": 0.5}"#]);
     check_fork(&meta);
 
     // branch list
-    snap_ok(&sb, "branch_list_text", &["branch", "list"]);
-    let list = snap_json(&sb, "branch_list_json", &["branch", "list"]);
+    snap_ok(sb, "branch_list_text", &["branch", "list"]);
+    let list = snap_json(sb, "branch_list_json", &["branch", "list"]);
     let branches = array(&list, "branches");
     branches.iter().for_each(check_branch);
     let ids: Vec<&str> = branches.iter().map(|b| string(b, "id")).collect();
@@ -133,8 +137,8 @@ fn branch_create_fork_list_show_set_uid() {
     assert_eq!(branches.len(), 10, "8 named branches and 2 generated ones");
 
     // branch show
-    snap_ok(&sb, "branch_show_text", &["branch", "show", "omp-pin"]);
-    let show = snap_json(&sb, "branch_show_json", &["branch", "show", "omp-pin"]);
+    snap_ok(sb, "branch_show_text", &["branch", "show", "omp-pin"]);
+    let show = snap_json(sb, "branch_show_json", &["branch", "show", "omp-pin"]);
     let branch = field(&show, "branch");
     check_branch(branch);
     assert_eq!(string(branch, "id"), "omp-pin");
@@ -146,14 +150,14 @@ fn branch_create_fork_list_show_set_uid() {
     }
 
     // branch set-uid, then the alias works wherever a branch is taken.
-    snap_ok(&sb, "branch_set_uid_text", &["branch", "set-uid", "omp-pin", "node-7"]);
-    let uid = snap_json(&sb, "branch_set_uid_json", &["branch", "set-uid", "omp", "node-1"]);
+    snap_ok(sb, "branch_set_uid_text", &["branch", "set-uid", "omp-pin", "node-7"]);
+    let uid = snap_json(sb, "branch_set_uid_json", &["branch", "set-uid", "omp", "node-1"]);
     assert_eq!(string(&uid, "branch"), "omp");
     assert_eq!(string(&uid, "node_uid"), "node-1");
-    snap_ok(&sb, "branch_show_by_uid_text", &["branch", "show", "node-7"]);
+    snap_ok(sb, "branch_show_by_uid_text", &["branch", "show", "node-7"]);
     let forked = sb.json(&["fork", "node-1", "omp-numa"]);
     assert_eq!(opt_string(&forked, "parent"), Some("omp"), "a node_uid works as a parent");
-    snap_ok(&sb, "branch_list_with_uids_text", &["branch", "list"]);
+    snap_ok(sb, "branch_list_with_uids_text", &["branch", "list"]);
     let list = sb.json(&["branch", "list"]);
     let pin = array(&list, "branches").iter().find(|b| string(b, "id") == "omp-pin").unwrap();
     assert_eq!(opt_string(pin, "node_uid"), Some("node-7"));
@@ -171,15 +175,20 @@ fn branch_list_of_an_empty_database() {
 
 #[test]
 fn core_set_get_del() {
-    let sb = Sandbox::initialized();
+    for db in backends("core_set_get_del") {
+        core_set_get_del_on(&Sandbox::initialized_on(&db));
+    }
+}
+
+fn core_set_get_del_on(sb: &Sandbox) {
     sb.ok(&["branch", "create", "root"]);
 
     snap_ok(
-        &sb,
+        sb,
         "core_set_text",
         &["core", "set", "root", "task", "Tune a 3D 7-point stencil", "--importance", "5"],
     );
-    let set = snap_json(&sb, "core_set_json", &["core", "set", "root", "baseline_s", "48.2", "-i", "4"]);
+    let set = snap_json(sb, "core_set_json", &["core", "set", "root", "baseline_s", "48.2", "-i", "4"]);
     assert_eq!(string(&set, "branch"), "root");
     assert_eq!(string(&set, "key"), "baseline_s");
     int(&set, "seq");
@@ -187,7 +196,7 @@ fn core_set_get_del() {
     let stdin =
         sb.run_stdin(&["core", "set", "root", "plan", "-"], "threads first,\nthen tiling\n").success();
     snap!("core_set_stdin_text", &stdin);
-    snap_ok(&sb, "core_set_ttl_text", &["core", "set", "root", "scratch", "try -O3 next", "--ttl", "30m"]);
+    snap_ok(sb, "core_set_ttl_text", &["core", "set", "root", "scratch", "try -O3 next", "--ttl", "30m"]);
 
     sb.ok(&["fork", "root", "child"]);
     sb.ok(&["core", "set", "root", "best_node", "child"]); // after the fork: child never sees it
@@ -195,8 +204,8 @@ fn core_set_get_del() {
     assert!(int(&child_set, "seq") > int(&set, "seq"));
 
     // get: every visible key, inherited ones included
-    snap_ok(&sb, "core_get_all_text", &["core", "get", "child"]);
-    let all = snap_json(&sb, "core_get_all_json", &["core", "get", "child"]);
+    snap_ok(sb, "core_get_all_text", &["core", "get", "child"]);
+    let all = snap_json(sb, "core_get_all_json", &["core", "get", "child"]);
     let core = object(&all, "core");
     assert_eq!(core["task"], "Tune a 3D 7-point stencil");
     assert_eq!(core["baseline_s"], "41.0", "the child's override wins");
@@ -205,14 +214,14 @@ fn core_set_get_del() {
     assert!(core.values().all(Value::is_string));
 
     // get: some keys, one missing
-    snap_ok(&sb, "core_get_some_text", &["core", "get", "child", "task", "best_node", "baseline_s"]);
-    let some = snap_json(&sb, "core_get_some_json", &["core", "get", "child", "task", "best_node"]);
+    snap_ok(sb, "core_get_some_text", &["core", "get", "child", "task", "best_node", "baseline_s"]);
+    let some = snap_json(sb, "core_get_some_json", &["core", "get", "child", "task", "best_node"]);
     assert_eq!(field(&some, "core"), &json!({"task": "Tune a 3D 7-point stencil", "best_node": null}));
 
     // get --explain
-    snap_ok(&sb, "core_get_explain_text", &["core", "get", "child", "--explain"]);
+    snap_ok(sb, "core_get_explain_text", &["core", "get", "child", "--explain"]);
     let explain = snap_json(
-        &sb,
+        sb,
         "core_get_explain_json",
         &["core", "get", "child", "--explain", "baseline_s", "task", "nope"],
     );
@@ -228,11 +237,11 @@ fn core_set_get_del() {
     assert_eq!(core["nope"], Value::Null);
 
     // the root's own view
-    snap_ok(&sb, "core_get_root_text", &["core", "get", "root"]);
+    snap_ok(sb, "core_get_root_text", &["core", "get", "root"]);
 
     // del: a tombstone in the child; the root keeps its keys
-    snap_ok(&sb, "core_del_text", &["core", "del", "child", "task", "nope"]);
-    let deleted = snap_json(&sb, "core_del_json", &["core", "del", "child", "baseline_s"]);
+    snap_ok(sb, "core_del_text", &["core", "del", "child", "task", "nope"]);
+    let deleted = snap_json(sb, "core_del_json", &["core", "del", "child", "baseline_s"]);
     assert_eq!(strings(&deleted, "deleted"), ["baseline_s"]);
     let child = sb.json(&["core", "get", "child", "task", "baseline_s", "plan"]);
     assert_eq!(
@@ -241,7 +250,7 @@ fn core_set_get_del() {
     );
     let root = sb.json(&["core", "get", "root", "task", "baseline_s"]);
     assert_eq!(field(&root, "core"), &json!({"task": "Tune a 3D 7-point stencil", "baseline_s": "48.2"}));
-    snap_ok(&sb, "core_get_after_del_text", &["core", "get", "child"]);
+    snap_ok(sb, "core_get_after_del_text", &["core", "get", "child"]);
 
     // TTL: invisible once written_at + ttl < now (MEMCTL_NOW one hour later)
     let later = [("MEMCTL_NOW", "2026-01-02T04:04:05Z")];
@@ -257,11 +266,16 @@ fn core_set_get_del() {
 
 #[test]
 fn recall_append_list_search_evict() {
-    let sb = Sandbox::initialized();
+    for db in backends("recall_append_list_search_evict") {
+        recall_append_list_search_evict_on(&Sandbox::initialized_on(&db));
+    }
+}
+
+fn recall_append_list_search_evict_on(sb: &Sandbox) {
     sb.ok(&["branch", "create", "root"]);
 
     snap_ok(
-        &sb,
+        sb,
         "recall_append_text",
         &[
             "recall",
@@ -289,7 +303,7 @@ fn recall_append_list_search_evict() {
         "-t",
         "gpu",
     ];
-    let metric = snap_json(&sb, "recall_append_json", &metric_args);
+    let metric = snap_json(sb, "recall_append_json", &metric_args);
     int(&metric, "id");
     assert!(!boolean(&metric, "skipped"));
 
@@ -316,8 +330,8 @@ fn recall_append_list_search_evict() {
     assert_eq!(int(&duplicate, "id"), int(&metric, "id"));
 
     // list: the view, newest first; the root's later note is not in it
-    snap_ok(&sb, "recall_list_text", &["recall", "list", "child"]);
-    let list = snap_json(&sb, "recall_list_json", &["recall", "list", "child"]);
+    snap_ok(sb, "recall_list_text", &["recall", "list", "child"]);
+    let list = snap_json(sb, "recall_list_json", &["recall", "list", "child"]);
     check_recall(&list);
     assert_eq!(
         event_texts(&list),
@@ -333,30 +347,30 @@ fn recall_append_list_search_evict() {
     let first_metric = array(&list, "events").iter().find(|e| string(e, "kind") == "metric").unwrap();
     assert_eq!(strings(first_metric, "tags"), ["phase:tune", "gpu"]);
     assert_eq!(check_ts(first_metric), NOW_EPOCH);
-    snap_ok(&sb, "recall_list_limit_text", &["recall", "list", "child", "--limit", "2"]);
-    let limited = snap_json(&sb, "recall_list_limit_json", &["recall", "list", "child", "-n", "1"]);
+    snap_ok(sb, "recall_list_limit_text", &["recall", "list", "child", "--limit", "2"]);
+    let limited = snap_json(sb, "recall_list_limit_json", &["recall", "list", "child", "-n", "1"]);
     assert_eq!(event_texts(&limited), ["line one\nline two"]);
-    snap_ok(&sb, "recall_list_root_text", &["recall", "list", "root"]);
+    snap_ok(sb, "recall_list_root_text", &["recall", "list", "root"]);
 
     // search: words, any characters
-    snap_ok(&sb, "recall_search_text", &["recall", "search", "child", "runtime baseline"]);
+    snap_ok(sb, "recall_search_text", &["recall", "search", "child", "runtime baseline"]);
     let found = snap_json(
-        &sb,
+        sb,
         "recall_search_json",
         &["recall", "search", "child", "Error: 'stencil.o' -O3", "-k", "5"],
     );
     array(&found, "events").iter().for_each(check_event);
     let texts = event_texts(&found);
     assert!(texts.contains(&"make: *** [stencil.o] Error 1".to_string()), "{texts:?}");
-    snap_ok(&sb, "recall_search_no_match_text", &["recall", "search", "child", "late root"]);
-    let none = snap_json(&sb, "recall_search_no_match_json", &["recall", "search", "child", "late"]);
+    snap_ok(sb, "recall_search_no_match_text", &["recall", "search", "child", "late root"]);
+    let none = snap_json(sb, "recall_search_no_match_json", &["recall", "search", "child", "late"]);
     assert!(array(&none, "events").is_empty(), "a sibling's or later parent's events never match");
 
     // evict --kind, --oldest, --id
     sb.ok(&["recall", "append", "child", "--kind", "debug", "printf at line 40"]);
     sb.ok(&["recall", "append", "child", "--kind", "debug", "printf at line 41"]);
-    snap_ok(&sb, "recall_evict_kind_text", &["recall", "evict", "child", "--kind", "debug"]);
-    let oldest = snap_json(&sb, "recall_evict_oldest_json", &["recall", "evict", "child", "--oldest", "1"]);
+    snap_ok(sb, "recall_evict_kind_text", &["recall", "evict", "child", "--kind", "debug"]);
+    let oldest = snap_json(sb, "recall_evict_oldest_json", &["recall", "evict", "child", "--oldest", "1"]);
     assert_eq!(ints(&oldest, "evicted").len(), 1);
     int(&oldest, "archived");
     let root_view = sb.json(&["recall", "list", "root"]);
@@ -365,32 +379,32 @@ fn recall_append_list_search_evict() {
         "evicting an inherited event only hides it from the child"
     );
     let error_id = int(&sb.json(&["recall", "search", "child", "stencil.o", "-k", "1"])["events"][0], "id");
-    snap_ok(&sb, "recall_evict_id_text", &["recall", "evict", "child", "--id", &error_id.to_string()]);
+    snap_ok(sb, "recall_evict_id_text", &["recall", "evict", "child", "--id", &error_id.to_string()]);
     let note_id = int(&note, "id").to_string();
     let metric_id = int(&metric, "id").to_string();
     let by_id = snap_json(
-        &sb,
+        sb,
         "recall_evict_ids_json",
         &["recall", "evict", "child", "--id", &note_id, "--id", &metric_id],
     );
     let mut evicted = ints(&by_id, "evicted");
     evicted.sort();
     assert_eq!(evicted, [int(&metric, "id"), int(&note, "id")]);
-    snap_ok(&sb, "recall_evict_nothing_text", &["recall", "evict", "child", "--kind", "plan"]);
-    let nothing = snap_json(&sb, "recall_evict_nothing_json", &["recall", "evict", "child", "--oldest", "3"]);
+    snap_ok(sb, "recall_evict_nothing_text", &["recall", "evict", "child", "--kind", "plan"]);
+    let nothing = snap_json(sb, "recall_evict_nothing_json", &["recall", "evict", "child", "--oldest", "3"]);
     assert!(ints(&nothing, "evicted").is_empty());
-    snap_ok(&sb, "recall_list_after_evict_text", &["recall", "list", "child"]);
+    snap_ok(sb, "recall_list_after_evict_text", &["recall", "list", "child"]);
     // and the other way round: --oldest in text, --kind in JSON
     sb.ok(&["recall", "append", "child", "--kind", "debug", "printf at line 42"]);
     sb.ok(&["recall", "append", "child", "--kind", "metric", "runtime 11.9 s"]);
     sb.ok(&["recall", "append", "child", "--kind", "debug", "printf at line 43"]);
-    snap_ok(&sb, "recall_evict_oldest_text", &["recall", "evict", "child", "--oldest", "1"]);
-    let kind = snap_json(&sb, "recall_evict_kind_json", &["recall", "evict", "child", "--kind", "debug"]);
+    snap_ok(sb, "recall_evict_oldest_text", &["recall", "evict", "child", "--oldest", "1"]);
+    let kind = snap_json(sb, "recall_evict_kind_json", &["recall", "evict", "child", "--kind", "debug"]);
     assert_eq!(ints(&kind, "evicted").len(), 1);
     assert_eq!(event_texts(&sb.json(&["recall", "list", "child"])), ["runtime 11.9 s"]);
     // the evicted texts are kept in archival
     snap_ok(
-        &sb,
+        sb,
         "recall_evicted_in_archival_text",
         &["archival", "search", "child", "--tag", "EVICTED_RECALL"],
     );
@@ -400,11 +414,16 @@ fn recall_append_list_search_evict() {
 
 #[test]
 fn archival_add_get_update_delete_search() {
-    let sb = Sandbox::initialized();
+    for db in backends("archival_add_get_update_delete_search") {
+        archival_add_get_update_delete_search_on(&Sandbox::initialized_on(&db));
+    }
+}
+
+fn archival_add_get_update_delete_search_on(sb: &Sandbox) {
     sb.ok(&["branch", "create", "root"]);
 
     snap_ok(
-        &sb,
+        sb,
         "archival_add_text",
         &[
             "archival",
@@ -435,16 +454,16 @@ fn archival_add_get_update_delete_search() {
         "--tag",
         "gpu",
     ];
-    snap_ok(&sb, "archival_add_duplicate_text", &duplicate_args);
-    let duplicate = snap_json(&sb, "archival_add_duplicate_json", &duplicate_args);
+    snap_ok(sb, "archival_add_duplicate_text", &duplicate_args);
+    let duplicate = snap_json(sb, "archival_add_duplicate_json", &duplicate_args);
     assert!(boolean(&duplicate, "skipped"));
     let tiling_id = id_of(&duplicate);
 
     sb.ok(&["fork", "root", "child"]);
 
     // get
-    snap_ok(&sb, "archival_get_text", &["archival", "get", "child", &tiling_id]);
-    let got = snap_json(&sb, "archival_get_json", &["archival", "get", "child", &idea_id]);
+    snap_ok(sb, "archival_get_text", &["archival", "get", "child", &tiling_id]);
+    let got = snap_json(sb, "archival_get_json", &["archival", "get", "child", &idea_id]);
     let record = field(&got, "record");
     check_record(record, false);
     assert_eq!(string(record, "text"), "## Idea\nCache-aware tiling for a 7-point stencil");
@@ -452,24 +471,24 @@ fn archival_add_get_update_delete_search() {
 
     // update: text (tags kept), tags, --clear-tags; the root keeps its version
     snap_ok(
-        &sb,
+        sb,
         "archival_update_text_text",
         &["archival", "update", "child", &tiling_id, "--text", "Tiling 64x64: +21% after pinning threads"],
     );
     let updated = sb.json(&["archival", "get", "child", &tiling_id]);
     assert_eq!(string(&updated["record"], "text"), "Tiling 64x64: +21% after pinning threads");
     assert_eq!(strings(&updated["record"], "tags"), ["result", "gpu"], "tags are kept unless given");
-    snap_ok(&sb, "archival_get_root_version_text", &["archival", "get", "root", &tiling_id]);
+    snap_ok(sb, "archival_get_root_version_text", &["archival", "get", "root", &tiling_id]);
     let tags = snap_json(
-        &sb,
+        sb,
         "archival_update_tags_json",
         &["archival", "update", "child", &tiling_id, "--tag", "result", "--tag", "verified"],
     );
     assert_eq!(id_of(&tags), tiling_id, "a record keeps its id across versions");
     int(&tags, "seq");
-    snap_ok(&sb, "archival_get_after_tags_text", &["archival", "get", "child", &tiling_id]);
+    snap_ok(sb, "archival_get_after_tags_text", &["archival", "get", "child", &tiling_id]);
     snap_ok(
-        &sb,
+        sb,
         "archival_update_tags_text",
         &["archival", "update", "child", &tiling_id, "-t", "result", "-t", "verified", "-t", "a100"],
     );
@@ -477,13 +496,13 @@ fn archival_add_get_update_delete_search() {
     assert_eq!(strings(&retagged["record"], "tags"), ["result", "verified", "a100"]);
     assert_eq!(string(&retagged["record"], "text"), "Tiling 64x64: +21% after pinning threads", "text kept");
     snap_ok(
-        &sb,
+        sb,
         "archival_update_clear_tags_text",
         &["archival", "update", "child", &tiling_id, "--clear-tags"],
     );
     sb.ok(&["archival", "update", "child", &tiling_id, "--tag", "result"]);
     let clear = snap_json(
-        &sb,
+        sb,
         "archival_update_clear_tags_json",
         &["archival", "update", "child", &tiling_id, "--clear-tags"],
     );
@@ -511,9 +530,9 @@ fn archival_add_get_update_delete_search() {
         "negative_result",
     ]);
     sb.ok(&["archival", "add", "child", "Memory bandwidth bound: 11.8 GB/s at 64 threads"]);
-    snap_ok(&sb, "archival_search_text", &["archival", "search", "child", "out of memory"]);
+    snap_ok(sb, "archival_search_text", &["archival", "search", "child", "out of memory"]);
     let found =
-        snap_json(&sb, "archival_search_json", &["archival", "search", "child", "out of memory", "-k", "5"]);
+        snap_json(sb, "archival_search_json", &["archival", "search", "child", "out of memory", "-k", "5"]);
     let results = array(&found, "results");
     results.iter().for_each(|r| check_record(r, true));
     assert_eq!(
@@ -522,16 +541,16 @@ fn archival_add_get_update_delete_search() {
         "more words rank first"
     );
     assert_eq!(results.len(), 2, "only matching records");
-    snap_ok(&sb, "archival_search_tag_text", &["archival", "search", "child", "--tag", "negative_result"]);
+    snap_ok(sb, "archival_search_tag_text", &["archival", "search", "child", "--tag", "negative_result"]);
     let tagged = snap_json(
-        &sb,
+        sb,
         "archival_search_tags_json",
         &["archival", "search", "child", "memory", "-t", "negative_result"],
     );
     assert_eq!(array(&tagged, "results").len(), 1, "tags are AND-ed with the query");
-    snap_ok(&sb, "archival_search_empty_query_text", &["archival", "search", "child"]);
+    snap_ok(sb, "archival_search_empty_query_text", &["archival", "search", "child"]);
     let newest =
-        snap_json(&sb, "archival_search_empty_query_json", &["archival", "search", "child", "-k", "2"]);
+        snap_json(sb, "archival_search_empty_query_json", &["archival", "search", "child", "-k", "2"]);
     let newest: Vec<&str> = array(&newest, "results").iter().map(|r| string(r, "text")).collect();
     assert_eq!(
         newest,
@@ -542,22 +561,22 @@ fn archival_add_get_update_delete_search() {
     snap!("archival_search_syntax_chars_text", &syntax);
 
     // delete: gone from the child's view only
-    snap_ok(&sb, "archival_delete_text", &["archival", "delete", "child", &tiling_id]);
-    let deleted = snap_json(&sb, "archival_delete_json", &["archival", "delete", "child", &idea_id]);
+    snap_ok(sb, "archival_delete_text", &["archival", "delete", "child", &tiling_id]);
+    let deleted = snap_json(sb, "archival_delete_json", &["archival", "delete", "child", &idea_id]);
     assert_eq!(id_of(&deleted), idea_id);
     assert!(boolean(&deleted, "deleted"));
     let gone = sb.run(&["archival", "get", "child", &tiling_id]).text_error(3);
     snap!("archival_get_deleted_text", &gone);
     sb.ok(&["archival", "get", "root", &tiling_id]);
-    snap_ok(&sb, "archival_search_after_delete_text", &["archival", "search", "child"]);
+    snap_ok(sb, "archival_search_after_delete_text", &["archival", "search", "child"]);
 }
 
 // ---- a small tree search and what each node sees (§2, read) -------------------------------------
 
 /// root (node-0) with two children, omp (node-1) and gpu (node-2), and a grandchild omp-pin
 /// (node-3). The root writes `best_node` after forking its children, so none of them sees it.
-fn scenario() -> Sandbox {
-    let sb = Sandbox::initialized();
+fn scenario(db: &Db) -> Sandbox {
+    let sb = Sandbox::initialized_on(db);
     let steps: &[&[&str]] = &[
         &["branch", "create", "root", "--meta", r#"{"task": "stencil"}"#],
         &["branch", "set-uid", "root", "node-0"],
@@ -658,19 +677,24 @@ fn scenario() -> Sandbox {
 
 #[test]
 fn scenario_reads() {
-    let sb = scenario();
-    snap_ok(&sb, "scenario_branch_list_text", &["branch", "list"]);
+    for db in backends("scenario_reads") {
+        scenario_reads_on(&scenario(&db));
+    }
+}
+
+fn scenario_reads_on(sb: &Sandbox) {
+    snap_ok(sb, "scenario_branch_list_text", &["branch", "list"]);
 
     // What each node sees, in text.
-    snap_ok(&sb, "scenario_read_root_text", &["read", "root"]);
-    snap_ok(&sb, "scenario_read_omp_text", &["read", "omp"]);
-    snap_ok(&sb, "scenario_read_gpu_text", &["read", "node-2"]);
-    snap_ok(&sb, "scenario_read_omp_pin_text", &["read", "omp-pin"]);
-    snap_ok(&sb, "scenario_read_scope_core_text", &["read", "omp-pin", "--scope", "core"]);
-    snap_ok(&sb, "scenario_read_scope_recall_text", &["read", "omp-pin", "--scope", "recall"]);
-    snap_ok(&sb, "scenario_read_scope_archival_text", &["read", "omp-pin", "--scope", "archival"]);
-    snap_ok(&sb, "scenario_core_explain_text", &["core", "get", "omp-pin", "--explain"]);
-    snap_ok(&sb, "scenario_archival_search_text", &["archival", "search", "omp-pin", "threads memory"]);
+    snap_ok(sb, "scenario_read_root_text", &["read", "root"]);
+    snap_ok(sb, "scenario_read_omp_text", &["read", "omp"]);
+    snap_ok(sb, "scenario_read_gpu_text", &["read", "node-2"]);
+    snap_ok(sb, "scenario_read_omp_pin_text", &["read", "omp-pin"]);
+    snap_ok(sb, "scenario_read_scope_core_text", &["read", "omp-pin", "--scope", "core"]);
+    snap_ok(sb, "scenario_read_scope_recall_text", &["read", "omp-pin", "--scope", "recall"]);
+    snap_ok(sb, "scenario_read_scope_archival_text", &["read", "omp-pin", "--scope", "archival"]);
+    snap_ok(sb, "scenario_core_explain_text", &["core", "get", "omp-pin", "--explain"]);
+    snap_ok(sb, "scenario_archival_search_text", &["archival", "search", "omp-pin", "threads memory"]);
 
     // A small window (config from the environment) against --all.
     let window = [("MEMCTL_RECALL_MAX_EVENTS", "2"), ("MEMCTL_RETRIEVAL_K", "1")];
@@ -684,7 +708,7 @@ fn scenario_reads() {
     assert_eq!(array(&all, "archival").len(), 3);
 
     // JSON reads and the view's rules.
-    let pin = snap_json(&sb, "scenario_read_omp_pin_json", &["read", "omp-pin"]);
+    let pin = snap_json(sb, "scenario_read_omp_pin_json", &["read", "omp-pin"]);
     assert_eq!(string(&pin, "branch"), "omp-pin");
     check_recall(field(&pin, "recall"));
     array(&pin, "archival").iter().for_each(|r| check_record(r, false));
@@ -706,7 +730,7 @@ fn scenario_reads() {
     let writers: BTreeSet<&str> = array(&pin, "archival").iter().map(|r| string(r, "branch")).collect();
     assert_eq!(writers, BTreeSet::from(["root", "omp", "omp-pin"]), "never the sibling gpu");
 
-    let gpu = snap_json(&sb, "scenario_read_gpu_json", &["read", "gpu", "--all"]);
+    let gpu = snap_json(sb, "scenario_read_gpu_json", &["read", "gpu", "--all"]);
     assert_eq!(
         field(&gpu, "core"),
         &json!({"task": "Tune a 3D 7-point Jacobi stencil (1024^3)", "baseline_s": "48.2", "status": "failed"})
@@ -725,14 +749,14 @@ fn scenario_reads() {
         ("archival", "archival", ["core", "recall"]),
     ] {
         let name = format!("scenario_read_scope_{scope}_json");
-        let value = snap_json(&sb, &name, &["read", "omp-pin", "--scope", scope]);
+        let value = snap_json(sb, &name, &["read", "omp-pin", "--scope", scope]);
         assert_eq!(string(&value, "branch"), "omp-pin");
         field(&value, present);
         for layer in absent {
             assert!(value.get(layer).is_none(), "--scope {scope} shows no {layer}: {value}");
         }
     }
-    let all = snap_json(&sb, "scenario_read_all_json", &["read", "omp-pin", "--all", "--scope", "all"]);
+    let all = snap_json(sb, "scenario_read_all_json", &["read", "omp-pin", "--all", "--scope", "all"]);
     for layer in ["core", "recall", "archival"] {
         field(&all, layer);
     }
@@ -742,7 +766,12 @@ fn scenario_reads() {
 
 #[test]
 fn log_lists_the_journal() {
-    let sb = scenario();
+    for db in backends("log_lists_the_journal") {
+        log_lists_the_journal_on(&scenario(&db));
+    }
+}
+
+fn log_lists_the_journal_on(sb: &Sandbox) {
     sb.ok(&["--phase", "improve", "--actor", "worker-3", "core", "set", "gpu", "status", "retrying"]);
     sb.run_env(
         &["recall", "append", "gpu", "--kind", "note", "retry with 512^3"],
@@ -750,8 +779,8 @@ fn log_lists_the_journal() {
     )
     .success();
 
-    snap_ok(&sb, "log_all_text", &["log"]);
-    let all = snap_json(&sb, "log_all_json", &["log"]);
+    snap_ok(sb, "log_all_text", &["log"]);
+    let all = snap_json(sb, "log_all_json", &["log"]);
     let ops = array(&all, "ops");
     ops.iter().for_each(check_op);
     assert!(ops.len() >= 26, "at least one op per mutating command");
@@ -767,13 +796,13 @@ fn log_lists_the_journal() {
     assert_eq!(later[1]["phase"], Value::Null);
     assert_eq!(later[1]["op"], "recall.append");
 
-    snap_ok(&sb, "log_branch_text", &["log", "omp"]);
-    let omp = snap_json(&sb, "log_branch_json", &["log", "node-1"]);
+    snap_ok(sb, "log_branch_text", &["log", "omp"]);
+    let omp = snap_json(sb, "log_branch_json", &["log", "node-1"]);
     let omp_ops = array(&omp, "ops");
     assert!(!omp_ops.is_empty() && omp_ops.iter().all(|op| op["branch"] == "omp"), "{omp}");
 
-    snap_ok(&sb, "log_limit_text", &["log", "-n", "3"]);
-    let last = snap_json(&sb, "log_limit_json", &["log", "gpu", "--limit", "2"]);
+    snap_ok(sb, "log_limit_text", &["log", "-n", "3"]);
+    let last = snap_json(sb, "log_limit_json", &["log", "gpu", "--limit", "2"]);
     let last = array(&last, "ops");
     assert_eq!(last.len(), 2);
     assert_eq!(last[1]["actor"], "worker-4", "the newest entries, still oldest first");
@@ -855,7 +884,12 @@ const UNKNOWN_BRANCH_COMMANDS: &[&[&str]] = &[
 
 #[test]
 fn unknown_branch_is_exit_3_and_writes_nothing() {
-    let sb = Sandbox::initialized();
+    for db in backends("unknown_branch_is_exit_3_and_writes_nothing") {
+        unknown_branch_is_exit_3_and_writes_nothing_on(&Sandbox::initialized_on(&db));
+    }
+}
+
+fn unknown_branch_is_exit_3_and_writes_nothing_on(sb: &Sandbox) {
     sb.ok(&["branch", "create", "root"]);
     let ops_before = array(&sb.json(&["log"]), "ops").len();
 
@@ -878,7 +912,12 @@ fn unknown_branch_is_exit_3_and_writes_nothing() {
 
 #[test]
 fn unknown_record_and_event_are_exit_3() {
-    let sb = Sandbox::initialized();
+    for db in backends("unknown_record_and_event_are_exit_3") {
+        unknown_record_and_event_are_exit_3_on(&Sandbox::initialized_on(&db));
+    }
+}
+
+fn unknown_record_and_event_are_exit_3_on(sb: &Sandbox) {
     sb.ok(&["branch", "create", "root"]);
     let get = sb.run(&["archival", "get", "root", "999"]).text_error(3);
     snap!("errors_unknown_record_text", &get);
@@ -891,7 +930,12 @@ fn unknown_record_and_event_are_exit_3() {
 
 #[test]
 fn conflicting_fork_is_exit_4() {
-    let sb = Sandbox::initialized();
+    for db in backends("conflicting_fork_is_exit_4") {
+        conflicting_fork_is_exit_4_on(&Sandbox::initialized_on(&db));
+    }
+}
+
+fn conflicting_fork_is_exit_4_on(sb: &Sandbox) {
     sb.ok(&["branch", "create", "root"]);
     sb.ok(&["fork", "root", "a"]);
     sb.ok(&["fork", "root", "b"]);
@@ -919,7 +963,12 @@ fn conflicting_fork_is_exit_4() {
 
 #[test]
 fn invalid_input_is_exit_1() {
-    let sb = Sandbox::initialized();
+    for db in backends("invalid_input_is_exit_1") {
+        invalid_input_is_exit_1_on(&Sandbox::initialized_on(&db));
+    }
+}
+
+fn invalid_input_is_exit_1_on(sb: &Sandbox) {
     sb.ok(&["branch", "create", "root"]);
 
     let too_long = "a".repeat(129);
@@ -1441,11 +1490,21 @@ fn fts_off_finds_the_same_records() {
 
 #[test]
 fn concurrent_writers_lose_nothing() {
-    const WORKERS: usize = 8;
+    for db in backends("concurrent_writers_lose_nothing") {
+        // Processes at once: 16 against a server, as many as the issue's test asks for.
+        let workers = match db {
+            Db::Sqlite => 8,
+            Db::Postgres(_) => 16,
+        };
+        concurrent_writers_on(&db, workers);
+    }
+}
+
+fn concurrent_writers_on(db: &Db, workers: usize) {
     const CALLS: usize = 200;
     const BRANCHES: [&str; 3] = ["c0", "c1", "c2"];
     // A budget large enough for every key, and no consolidation: all rows stay visible.
-    let sb = Sandbox::with_config("core_max_chars = 1000000\nauto_consolidate = false\n");
+    let sb = Sandbox::on(db, "core_max_chars = 1000000\nauto_consolidate = false\n");
     sb.ok(&["init"]);
     sb.ok(&["branch", "create", "root"]);
     for branch in BRANCHES {
@@ -1453,9 +1512,9 @@ fn concurrent_writers_lose_nothing() {
     }
 
     let started = Instant::now();
-    let barrier = std::sync::Barrier::new(WORKERS);
+    let barrier = std::sync::Barrier::new(workers);
     let failures: Vec<String> = std::thread::scope(|scope| {
-        let workers: Vec<_> = (0..WORKERS)
+        let handles: Vec<_> = (0..workers)
             .map(|worker| {
                 let (sb, barrier) = (&sb, &barrier);
                 scope.spawn(move || {
@@ -1477,16 +1536,20 @@ fn concurrent_writers_lose_nothing() {
                 })
             })
             .collect();
-        workers.into_iter().flat_map(|w| w.join().unwrap()).collect()
+        handles.into_iter().flat_map(|w| w.join().unwrap()).collect()
     });
     let elapsed = started.elapsed();
-    eprintln!("{} memctl calls from {WORKERS} processes at once: {elapsed:?}", WORKERS * CALLS);
+    eprintln!(
+        "{}: {} memctl calls from {workers} processes at once: {elapsed:?}",
+        db.name(),
+        workers * CALLS
+    );
     assert!(failures.is_empty(), "{} calls failed, e.g.:\n{}", failures.len(), failures[0]);
 
     for (index, branch) in BRANCHES.iter().enumerate() {
         let mut events = BTreeSet::new();
         let mut keys = BTreeSet::new();
-        for worker in 0..WORKERS {
+        for worker in 0..workers {
             for call in (0..CALLS).filter(|call| (worker + call) % BRANCHES.len() == index) {
                 if call % 2 == 0 {
                     events.insert(format!("w{worker} c{call}"));
@@ -1507,7 +1570,7 @@ fn concurrent_writers_lose_nothing() {
         }
     }
     let ops = sb.json(&["log"]);
-    assert_eq!(array(&ops, "ops").len(), 1 + BRANCHES.len() + WORKERS * CALLS, "one journal row per call");
+    assert_eq!(array(&ops, "ops").len(), 1 + BRANCHES.len() + workers * CALLS, "one journal row per call");
 }
 
 // ---- the README's Python snippet ----------------------------------------------------------------

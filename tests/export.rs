@@ -390,7 +390,12 @@ const FENCED_IDEA: &str = "# Idea: fenced steps\n\n## Experiments\nBuild, then s
 
 #[test]
 fn fenced_code_in_the_idea_is_never_a_heading_and_never_left_open() {
-    let sb = Sandbox::initialized();
+    for db in backends("fenced_code_in_the_idea_is_never_a_heading_and_never_left_open") {
+        fenced_code_in_the_idea_is_never_a_heading_and_never_left_open_on(&Sandbox::initialized_on(&db));
+    }
+}
+
+fn fenced_code_in_the_idea_is_never_a_heading_and_never_left_open_on(sb: &Sandbox) {
     sb.ok(&["branch", "create", "root"]);
     sb.ok(&["archival", "add", "root", FENCED_IDEA, "--tag", "IDEA_MD"]);
     sb.ok(&["export", "paper", "--branch", "root", "--out", "paper"]);

@@ -1,25 +1,98 @@
-//! PostgreSQL, against a real server (support/postgres.rs). This build opens SQLite files only:
-//! a PostgreSQL URL, by `--db` or `MEMCTL_DB`, is refused with exit 6 before anything is
-//! created, on disk or in the database.
+//! PostgreSQL, against a real server (support/postgres.rs): what only a server database has.
+//! The commands themselves run on both backends in the tests parameterised by backend
+//! (`backends()`: cli, apply, export, …), against the same snapshots.
 
 use crate::support::postgres::Cluster;
 use crate::support::*;
+use serde_json::json;
+use std::time::{Duration, Instant};
+
+fn cluster(test: &str) -> Option<&'static Cluster> {
+    Cluster::shared(test)
+}
 
 #[test]
-fn a_postgres_url_is_refused_and_nothing_is_created() {
-    let Some(cluster) = Cluster::start_or_skip("the PostgreSQL test") else { return };
-    assert_eq!(cluster.psql("postgres", "SELECT 1"), "1", "the server answers");
+fn a_url_selects_postgres_and_nothing_is_written_on_disk() {
+    let Some(cluster) = cluster("a_url_selects_postgres") else { return };
     let sb = Sandbox::new();
-    let url = cluster.url("postgres");
-    for args in [vec!["--db", url.as_str(), "init"], vec!["--db", url.as_str(), "branch", "list"]] {
-        let outcome = sb.run(&[&["--json"][..], &args[..]].concat());
-        let message = outcome.json_error(6, "incompatible_db");
-        assert!(message.contains("PostgreSQL URL") && !message.contains(&cluster.socket_dir()), "{message}");
-    }
-    sb.run_env(&["core", "set", "root", "k", "v"], &[("MEMCTL_DB", url.as_str())]).text_error(6);
+    let url = cluster.new_database();
+    let init = sb.json(&["--db", &url, "init"]);
+    assert_eq!(string(&init, "db"), url, "the URL as given (it holds no password)");
+    assert_eq!(int(&init, "schema_version"), memctl_core::SCHEMA_VERSION);
+    sb.run_env(&["branch", "create", "root"], &[("MEMCTL_DB", url.as_str())]).success();
+    sb.ok(&["--db", &url, "core", "set", "root", "goal", "tune"]);
+    let core = sb.json_env(&["core", "get", "root"], &[("MEMCTL_DB", url.as_str())]);
+    assert_eq!(field(&core, "core"), &json!({"goal": "tune"}));
     let entries: Vec<_> = std::fs::read_dir(sb.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert_eq!(entries, ["memctl.toml"], "no file or directory made of the URL");
-    let tables =
-        "SELECT count(*) FROM pg_tables WHERE schemaname NOT IN ('pg_catalog', 'information_schema')";
-    assert_eq!(cluster.psql("postgres", tables), "0", "nothing written to the server");
+    let tables = "SELECT count(*) FROM pg_tables WHERE schemaname = 'memctl'";
+    assert!(cluster.psql(&database(&url), tables).parse::<i64>().unwrap() >= 10, "memctl's own schema");
+}
+
+#[test]
+fn a_database_without_memctl_or_a_server_that_is_not_there_is_exit_6() {
+    let Some(cluster) = cluster("a_database_without_memctl") else { return };
+    let sb = Sandbox::new();
+    let url = cluster.new_database();
+    let message = sb.run(&["--json", "--db", &url, "branch", "list"]).json_error(6, "incompatible_db");
+    assert!(message.contains("no memctl schema"), "{message}");
+    let tables = "SELECT count(*) FROM pg_tables WHERE schemaname = 'memctl'";
+    assert_eq!(cluster.psql(&database(&url), tables), "0", "only init creates the schema");
+
+    let gone = "postgresql://memctl:s3cret@/nowhere?host=%2Fnonexistent";
+    let outcome = sb.run(&["--json", "--db", gone, "branch", "list"]);
+    let message = outcome.clone().json_error(6, "incompatible_db");
+    assert!(message.contains("cannot connect to PostgreSQL"), "{message}");
+    assert!(!outcome.stderr.contains("s3cret"), "the password is never shown: {}", outcome.stderr);
+    assert!(sb.run(&["--db", "postgres://[bad", "init"]).code != 0);
+}
+
+#[test]
+fn a_schema_from_a_newer_memctl_is_exit_6_and_untouched() {
+    let Some(cluster) = cluster("a_schema_from_a_newer_memctl") else { return };
+    let db = Db::Postgres(cluster.new_database());
+    let sb = Sandbox::initialized_on(&db);
+    sb.ok(&["branch", "create", "root"]);
+    let Db::Postgres(url) = &db else { unreachable!() };
+    cluster
+        .psql(&database(url), "INSERT INTO memctl.migrations(version, name) VALUES (99, 'from the future')");
+    let before = dump(&sb);
+    for args in [&["init"][..], &["core", "set", "root", "k", "v"], &["branch", "list"]] {
+        let message = sb.run(&[&["--json"][..], args].concat()).json_error(6, "incompatible_db");
+        assert!(message.contains("schema version 99"), "{message}");
+    }
+    assert_eq!(dump(&sb), before, "left untouched");
+}
+
+#[test]
+fn a_lock_held_past_the_timeout_is_exit_5() {
+    let Some(cluster) = cluster("a_lock_held_past_the_timeout") else { return };
+    let db = Db::Postgres(cluster.new_database());
+    let sb = Sandbox::initialized_on(&db);
+    sb.ok(&["branch", "create", "root"]);
+    sb.ok(&["core", "set", "root", "k", "before"]);
+    let Db::Postgres(url) = &db else { unreachable!() };
+    // Another writer's transaction holds the counter row (as a write in progress does).
+    let mut holder = url.parse::<::postgres::Config>().unwrap().connect(::postgres::NoTls).unwrap();
+    holder.batch_execute("BEGIN; SELECT * FROM memctl.meta WHERE key = 'next_seq' FOR UPDATE").unwrap();
+
+    let short_wait = [("MEMCTL_SQLITE__BUSY_TIMEOUT_MS", "200")];
+    let started = Instant::now();
+    let outcome = sb.exec(&["--json", "core", "set", "root", "k", "during"], None, &short_wait);
+    let waited = started.elapsed();
+    outcome.json_error(5, "busy");
+    assert!(waited >= Duration::from_millis(150), "it waited for the lock ({waited:?})");
+    assert!(waited < Duration::from_secs(10), "and gave up after the timeout ({waited:?})");
+    // Readers are not blocked by a writer.
+    let read = sb.json_env(&["core", "get", "root", "k"], &short_wait);
+    assert_eq!(field(&read, "core"), &json!({"k": "before"}));
+
+    holder.batch_execute("ROLLBACK").unwrap();
+    sb.run_env(&["core", "set", "root", "k", "after"], &short_wait).success();
+    assert_eq!(field(&sb.json(&["core", "get", "root", "k"]), "core"), &json!({"k": "after"}));
+}
+
+/// The database name of a cluster URL (`postgresql://user@/NAME?host=…`).
+fn database(url: &str) -> String {
+    url.rsplit_once('/').unwrap().1.split('?').next().unwrap().to_string()
 }

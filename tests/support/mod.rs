@@ -41,9 +41,39 @@ pub fn fixture(relative: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures").join(relative)
 }
 
+/// A database the end-to-end tests run on.
+#[derive(Debug, Clone)]
+pub enum Db {
+    /// `./memory.sqlite` in the sandbox.
+    Sqlite,
+    /// A new database of the shared PostgreSQL cluster, named by `db_path` in `memctl.toml`.
+    Postgres(String),
+}
+
+impl Db {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Db::Sqlite => "SQLite",
+            Db::Postgres(_) => "PostgreSQL",
+        }
+    }
+}
+
+/// The databases a test parameterised by backend runs on: an SQLite file, and a new PostgreSQL
+/// database when a server is at hand (required under CI, see postgres.rs).
+pub fn backends(test: &str) -> Vec<Db> {
+    let mut dbs = vec![Db::Sqlite];
+    if let Some(cluster) = postgres::Cluster::shared(test) {
+        dbs.push(Db::Postgres(cluster.new_database()));
+    }
+    dbs
+}
+
 /// A fresh working directory for one test.
 pub struct Sandbox {
     dir: tempfile::TempDir,
+    /// The database its commands use.
+    db: Db,
     /// The directory as the binary sees it (symlinks resolved), for scrubbing output.
     real: PathBuf,
 }
@@ -59,7 +89,29 @@ impl Sandbox {
         let dir = tempfile::Builder::new().prefix("memctl-cli-").tempdir().expect("temp dir");
         let real = std::fs::canonicalize(dir.path()).expect("canonical temp dir");
         std::fs::write(dir.path().join("memctl.toml"), config).expect("write memctl.toml");
-        Sandbox { dir, real }
+        Sandbox { dir, real, db: Db::Sqlite }
+    }
+
+    /// The database its commands use.
+    pub fn db(&self) -> &Db {
+        &self.db
+    }
+
+    /// A sandbox whose commands use `db` (with `config` as the rest of `memctl.toml`).
+    pub fn on(db: &Db, config: &str) -> Sandbox {
+        match db {
+            Db::Sqlite => Sandbox::with_config(config),
+            Db::Postgres(url) => {
+                Sandbox { db: db.clone(), ..Sandbox::with_config(&format!("db_path = \"{url}\"\n{config}")) }
+            }
+        }
+    }
+
+    /// A sandbox on `db` with the default configuration, initialized by `memctl init`.
+    pub fn initialized_on(db: &Db) -> Sandbox {
+        let sandbox = Sandbox::on(db, DEFAULT_CONFIG);
+        sandbox.ok(&["init"]);
+        sandbox
     }
 
     /// A sandbox with `./memory.sqlite` created by `memctl init`.
@@ -430,6 +482,9 @@ pub fn event_texts(value: &Value) -> Vec<String> {
 /// table's rows sorted, plus `user_version`: equal dumps mean an unchanged database. Opened
 /// read-only, between two commands.
 pub fn dump(sb: &Sandbox) -> Vec<(String, Vec<String>)> {
+    if let Db::Postgres(url) = &sb.db {
+        return postgres::dump(url);
+    }
     let conn = rusqlite::Connection::open_with_flags(
         sb.file("memory.sqlite"),
         rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,

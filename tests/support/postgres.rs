@@ -7,7 +7,9 @@
 //! never skips PostgreSQL silently (`.ci/run` installs the distribution's `postgresql`).
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::OnceLock;
 
 /// The cluster's superuser, trusted on the socket.
 const USER: &str = "memctl";
@@ -53,6 +55,55 @@ impl Cluster {
         let log = cluster.dir.path().join("server.log").display().to_string();
         cluster.server_tool("pg_ctl", &["-D", &data, "-l", &log, "-o", &options, "-w", "start"]);
         Some(cluster)
+    }
+
+    /// The cluster this test process shares (started on first use), or None with a notice when
+    /// the server binaries are missing (a failure under CI). It outlives the tests: a watchdog
+    /// stops it and removes its directory once the test process has exited.
+    pub fn shared(test: &str) -> Option<&'static Cluster> {
+        static SHARED: OnceLock<Option<Cluster>> = OnceLock::new();
+        let cluster = SHARED.get_or_init(|| {
+            let cluster = Cluster::start_or_skip("the PostgreSQL tests")?;
+            cluster.watch(std::process::id());
+            Some(cluster)
+        });
+        if cluster.is_none() {
+            eprintln!("NOTICE: {test} runs on SQLite only (no PostgreSQL server)");
+        }
+        cluster.as_ref()
+    }
+
+    /// A new, empty database on this cluster; its URL.
+    pub fn new_database(&self) -> String {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let name = format!("run_{}_{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
+        self.psql("postgres", &format!("CREATE DATABASE {name}"));
+        self.url(&name)
+    }
+
+    /// Starts a process that stops the server and removes its directory when process `pid`
+    /// has gone (a static is never dropped).
+    fn watch(&self, pid: u32) {
+        let data = self.data_dir();
+        let pg_ctl = self.bin.join("pg_ctl").display().to_string();
+        let stop = match self.run_as {
+            Some(user) => format!("runuser -u {user} -- {pg_ctl}"),
+            None => pg_ctl,
+        };
+        let dir = self.dir.path().display().to_string();
+        // The shell starts the watchdog in the background and returns at once.
+        let script = format!(
+            "(while kill -0 {pid} 2>/dev/null; do sleep 0.2; done; \
+              {stop} -D '{data}' -m immediate -w stop; rm -rf '{dir}') >/dev/null 2>&1 &"
+        );
+        let started = Command::new("sh")
+            .args(["-c", &script])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .expect("the cluster's watchdog starts");
+        assert!(started.success(), "the cluster's watchdog starts");
     }
 
     /// The directory of the server's socket (the cluster's own directory).
@@ -136,6 +187,24 @@ impl Drop for Cluster {
         let data = self.data_dir();
         let _ = self.server_command("pg_ctl").args(["-D", &data, "-m", "immediate", "-w", "stop"]).output();
     }
+}
+
+/// Every row of every table of memctl's schema at `url`, each table's rows sorted, plus the
+/// schema's version: [`super::dump`] for PostgreSQL.
+pub fn dump(url: &str) -> Vec<(String, Vec<String>)> {
+    let mut client = url.parse::<::postgres::Config>().unwrap().connect(::postgres::NoTls).unwrap();
+    let version: i64 = client.query_one("SELECT max(version) FROM memctl.migrations", &[]).unwrap().get(0);
+    let mut out = vec![("version".to_string(), vec![version.to_string()])];
+    let tables = client
+        .query("SELECT tablename::text FROM pg_tables WHERE schemaname = 'memctl' ORDER BY 1", &[])
+        .unwrap();
+    for table in tables.iter().map(|r| r.get::<_, String>(0)) {
+        let sql = format!("SELECT t::text FROM memctl.{table} t");
+        let mut rows: Vec<String> = client.query(&sql, &[]).unwrap().iter().map(|r| r.get(0)).collect();
+        rows.sort();
+        out.push((table, rows));
+    }
+    out
 }
 
 /// The directory holding `initdb`, `pg_ctl` and `psql`.

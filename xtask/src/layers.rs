@@ -20,10 +20,12 @@ const ENGINE_RULES: &[(&str, &[&str])] = &[
     ("rows", &[]),
     // Where long work reports its progress: a trait the store holds, knowing nothing else.
     ("progress", &[]),
-    // The store knows the schema and SQLite, and no layer.
-    ("store", &["checkpoint", "clock", "config", "error", "progress", "schema"]),
-    // The view reads through the store and nothing above it.
-    ("view", &["error", "query", "rows", "schema", "store"]),
+    // The database seam: SQL in, rows out, on SQLite or PostgreSQL; it knows no table.
+    ("db", &["error"]),
+    // The store knows the schema and the database, and no layer.
+    ("store", &["checkpoint", "clock", "config", "db", "error", "progress", "schema"]),
+    // The view reads through the store (and its connection) and nothing above it.
+    ("view", &["db", "error", "query", "rows", "schema", "store"]),
 ];
 
 /// The top-level modules of the crate whose sources are in `src` (the root file excluded

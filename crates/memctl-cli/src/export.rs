@@ -132,8 +132,10 @@ fn paper(ctx: &Context, args: PaperArgs) -> anyhow::Result<()> {
 
 fn html(ctx: &Context, args: HtmlArgs) -> anyhow::Result<()> {
     let store = ctx.open()?;
-    let title =
-        ctx.db.file_name().map_or_else(|| ctx.db.display().to_string(), |n| n.to_string_lossy().into());
+    let title = match memctl_core::Store::url(&ctx.db) {
+        Some(_) => ctx.db_label(),
+        None => ctx.db.file_name().map_or_else(|| ctx.db_label(), |n| n.to_string_lossy().into()),
+    };
     // The page is the data; --json changes nothing here.
     if is_stdout(&args.out) {
         return write_stdout(viewer_page(&store, &title)?.0.as_bytes());

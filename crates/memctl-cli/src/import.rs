@@ -49,7 +49,7 @@ pub fn run(ctx: &Context, command: ImportCommand) -> anyhow::Result<()> {
             "Imported {} into {}: {} branches, {} core values, {} events, {} archival records, \
              {} exclusions, {} summaries",
             report.source,
-            ctx.db.display(),
+            ctx.db_label(),
             report.branches,
             c.core,
             c.events,

@@ -7,7 +7,7 @@ use serde_json::json;
 pub fn run(ctx: &Context) -> anyhow::Result<()> {
     let store = ctx.open()?;
     let fts5 = store.uses_fts()?;
-    let db = ctx.db.display().to_string();
+    let db = ctx.db_label();
     ctx.emit(json!({"db": db, "schema_version": SCHEMA_VERSION, "fts5": fts5}), || {
         let search = if fts5 { "FTS5 search" } else { "keyword search (no FTS5)" };
         format!("Initialized {db} (schema {SCHEMA_VERSION}, {search})")

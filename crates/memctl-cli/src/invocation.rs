@@ -12,8 +12,9 @@ use std::path::PathBuf;
 #[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "Global options")]
 pub struct GlobalArgs {
-    /// SQLite database file (not a URL) [default: config db_path, else ./memory.sqlite]
-    #[arg(long, global = true, env = "MEMCTL_DB", hide_env_values = true, value_name = "PATH")]
+    /// SQLite database file, or PostgreSQL URL (postgres://user@host/dbname) [default: config
+    /// db_path, else ./memory.sqlite]
+    #[arg(long, global = true, env = "MEMCTL_DB", hide_env_values = true, value_name = "PATH|URL")]
     pub db: Option<PathBuf>,
 
     /// Configuration file [default: ./memctl.toml if present, else built-in defaults]
@@ -70,9 +71,9 @@ impl Context {
     /// Opens the database. Only `init` creates one (and its directory): elsewhere a missing or
     /// empty file is an error, so a mistyped path never silently starts an empty run.
     pub fn open(&self) -> Result<Store> {
-        Store::check_location(&self.db)?;
         let mut store = if self.creates {
-            if let Some(dir) = self.db.parent().filter(|d| !d.as_os_str().is_empty()) {
+            let file = Store::url(&self.db).is_none();
+            if let Some(dir) = self.db.parent().filter(|d| file && !d.as_os_str().is_empty()) {
                 std::fs::create_dir_all(dir)
                     .map_err(|e| Error::invalid(format!("cannot create directory {}: {e}", dir.display())))?;
             }
@@ -85,6 +86,11 @@ impl Context {
             store.set_progress(Box::new(TerminalProgress::default()));
         }
         Ok(store)
+    }
+
+    /// The database as it may be shown: its path, or its URL without the password.
+    pub fn db_label(&self) -> String {
+        Store::display_location(&self.db)
     }
 
     /// Prints a command's result: `json` with `--json`, else the text `text` renders.

@@ -1,13 +1,13 @@
 //! Archival memory (SPEC §4.4): long-term records with stable ids, versioned updates and
 //! tombstone deletes, searched with FTS5 or, with the same semantics, by keywords.
 
+use crate::db::params;
 use crate::error::{Error, Result};
 use crate::query::{bm25, token_count, Query, TermCounts};
 use crate::rows::{AppendOutcome, Record};
 use crate::store::{Store, Tx};
 use crate::stored_text::{content_hash, normalize_tags};
 use crate::view;
-use rusqlite::OptionalExtension;
 use serde::Serialize;
 use serde_json::json;
 
@@ -146,16 +146,14 @@ impl Tx<'_> {
         let tags_json = serde_json::to_string(&tags)?;
         let hash = content_hash(&[&text, &tags_json]);
         // An identical version of this branch that is still its record's current version.
-        let existing: Option<i64> = self
-            .conn
-            .prepare_cached(
-                "SELECT t.record_id FROM archival t WHERE t.branch = ?1 AND t.text_hash = ?2
+        let existing: Option<i64> = self.conn.query_opt(
+            "SELECT t.record_id FROM archival t WHERE t.branch = ?1 AND t.text_hash = ?2
                  AND NOT EXISTS (SELECT 1 FROM archival n WHERE n.record_id = t.record_id
                                  AND n.seq > t.seq AND n.branch = ?1)
                  LIMIT 1",
-            )?
-            .query_row(rusqlite::params![bid, hash], |r| r.get(0))
-            .optional()?;
+            params![bid, hash],
+            |r| r.get(0),
+        )?;
         if let Some(id) = existing {
             return Ok(AppendOutcome { id, skipped: true });
         }
@@ -175,18 +173,16 @@ impl Tx<'_> {
         hash: Option<&[u8; 32]>,
     ) -> Result<()> {
         let tokens = text.map_or(0, |text| token_count(&[text, tags_json]));
-        self.conn
-            .prepare_cached(
-                "INSERT INTO archival(seq, record_id, branch, text, tags, text_hash, created_at, tokens)
+        self.conn.execute(
+            "INSERT INTO archival(seq, record_id, branch, text, tags, text_hash, created_at, tokens)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-            )?
-            .execute(rusqlite::params![seq, record_id, bid, text, tags_json, hash, self.now(), tokens])?;
+            params![seq, record_id, bid, text, tags_json, hash, self.now(), tokens],
+        )?;
         if let (Some(text), true) = (text, self.fts_table()?) {
-            self.conn
-                .prepare_cached(
-                    "INSERT INTO archival_fts(rowid, text, tags, branch) VALUES (?1, ?2, ?3, ?4)",
-                )?
-                .execute(rusqlite::params![seq, text, tags_json, bid])?;
+            self.conn.execute(
+                "INSERT INTO archival_fts(rowid, text, tags, branch) VALUES (?1, ?2, ?3, ?4)",
+                params![seq, text, tags_json, bid],
+            )?;
         }
         Ok(())
     }

@@ -1,6 +1,7 @@
 //! Branches: creating roots and forks, node_uid aliases and the runner's metadata (SPEC §4.1).
 //! Finding branches and their paths is the view's (view/path.rs).
 
+use crate::db::params;
 use crate::error::{Error, ErrorKind, Result};
 use crate::rows::{Branch, BranchStatus};
 use crate::store::{Store, Tx};
@@ -97,27 +98,22 @@ impl Tx<'_> {
             }
             _ => None,
         };
-        let bid = self
-            .conn
-            .prepare_cached(
-                "INSERT INTO branches(id, parent, fork_seq, depth, created_at, inherited_events, anchored)
+        let bid = self.conn.query_one(
+            "INSERT INTO branches(id, parent, fork_seq, depth, created_at, inherited_events, anchored)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) RETURNING bid",
-            )?
-            .query_row(
-                rusqlite::params![
-                    id,
-                    parent.map(|p| p.bid),
-                    fork_seq,
-                    depth,
-                    self.now(),
-                    inherited_events as i64,
-                    anchor.is_some()
-                ],
-                |r| r.get::<_, i64>(0),
-            )?;
-        let mut insert = self.conn.prepare_cached("INSERT INTO anchor_rows(branch, seq) VALUES (?1, ?2)")?;
+            params![
+                id,
+                parent.map(|p| p.bid),
+                fork_seq,
+                depth,
+                self.now(),
+                inherited_events as i64,
+                anchor.is_some()
+            ],
+            |r| r.get::<i64>(0),
+        )?;
         for seq in anchor.iter().flatten() {
-            insert.execute([bid, *seq])?;
+            self.conn.execute("INSERT INTO anchor_rows(branch, seq) VALUES (?1, ?2)", [bid, *seq])?;
         }
         let op = if parent.is_some() { "fork" } else { "branch.create" };
         self.journal(Some(bid), op, json!({"parent": parent.map(|p| &p.id), "fork_seq": fork_seq}))?;
@@ -140,8 +136,7 @@ impl Tx<'_> {
             return Ok(branch);
         }
         self.conn
-            .prepare_cached("UPDATE branches SET meta = ?1 WHERE bid = ?2")?
-            .execute(rusqlite::params![meta.to_string(), branch.bid])?;
+            .execute("UPDATE branches SET meta = ?1 WHERE bid = ?2", params![meta.to_string(), branch.bid])?;
         self.forget();
         self.journal(Some(branch.bid), "branch.set_meta", json!({ "meta": meta }))?;
         Ok(Branch { meta: meta.clone(), ..branch })
@@ -162,10 +157,11 @@ impl Tx<'_> {
             marked.extend(self.descendants(&branch.id)?);
         }
         let note = note.map(|n| self.redacted(n));
-        let mut stmt =
-            self.conn.prepare_cached("UPDATE branches SET status = ?1, status_note = ?2 WHERE bid = ?3")?;
         for b in &marked {
-            stmt.execute(rusqlite::params![status.as_str(), note, b.bid])?;
+            self.conn.execute(
+                "UPDATE branches SET status = ?1, status_note = ?2 WHERE bid = ?3",
+                params![status.as_str(), &note, b.bid],
+            )?;
         }
         self.forget();
         let ids: Vec<String> = marked.into_iter().map(|b| b.id).collect();
@@ -190,8 +186,7 @@ impl Tx<'_> {
             }
         }
         self.conn
-            .prepare_cached("UPDATE branches SET node_uid = ?1 WHERE bid = ?2")?
-            .execute(rusqlite::params![node_uid, branch.bid])?;
+            .execute("UPDATE branches SET node_uid = ?1 WHERE bid = ?2", params![node_uid, branch.bid])?;
         self.forget();
         self.journal(Some(branch.bid), "branch.set_uid", json!({"node_uid": node_uid}))?;
         Ok(Branch { node_uid: Some(node_uid.to_string()), ..branch })
@@ -233,7 +228,7 @@ impl Store {
         let bid = self.branch(name)?.bid;
         let count = |table: &str| -> Result<i64> {
             let sql = format!("SELECT count(*) FROM {table} WHERE branch = ?1");
-            Ok(self.conn.prepare_cached(&sql)?.query_row([bid], |r| r.get(0))?)
+            self.conn.query_one(&sql, [bid], |r| r.get(0))
         };
         Ok(OwnCounts { core: count("core")?, events: count("events")?, archival: count("archival")? })
     }

@@ -2,6 +2,7 @@
 //! a character budget by evicting the least important, oldest keys to archival.
 
 use crate::archival::ArchivalWrite;
+use crate::db::params;
 use crate::error::{Error, Result};
 use crate::rows::{line_chars, CoreEntry};
 use crate::store::{Store, Tx};
@@ -153,12 +154,11 @@ impl Tx<'_> {
         options: CoreWrite,
     ) -> Result<i64> {
         let seq = self.next_seq()?;
-        self.conn
-            .prepare_cached(
-                "INSERT INTO core(seq, branch, key, value, importance, ttl_s, created_at)
+        self.conn.execute(
+            "INSERT INTO core(seq, branch, key, value, importance, ttl_s, created_at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-            )?
-            .execute(rusqlite::params![seq, bid, key, value, options.importance, options.ttl, self.now()])?;
+            params![seq, bid, key, value, options.importance, options.ttl, self.now()],
+        )?;
         Ok(seq)
     }
 
@@ -193,12 +193,11 @@ impl Tx<'_> {
 
     fn core_tombstone(&self, bid: i64, key: &str) -> Result<()> {
         let seq = self.next_seq()?;
-        self.conn
-            .prepare_cached(
-                "INSERT INTO core(seq, branch, key, value, importance, ttl_s, created_at)
+        self.conn.execute(
+            "INSERT INTO core(seq, branch, key, value, importance, ttl_s, created_at)
                  VALUES (?1, ?2, ?3, NULL, ?4, NULL, ?5)",
-            )?
-            .execute(rusqlite::params![seq, bid, key, DEFAULT_IMPORTANCE, self.now()])?;
+            params![seq, bid, key, DEFAULT_IMPORTANCE, self.now()],
+        )?;
         Ok(())
     }
 

@@ -4,6 +4,7 @@
 //! branch row itself stays, marked collected: its journal rows keep naming it, and its id is
 //! never given out again (`schema::event_rid` keys events by it).
 
+use crate::db::{params, Backend};
 use crate::error::{Error, Result};
 use crate::rows::{Branch, BranchStatus};
 use crate::schema::event_rid;
@@ -154,8 +155,7 @@ impl Tx<'_> {
         let now = self.now();
         self.progress().start("collecting branches", branches.len() as u64);
         for b in branches {
-            let delete =
-                |sql: &str| -> Result<usize> { Ok(self.conn.prepare_cached(sql)?.execute([b.bid])?) };
+            let delete = |sql: &str| -> Result<usize> { self.conn.execute(sql, [b.bid]) };
             rows.core += delete("DELETE FROM core WHERE branch = ?1")?;
             rows.events +=
                 delete(&format!("DELETE FROM events WHERE rid BETWEEN {}", event_rid::all_of("?1")))?;
@@ -174,31 +174,33 @@ impl Tx<'_> {
             if journal {
                 rows.journal += delete("DELETE FROM ops WHERE branch = ?1")?;
             }
-            self.conn
-                .prepare_cached("UPDATE branches SET collected_at = ?1 WHERE bid = ?2")?
-                .execute(rusqlite::params![now, b.bid])?;
+            self.conn.execute("UPDATE branches SET collected_at = ?1 WHERE bid = ?2", params![now, b.bid])?;
             self.progress().advance(1);
         }
         self.progress().finish();
         if !branches.is_empty() {
             // Handles that cached these branches' paths learn they are gone (view/path.rs).
-            self.conn
-                .prepare_cached(
-                    "INSERT INTO meta(key, value) VALUES ('gc_collections', 1)
-                     ON CONFLICT(key) DO UPDATE SET value = value + 1",
-                )?
-                .execute([])?;
+            self.conn.execute(
+                "INSERT INTO meta(key, value) VALUES ('gc_collections', 1)
+                     ON CONFLICT(key) DO UPDATE SET value = meta.value + 1",
+                params![],
+            )?;
             self.forget();
         }
         Ok(rows)
     }
 
+    /// The SQLite file's free pages in bytes. PostgreSQL frees nothing at a delete (its
+    /// VACUUM does, later): 0 there.
     fn free_bytes(&self) -> Result<i64> {
-        Ok(self.conn.query_row(
-            "SELECT (SELECT freelist_count FROM pragma_freelist_count) * (SELECT page_size FROM pragma_page_size)",
-            [],
-            |r| r.get(0),
-        )?)
+        match self.backend() {
+            Backend::Sqlite => self.conn.query_one(
+                "SELECT (SELECT freelist_count FROM pragma_freelist_count) * (SELECT page_size FROM pragma_page_size)",
+                params![],
+                |r| r.get(0),
+            ),
+            Backend::Postgres => Ok(0),
+        }
     }
 }
 
@@ -215,28 +217,44 @@ pub struct VacuumOutcome {
 impl Store {
     /// Returns the file's free pages to the file system: an incremental vacuum, or for files
     /// made before memctl set incremental auto-vacuum, one full VACUUM that converts them.
+    ///
+    /// On PostgreSQL: VACUUM FULL of memctl's tables, which rewrites them without their dead rows;
+    /// the sizes are those of memctl's tables and indexes.
     pub fn vacuum(&self) -> Result<VacuumOutcome> {
-        let size = || -> Result<i64> {
-            Ok(self.conn.query_row(
-                "SELECT (SELECT page_count FROM pragma_page_count) * (SELECT page_size FROM pragma_page_size)",
-                [],
-                |r| r.get(0),
-            )?)
+        let size_sql = match self.backend() {
+            Backend::Sqlite => {
+                "SELECT (SELECT page_count FROM pragma_page_count) * (SELECT page_size FROM pragma_page_size)"
+            }
+            Backend::Postgres => {
+                "SELECT CAST(coalesce(sum(pg_total_relation_size(c.oid)), 0) AS BIGINT)
+                 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+                 WHERE n.nspname = current_schema() AND c.relkind = 'r'"
+            }
         };
+        let size = || -> Result<i64> { self.conn.query_one(size_sql, params![], |r| r.get(0)) };
         let before = size()?;
-        let incremental: i64 = self.conn.query_row("PRAGMA auto_vacuum", [], |r| r.get(0))?;
-        let mode = if incremental == 2 {
-            // Each step of the statement frees one page: run it to the end.
-            let mut stmt = self.conn.prepare("PRAGMA incremental_vacuum")?;
-            let mut steps = stmt.query([])?;
-            while steps.next()?.is_some() {}
-            "incremental"
-        } else {
-            self.conn.execute_batch("PRAGMA auto_vacuum = INCREMENTAL; VACUUM")?;
-            "full"
+        let mode = match self.conn.sqlite() {
+            Some(conn) => {
+                let incremental: i64 = conn.query_row("PRAGMA auto_vacuum", [], |r| r.get(0))?;
+                let mode = if incremental == 2 {
+                    // Each step of the statement frees one page: run it to the end.
+                    let mut stmt = conn.prepare("PRAGMA incremental_vacuum")?;
+                    let mut steps = stmt.query([])?;
+                    while steps.next()?.is_some() {}
+                    "incremental"
+                } else {
+                    conn.execute_batch("PRAGMA auto_vacuum = INCREMENTAL; VACUUM")?;
+                    "full"
+                };
+                // In WAL mode the file shrinks when the log is written back.
+                conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+                mode
+            }
+            None => {
+                self.conn.batch("VACUUM FULL")?;
+                "postgres"
+            }
         };
-        // In WAL mode the file shrinks when the log is written back.
-        self.conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
         self.forget();
         Ok(VacuumOutcome { bytes_before: before, bytes_after: size()?, mode })
     }

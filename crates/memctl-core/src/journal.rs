@@ -1,6 +1,7 @@
 //! The operation journal (SPEC §8): one `ops` row per mutation, with its arguments redacted
 //! and capped, and the phase and actor of the writer.
 
+use crate::db::{params, Row};
 use crate::error::Result;
 use crate::store::{Store, Tx};
 use serde::Serialize;
@@ -74,28 +75,28 @@ impl Store {
     /// journal is the history); only the newest `limit`.
     pub fn ops(&self, branch: Option<&str>, limit: Option<usize>) -> Result<Vec<Op>> {
         let bid = branch.map(|name| self.journal_bid(name)).transpose()?;
-        let mut stmt = self.conn.prepare_cached(&format!(
-            "SELECT * FROM ({OP_SELECT} WHERE ?1 IS NULL OR o.branch = ?1 ORDER BY o.seq DESC LIMIT ?2) ORDER BY 1"
-        ))?;
-        let limit = limit.map_or(-1, |n| n as i64);
-        let rows = stmt.query_map(rusqlite::params![bid, limit], op_from_row)?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+        let sql = format!(
+            "SELECT * FROM ({OP_SELECT} WHERE CAST(?1 AS BIGINT) IS NULL OR o.branch = ?1 ORDER BY o.seq DESC LIMIT ?2) o ORDER BY 1"
+        );
+        let limit = limit.map_or(i64::MAX, |n| n as i64);
+        self.conn.query(&sql, params![bid, limit], op_from_row)
     }
 
     /// The journal rows of the mutations that wrote the rows at `seqs`, in their order. A
     /// transaction takes its seqs in one run and journals each mutation right after its rows,
     /// so a row's journal row is the first one after its seq.
     pub(crate) fn journal_entries_of(&self, seqs: &[i64]) -> Result<Vec<Option<Op>>> {
-        let mut stmt = self.conn.prepare_cached(&format!(
-            "SELECT j.key, o.* FROM json_each(?1) j
-             JOIN ({OP_SELECT}) o ON o.seq = (SELECT min(seq) FROM ops WHERE seq > j.value)"
-        ))?;
+        let sql = format!(
+            "SELECT j.key, o.* FROM {} j
+             JOIN ({OP_SELECT}) o ON o.seq = (SELECT min(seq) FROM ops WHERE seq > j.value)",
+            self.backend().json_ints("?1")
+        );
         let mut entries = vec![None; seqs.len()];
-        let mut rows = stmt.query([serde_json::to_string(seqs)?])?;
-        while let Some(row) = rows.next()? {
-            let at = row.get::<_, i64>(0)? as usize;
+        self.conn.query(&sql, [serde_json::to_string(seqs)?], |row| {
+            let at = row.get::<usize>(0)?;
             entries[at] = Some(op_from_row_at(row, 1)?);
-        }
+            Ok(())
+        })?;
         Ok(entries)
     }
 }
@@ -103,12 +104,12 @@ impl Store {
 const OP_SELECT: &str = "SELECT o.seq, o.op, b.id, b.node_uid, o.phase, o.actor, o.created_at, o.args
                          FROM ops o LEFT JOIN branches b ON b.bid = o.branch";
 
-fn op_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Op> {
+fn op_from_row(row: &Row<'_>) -> Result<Op> {
     op_from_row_at(row, 0)
 }
 
 /// An [`OP_SELECT`] row whose columns start at `first`.
-fn op_from_row_at(row: &rusqlite::Row<'_>, first: usize) -> rusqlite::Result<Op> {
+fn op_from_row_at(row: &Row<'_>, first: usize) -> Result<Op> {
     Ok(Op {
         seq: row.get(first)?,
         op: row.get(first + 1)?,
@@ -117,6 +118,6 @@ fn op_from_row_at(row: &rusqlite::Row<'_>, first: usize) -> rusqlite::Result<Op>
         phase: row.get(first + 4)?,
         actor: row.get(first + 5)?,
         ts: row.get(first + 6)?,
-        details: serde_json::from_str(&row.get::<_, String>(first + 7)?).unwrap_or(Value::Null),
+        details: serde_json::from_str(&row.get::<String>(first + 7)?).unwrap_or(Value::Null),
     })
 }

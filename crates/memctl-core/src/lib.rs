@@ -23,6 +23,7 @@ mod clock;
 mod config;
 mod conversation;
 mod core_kv;
+mod db;
 mod diff;
 mod error;
 mod export;
@@ -60,6 +61,7 @@ pub use conversation::{
     StepType,
 };
 pub use core_kv::{rendered_chars, CoreSetOutcome, CoreWrite, DEFAULT_IMPORTANCE, PINNED};
+pub use db::Backend;
 pub use diff::{ArchivalDiff, Changed, CommonAncestor, CoreDiff, Diff, Layer, Sides};
 pub use error::{Error, ErrorKind, Result, Topic};
 pub use export::{viewer_html, Artifacts, JsonlLine, PaperMemory, PaperSection};

@@ -5,6 +5,7 @@
 //! it afterwards, not its existing descendants. Each copy records where it came from.
 
 use crate::core_kv::CoreWrite;
+use crate::db::params;
 use crate::error::{Error, Result};
 use crate::store::{Store, Tx};
 use crate::view;
@@ -134,11 +135,11 @@ impl Tx<'_> {
                 skipped: out.skipped,
             });
         }
-        let mut origin = self.conn.prepare_cached(
-            "INSERT INTO promoted(seq, branch, src_branch, src_seq, note) VALUES (?1, ?2, ?3, ?4, ?5)",
-        )?;
         for p in promoted.iter().filter(|p| !p.skipped) {
-            origin.execute(rusqlite::params![p.seq, dst_branch.bid, src_branch.bid, p.from_seq, note])?;
+            self.conn.execute(
+                "INSERT INTO promoted(seq, branch, src_branch, src_seq, note) VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![p.seq, dst_branch.bid, src_branch.bid, p.from_seq, &note],
+            )?;
         }
         self.journal(
             Some(dst_branch.bid),
@@ -152,13 +153,14 @@ impl Tx<'_> {
 impl Store {
     /// Where the rows at `seqs` were promoted from, for those that were.
     pub fn origins(&self, seqs: &[i64]) -> Result<HashMap<i64, Origin>> {
-        let mut stmt = self.conn.prepare_cached(
-            "SELECT p.seq, b.id, p.src_seq, p.note FROM json_each(?1) j
+        let sql = format!(
+            "SELECT p.seq, b.id, p.src_seq, p.note FROM {} j
              JOIN promoted p ON p.seq = j.value JOIN branches b ON b.bid = p.src_branch",
-        )?;
-        let rows = stmt.query_map([serde_json::to_string(seqs)?], |r| {
+            self.backend().json_ints("?1")
+        );
+        let origins = self.conn.query(&sql, [serde_json::to_string(seqs)?], |r| {
             Ok((r.get(0)?, Origin { branch: r.get(1)?, seq: r.get(2)?, note: r.get(3)? }))
         })?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+        Ok(origins.into_iter().collect())
     }
 }

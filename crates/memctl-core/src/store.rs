@@ -5,6 +5,7 @@
 use crate::checkpoint::Checkpointer;
 use crate::clock::Clock;
 use crate::config::{Config, FtsMode, Synchronous};
+use crate::db::{params, Backend, Conn, PgClient};
 use crate::error::{sqlite_reason, Error, ErrorKind, Result, Topic};
 use crate::progress::{Progress, Silent};
 use crate::schema::{self, Creation};
@@ -25,7 +26,7 @@ pub struct OpContext {
 
 /// A memctl database opened for reading and writing.
 pub struct Store {
-    pub(crate) conn: Connection,
+    pub(crate) conn: Conn,
     pub(crate) config: Config,
     pub(crate) clock: Clock,
     pub(crate) context: OpContext,
@@ -47,36 +48,50 @@ pub struct Store {
 }
 
 impl Store {
-    /// Opens (creating and migrating if needed) the database at `path`.
-    pub fn open(path: &Path, config: Config, clock: Clock) -> Result<Store> {
-        Store::check_location(path)?;
-        Store::open_file(path, config, clock, Creation::Allowed)
+    /// Opens (creating and migrating if needed) the database at `location`: an SQLite file, or
+    /// a PostgreSQL server given by a `postgres://` URL.
+    pub fn open(location: &Path, config: Config, clock: Clock) -> Result<Store> {
+        match Store::url(location) {
+            Some(url) => Store::open_url(url, config, clock, Creation::Allowed),
+            None => Store::open_file(location, config, clock, Creation::Allowed),
+        }
     }
 
-    /// Opens an existing memctl database: a missing, empty or foreign file is an error and is
-    /// left untouched (only an explicit `init` creates a database).
-    pub fn open_existing(path: &Path, config: Config, clock: Clock) -> Result<Store> {
-        Store::check_location(path)?;
-        if !path.exists() {
-            return Err(
-                Error::not_found(format!("no database at {}", path.display())).with_topic(Topic::NoDatabase)
-            );
+    /// Opens an existing memctl database: a missing, empty or foreign file (or PostgreSQL
+    /// database without memctl's schema) is an error and is left untouched (only an explicit
+    /// `init` creates a database).
+    pub fn open_existing(location: &Path, config: Config, clock: Clock) -> Result<Store> {
+        if let Some(url) = Store::url(location) {
+            return Store::open_url(url, config, clock, Creation::Refused);
         }
-        Store::open_file(path, config, clock, Creation::Refused)
+        if !location.exists() {
+            return Err(Error::not_found(format!("no database at {}", location.display()))
+                .with_topic(Topic::NoDatabase));
+        }
+        Store::open_file(location, config, clock, Creation::Refused)
     }
 
-    /// Refuses a database location this build cannot open: a PostgreSQL URL must never become
-    /// a file path (`postgres://host/db` would be created as directories `postgres:/host`). The
-    /// URL is not repeated: it may hold a password.
-    pub fn check_location(path: &Path) -> Result<()> {
-        let location = path.to_string_lossy();
-        if ["postgres://", "postgresql://"].iter().any(|scheme| location.starts_with(scheme)) {
-            return Err(Error::incompatible(
-                "a PostgreSQL URL: this memctl opens SQLite database files only",
-            )
-            .with_hint("pass the path of an SQLite file, e.g. --db memory.sqlite"));
+    /// The PostgreSQL URL a database location is, if it is one (else it is a file path).
+    pub fn url(location: &Path) -> Option<&str> {
+        location.to_str().filter(|l| crate::db::is_url(l))
+    }
+
+    /// A database location as it may be shown: a file's path, or a URL without its password.
+    pub fn display_location(location: &Path) -> String {
+        match Store::url(location) {
+            Some(url) => crate::db::without_password(url),
+            None => location.display().to_string(),
         }
-        Ok(())
+    }
+
+    fn open_url(url: &str, config: Config, clock: Clock, creation: Creation) -> Result<Store> {
+        let client = PgClient::connect(url, config.sqlite.busy_timeout_ms)?;
+        Store::with_connection(Conn::Postgres(Box::new(client)), config, clock, creation)
+    }
+
+    /// Which database the store runs on.
+    pub fn backend(&self) -> Backend {
+        self.conn.backend()
     }
 
     fn open_file(path: &Path, config: Config, clock: Clock, creation: Creation) -> Result<Store> {
@@ -95,39 +110,32 @@ impl Store {
             .map_err(|e| Error::incompatible(format!("cannot open: {}", sqlite_reason(&e))))
             .map_err(in_file)?;
         let synchronous = config.sqlite.synchronous;
-        let mut store = Store::with_connection(conn, config, clock, creation).map_err(in_file)?;
-        store.checkpointer = Some(Checkpointer::install(&mut store.conn, path, synchronous)?);
+        let mut conn = configure_sqlite(conn, &config)?;
+        let checkpointer = Checkpointer::install(&mut conn, path, synchronous)?;
+        let mut store =
+            Store::with_connection(Conn::Sqlite(conn), config, clock, creation).map_err(in_file)?;
+        store.checkpointer = Some(checkpointer);
         Ok(store)
     }
 
     /// A private in-memory database, for tests and tools.
     pub fn open_in_memory(config: Config, clock: Clock) -> Result<Store> {
-        Store::with_connection(Connection::open_in_memory()?, config, clock, Creation::Allowed)
+        let conn = configure_sqlite(Connection::open_in_memory()?, &config)?;
+        Store::with_connection(Conn::Sqlite(conn), config, clock, Creation::Allowed)
     }
 
-    fn with_connection(
-        mut conn: Connection,
-        config: Config,
-        clock: Clock,
-        creation: Creation,
-    ) -> Result<Store> {
-        busy::install(&mut conn, config.sqlite.busy_timeout_ms)?;
-        conn.set_prepared_statement_cache_capacity(64);
-        // With STAT4 compiled in, SQLite re-plans a cached statement whenever a bound value might
-        // change its plan — on every lookup here. Our plans never depend on values: keep them.
-        conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)?;
-        // The last connection to close would checkpoint the WAL and delete it, fsyncing twice on
-        // every short-lived CLI call. Instead the WAL is kept, and shrunk when it grows (Drop).
-        conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)?;
+    fn with_connection(conn: Conn, config: Config, clock: Clock, creation: Creation) -> Result<Store> {
         schema::prepare(&conn, creation)?;
-        let synchronous = match config.sqlite.synchronous {
-            Synchronous::Normal => "NORMAL",
-            Synchronous::Full => "FULL",
-        };
-        // Temporary tables (the view's path) stay in memory: filling them writes no file.
-        conn.execute_batch(&format!(
-            "PRAGMA synchronous = {synchronous}; PRAGMA foreign_keys = ON; PRAGMA temp_store = MEMORY;"
-        ))?;
+        if let Conn::Sqlite(sqlite) = &conn {
+            let synchronous = match config.sqlite.synchronous {
+                Synchronous::Normal => "NORMAL",
+                Synchronous::Full => "FULL",
+            };
+            // Temporary tables (the view's path) stay in memory: filling them writes no file.
+            sqlite.execute_batch(&format!(
+                "PRAGMA synchronous = {synchronous}; PRAGMA foreign_keys = ON; PRAGMA temp_store = MEMORY;"
+            ))?;
+        }
         Ok(Store {
             conn,
             config,
@@ -198,24 +206,45 @@ impl Store {
         }
     }
 
-    /// Runs `f` in one `BEGIN IMMEDIATE` transaction: committed if it returns `Ok`, rolled back
-    /// (leaving the database exactly as before) otherwise. Reads inside see the writes before them.
+    /// Runs `f` in one write transaction: committed if it returns `Ok`, rolled back (leaving
+    /// the database exactly as before) otherwise. Reads inside see the writes before them.
+    ///
+    /// Writers run one at a time, as seq must grow in commit order: SQLite's `BEGIN IMMEDIATE`
+    /// takes the database's write lock; on PostgreSQL the transaction first locks the counter
+    /// row (`FOR UPDATE`), and every statement after sees what the writers before committed.
     pub fn write<T>(&self, f: impl FnOnce(&Tx<'_>) -> Result<T>) -> Result<T> {
-        self.conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
-        let before = self.data_version()?;
         let tx = Tx {
             store: self,
             next_seq: Cell::new(None),
             journalled: Cell::new(None),
             now: Cell::new(self.clock.now()),
         };
+        let before = match self.conn.backend() {
+            Backend::Sqlite => {
+                self.conn.execute("BEGIN IMMEDIATE", params![])?;
+                self.data_version()?
+            }
+            Backend::Postgres => {
+                self.conn.begin("BEGIN ISOLATION LEVEL READ COMMITTED")?;
+                let locked = self
+                    .conn
+                    .query_one("SELECT value FROM meta WHERE key = 'next_seq' FOR UPDATE", params![], |r| {
+                        r.get(0)
+                    })
+                    .inspect_err(|_| self.roll_back())?;
+                tx.next_seq.set(Some(locked));
+                None
+            }
+        };
         let outcome = f(&tx).and_then(|value| {
             tx.flush_seq()?;
-            self.conn.prepare_cached("COMMIT")?.execute([])?;
-            let after = self.data_version()?;
-            self.own_commit.set(Some((before, after)));
-            if let Some(next) = tx.next_seq.get() {
-                self.seq_cache.set(Some((after, next)));
+            self.conn.commit()?;
+            if let Some(before) = before {
+                let after = self.data_version()?.unwrap_or_default();
+                self.own_commit.set(Some((before, after)));
+                if let Some(next) = tx.next_seq.get() {
+                    self.seq_cache.set(Some((after, next)));
+                }
             }
             Ok(value)
         });
@@ -230,9 +259,13 @@ impl Store {
         if !self.conn.is_autocommit() {
             return f();
         }
-        self.conn.prepare_cached("BEGIN")?.execute([])?;
+        self.conn.begin(match self.conn.backend() {
+            Backend::Sqlite => "BEGIN",
+            // Not READ ONLY: the view fills its temporary path table.
+            Backend::Postgres => "BEGIN ISOLATION LEVEL REPEATABLE READ",
+        })?;
         let outcome = f().and_then(|value| {
-            self.conn.prepare_cached("COMMIT")?.execute([])?;
+            self.conn.commit()?;
             Ok(value)
         });
         if outcome.is_err() {
@@ -243,7 +276,7 @@ impl Store {
 
     fn roll_back(&self) {
         if !self.conn.is_autocommit() {
-            let _ = self.conn.execute_batch("ROLLBACK");
+            let _ = self.conn.rollback();
         }
         self.forget();
     }
@@ -264,14 +297,16 @@ impl Store {
 
     /// The main database's data version (`SQLITE_FCNTL_DATA_VERSION`): unlike `PRAGMA
     /// data_version` it moves on this handle's commits too, and it is read without a statement.
-    /// Within a transaction it has seen every commit of other connections.
-    pub(crate) fn data_version(&self) -> Result<u32> {
+    /// Within a transaction it has seen every commit of other connections. PostgreSQL keeps no
+    /// such number: there, None (whatever was derived must be checked again).
+    pub(crate) fn data_version(&self) -> Result<Option<u32>> {
+        let Some(conn) = self.conn.sqlite() else { return Ok(None) };
         let mut version: u32 = 0;
         // SAFETY: the handle is open for as long as `self.conn`; the call writes one unsigned
         // int to the pointer it is given.
         let rc = unsafe {
             rusqlite::ffi::sqlite3_file_control(
-                self.conn.handle(),
+                conn.handle(),
                 c"main".as_ptr(),
                 rusqlite::ffi::SQLITE_FCNTL_DATA_VERSION,
                 (&raw mut version).cast(),
@@ -280,8 +315,21 @@ impl Store {
         if rc != rusqlite::ffi::SQLITE_OK {
             return Err(Error::internal(format!("cannot read the data version (SQLite error {rc})")));
         }
-        Ok(version)
+        Ok(Some(version))
     }
+}
+
+/// Sets up an SQLite connection as every store wants it, before the schema is read.
+fn configure_sqlite(mut conn: Connection, config: &Config) -> Result<Connection> {
+    busy::install(&mut conn, config.sqlite.busy_timeout_ms)?;
+    conn.set_prepared_statement_cache_capacity(64);
+    // With STAT4 compiled in, SQLite re-plans a cached statement whenever a bound value might
+    // change its plan — on every lookup here. Our plans never depend on values: keep them.
+    conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)?;
+    // The last connection to close would checkpoint the WAL and delete it, fsyncing twice on
+    // every short-lived CLI call. Instead the WAL is kept, and shrunk when it grows (Drop).
+    conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)?;
+    Ok(conn)
 }
 
 /// WAL size past which closing a handle checkpoints and truncates it. Each process that opens
@@ -295,12 +343,13 @@ impl Drop for Store {
         if let Some(checkpointer) = &self.checkpointer {
             checkpointer.stop();
         }
-        let Some(path) = self.conn.path().filter(|p| !p.is_empty()) else { return };
+        let Some(conn) = self.conn.sqlite() else { return };
+        let Some(path) = conn.path().filter(|p| !p.is_empty()) else { return };
         let wal_bytes = std::fs::metadata(format!("{path}-wal")).map_or(0, |m| m.len());
         if wal_bytes >= WAL_SHRINK_BYTES {
             // Without waiting: if other processes are busy, one of them will shrink it later.
-            let _ = self.conn.busy_timeout(Duration::ZERO);
-            let _ = self.conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)");
+            let _ = conn.busy_timeout(Duration::ZERO);
+            let _ = conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)");
         }
     }
 }
@@ -350,22 +399,22 @@ impl Tx<'_> {
         Ok(seq)
     }
 
-    /// The counter at the start of the transaction. While the data version stands where this
-    /// handle's last commit left it, no other connection has committed, so that commit still
-    /// knows the next seq and the counter need not be read.
+    /// The counter at the start of an SQLite transaction (PostgreSQL's is read as it is
+    /// locked, see [`Store::write`]). While the data version stands where this handle's last
+    /// commit left it, no other connection has committed, so that commit still knows the next
+    /// seq and the counter need not be read.
     fn read_counter(&self) -> Result<i64> {
-        let conn = &self.store.conn;
         if let Some((version, next)) = self.store.seq_cache.get() {
-            if version == self.store.data_version()? {
+            if Some(version) == self.store.data_version()? {
                 return Ok(next);
             }
         }
-        Ok(conn
-            .prepare_cached(
-                "SELECT max((SELECT value FROM meta WHERE key = 'next_seq'),
-                            (SELECT coalesce(max(seq), 0) + 1 FROM ops))",
-            )?
-            .query_row([], |r| r.get(0))?)
+        self.store.conn.query_one(
+            "SELECT max((SELECT value FROM meta WHERE key = 'next_seq'),
+                        (SELECT coalesce(max(seq), 0) + 1 FROM ops))",
+            params![],
+            |r| r.get(0),
+        )
     }
 
     /// The seq the next allocation will return, without taking it.
@@ -375,13 +424,12 @@ impl Tx<'_> {
         Ok(seq)
     }
 
+    /// Saves the counter. On PostgreSQL the counter row is always written: it is the lock.
     fn flush_seq(&self) -> Result<()> {
         let next = self.next_seq.get();
-        if next.is_some() && next.map(|n| n - 1) != self.journalled.get() {
-            self.store
-                .conn
-                .prepare_cached("UPDATE meta SET value = ?1 WHERE key = 'next_seq'")?
-                .execute([next])?;
+        let held_by_journal = next.map(|n| n - 1) == self.journalled.get();
+        if next.is_some() && !(held_by_journal && self.backend() == Backend::Sqlite) {
+            self.store.conn.execute("UPDATE meta SET value = ?1 WHERE key = 'next_seq'", params![next])?;
         }
         Ok(())
     }
@@ -403,16 +451,16 @@ impl Tx<'_> {
         keep: impl Fn(&Result<T>) -> bool,
     ) -> Result<T> {
         let conn = &self.store.conn;
-        conn.prepare_cached("SAVEPOINT memctl_savepoint")?.execute([])?;
+        conn.execute("SAVEPOINT memctl_savepoint", params![])?;
         let (next_seq, journalled) = (self.next_seq.get(), self.journalled.get());
         let outcome = f(self);
         if !keep(&outcome) {
-            conn.prepare_cached("ROLLBACK TO memctl_savepoint")?.execute([])?;
+            conn.execute("ROLLBACK TO memctl_savepoint", params![])?;
             self.next_seq.set(next_seq);
             self.journalled.set(journalled);
             self.store.forget();
         }
-        conn.prepare_cached("RELEASE memctl_savepoint")?.execute([])?;
+        conn.execute("RELEASE memctl_savepoint", params![])?;
         outcome
     }
 
@@ -421,13 +469,11 @@ impl Tx<'_> {
     pub(crate) fn insert_op(&self, bid: Option<i64>, op: &str, args: &str) -> Result<()> {
         let seq = self.next_seq()?;
         let ctx = &self.store.context;
-        self.store
-            .conn
-            .prepare_cached(
-                "INSERT INTO ops(seq, branch, op, args, phase, actor, created_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-            )?
-            .execute(rusqlite::params![seq, bid, op, args, ctx.phase, ctx.actor, self.now()])?;
+        self.store.conn.execute(
+            "INSERT INTO ops(seq, branch, op, args, phase, actor, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            params![seq, bid, op, args, &ctx.phase, &ctx.actor, self.now()],
+        )?;
         self.journalled.set(Some(seq));
         Ok(())
     }

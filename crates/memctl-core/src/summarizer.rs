@@ -3,9 +3,9 @@
 //! blake3 of the request (and command), so every process shares them. Callers fall back to a
 //! deterministic method whenever there is no answer; a failure is reported, never fatal.
 
+use crate::db::params;
 use crate::error::Result;
 use crate::store::Store;
-use rusqlite::OptionalExtension;
 use serde::Serialize;
 use serde_json::Value;
 use std::io::{Read, Write};
@@ -90,11 +90,9 @@ impl Store {
         };
         let body = serde_json::to_string(request)?;
         let key = blake3::hash(format!("{command}\0{body}").as_bytes());
-        let cached: Option<String> = self
-            .conn
-            .prepare_cached("SELECT output FROM llm_cache WHERE key = ?1")?
-            .query_row([key.as_bytes()], |r| r.get(0))
-            .optional()?;
+        let cached: Option<String> =
+            self.conn
+                .query_opt("SELECT output FROM llm_cache WHERE key = ?1", [key.as_bytes()], |r| r.get(0))?;
         if let Some(output) = cached {
             return Ok(Answer::Text(output));
         }
@@ -106,10 +104,10 @@ impl Store {
             Ok(output) => {
                 let output: String = output.trim().chars().take(request.max_chars.max(1)).collect();
                 self.conn
-                    .prepare_cached(
-                        "INSERT OR REPLACE INTO llm_cache(key, output, created_at) VALUES (?1, ?2, ?3)",
-                    )?
-                    .execute(rusqlite::params![key.as_bytes(), output, self.clock.now()])?;
+                    .execute(
+                        "INSERT INTO llm_cache(key, output, created_at) VALUES (?1, ?2, ?3)
+                     ON CONFLICT(key) DO UPDATE SET output = excluded.output, created_at = excluded.created_at",
+                    params![key.as_bytes(), &output, self.clock.now()])?;
                 Ok(Answer::Text(output))
             }
             Err(reason) => {

@@ -2,6 +2,7 @@
 //! wrote itself; the page computes any branch's view from its path (SPEC §2), so the file grows
 //! with the data, not with branches × depth.
 
+use crate::db::{params, Row};
 use crate::error::Result;
 use crate::store::Store;
 use serde_json::{json, Map, Value};
@@ -40,16 +41,15 @@ impl Store {
             let mut unscoped_ops = Vec::new();
             self.progress().start("reading the layers", LAYERS.len() as u64);
             for (layer, sql) in LAYERS {
-                let mut stmt = self.conn.prepare(sql)?;
-                let mut rows = stmt.query([])?;
-                while let Some(r) = rows.next()? {
+                self.conn.query(sql, params![], |r| {
                     let bid: Option<i64> = r.get(0)?;
                     let row = layer_row(layer, r)?;
                     match bid.and_then(|bid| by_bid.get(&bid)) {
                         Some(&i) => branches[i][layer].as_array_mut().expect("layer list").push(row),
                         None => unscoped_ops.push(row),
                     }
-                }
+                    Ok(())
+                })?;
                 self.progress().advance(1);
             }
             self.progress().finish();
@@ -79,56 +79,56 @@ const LAYERS: [(&str, &str); 6] = [
     ("ops", "SELECT branch, seq, op, phase, actor, args, created_at FROM ops ORDER BY seq"),
 ];
 
-fn json_column(r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<Value> {
-    Ok(serde_json::from_str(&r.get::<_, String>(i)?).unwrap_or(Value::Null))
+fn json_column(r: &Row<'_>, i: usize) -> Result<Value> {
+    Ok(serde_json::from_str(&r.get::<String>(i)?).unwrap_or(Value::Null))
 }
 
-fn layer_row(layer: &str, r: &rusqlite::Row<'_>) -> rusqlite::Result<Value> {
+fn layer_row(layer: &str, r: &Row<'_>) -> Result<Value> {
     let mut row = Map::new();
     let mut put = |name: &str, value: Value| {
         row.insert(name.to_string(), value);
     };
-    put("seq", json!(r.get::<_, i64>(1)?));
+    put("seq", json!(r.get::<i64>(1)?));
     match layer {
         "core" => {
-            put("key", json!(r.get::<_, String>(2)?));
-            put("value", json!(r.get::<_, Option<String>>(3)?));
-            put("importance", json!(r.get::<_, i64>(4)?));
-            put("ttl_s", json!(r.get::<_, Option<f64>>(5)?));
-            put("ts", json!(r.get::<_, f64>(6)?));
+            put("key", json!(r.get::<String>(2)?));
+            put("value", json!(r.get::<Option<String>>(3)?));
+            put("importance", json!(r.get::<i64>(4)?));
+            put("ttl_s", json!(r.get::<Option<f64>>(5)?));
+            put("ts", json!(r.get::<f64>(6)?));
         }
         "events" => {
-            put("kind", json!(r.get::<_, String>(2)?));
-            put("text", json!(r.get::<_, String>(3)?));
+            put("kind", json!(r.get::<String>(2)?));
+            put("text", json!(r.get::<String>(3)?));
             put("tags", json_column(r, 4)?);
-            put("ts", json!(r.get::<_, f64>(5)?));
+            put("ts", json!(r.get::<f64>(5)?));
         }
         "archival" => {
-            put("id", json!(r.get::<_, i64>(2)?));
-            put("text", json!(r.get::<_, Option<String>>(3)?));
+            put("id", json!(r.get::<i64>(2)?));
+            put("text", json!(r.get::<Option<String>>(3)?));
             put("tags", json_column(r, 4)?);
-            put("ts", json!(r.get::<_, f64>(5)?));
+            put("ts", json!(r.get::<f64>(5)?));
         }
         "exclusions" => {
-            put("event_id", json!(r.get::<_, i64>(2)?));
-            put("ts", json!(r.get::<_, f64>(3)?));
+            put("event_id", json!(r.get::<i64>(2)?));
+            put("ts", json!(r.get::<f64>(3)?));
         }
         "summaries" => {
-            put("kind", json!(r.get::<_, String>(2)?));
-            put("text", json!(r.get::<_, String>(3)?));
+            put("kind", json!(r.get::<String>(2)?));
+            put("text", json!(r.get::<String>(3)?));
             put("event_ids", json_column(r, 4)?);
             put("replaces", json_column(r, 5)?);
-            put("ts", json!(r.get::<_, f64>(6)?));
+            put("ts", json!(r.get::<f64>(6)?));
         }
         _ => {
-            put("op", json!(r.get::<_, String>(2)?));
-            put("phase", json!(r.get::<_, Option<String>>(3)?));
-            put("actor", json!(r.get::<_, Option<String>>(4)?));
+            put("op", json!(r.get::<String>(2)?));
+            put("phase", json!(r.get::<Option<String>>(3)?));
+            put("actor", json!(r.get::<Option<String>>(4)?));
             // The rows themselves hold the texts: the journal's copies are cut short here.
             let mut details = json_column(r, 5)?;
             crate::journal::cap_strings(&mut details, OP_TEXT_CHARS);
             put("details", details);
-            put("ts", json!(r.get::<_, f64>(6)?));
+            put("ts", json!(r.get::<f64>(6)?));
         }
     }
     Ok(Value::Object(row))

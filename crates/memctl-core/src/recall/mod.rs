@@ -6,6 +6,7 @@ mod consolidate;
 pub use consolidate::{ConsolidateOutcome, SUMMARY_MAX_CHARS};
 
 use crate::archival::ArchivalWrite;
+use crate::db::params;
 use crate::error::{Error, Result};
 use crate::journal;
 use crate::query::{bm25, Query, TermCounts};
@@ -133,10 +134,11 @@ impl Tx<'_> {
         // duplicate into a no-op, and only then is the existing id looked up.
         let seq = self.peek_seq()?;
         if !self.insert_event_row(bid, seq, kind, text, &tags_json, &hash, None)? {
-            let id = self
-                .conn
-                .prepare_cached("SELECT seq FROM events WHERE branch = ?1 AND text_hash = ?2")?
-                .query_row(rusqlite::params![bid, hash], |r| r.get(0))?;
+            let id = self.conn.query_one(
+                "SELECT seq FROM events WHERE branch = ?1 AND text_hash = ?2",
+                params![bid, hash],
+                |r| r.get(0),
+            )?;
             return Ok(AppendOutcome { id, skipped: true });
         }
         self.next_seq()?;
@@ -171,18 +173,9 @@ impl Tx<'_> {
              ON CONFLICT (branch, text_hash) DO NOTHING",
             view::last_ordinal("events", "?2")
         );
-        let params = rusqlite::params![
-            seq,
-            bid,
-            kind,
-            text,
-            tags_json,
-            hash,
-            self.now(),
-            event_rid::of(bid, seq)?,
-            payload
-        ];
-        Ok(self.conn.prepare_cached(&sql)?.execute(params)? > 0)
+        let params =
+            params![seq, bid, kind, text, tags_json, hash, self.now(), event_rid::of(bid, seq)?, payload];
+        Ok(self.conn.execute(&sql, params)? > 0)
     }
 
     /// The visible events with these ids, oldest first; an id outside the view is an error.
@@ -202,13 +195,13 @@ impl Tx<'_> {
     }
 
     pub(crate) fn insert_exclusions(&self, bid: i64, ids: &[i64]) -> Result<()> {
-        let mut stmt = self.conn.prepare_cached(&format!(
+        let sql = format!(
             "INSERT INTO inherited_exclusions(seq, branch, event_id, created_at, ordinal)
              VALUES (?1, ?2, ?3, ?4, coalesce(({}), 0) + 1)",
             view::last_ordinal("inherited_exclusions", "?2")
-        ))?;
-        for id in ids {
-            stmt.execute(rusqlite::params![self.next_seq()?, bid, id, self.now()])?;
+        );
+        for &id in ids {
+            self.conn.execute(&sql, params![self.next_seq()?, bid, id, self.now()])?;
         }
         Ok(())
     }
@@ -247,13 +240,11 @@ impl Tx<'_> {
         replaced: &[i64],
     ) -> Result<i64> {
         let seq = self.next_seq()?;
-        self.conn
-            .prepare_cached(
-                "INSERT INTO inherited_summaries
+        self.conn.execute(
+            "INSERT INTO inherited_summaries
                      (seq, branch, kind, summary_text, summarized_event_ids, replaced_summary_ids, created_at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-            )?
-            .execute(rusqlite::params![
+            params![
                 seq,
                 bid,
                 kind,
@@ -261,7 +252,8 @@ impl Tx<'_> {
                 serde_json::to_string(event_ids)?,
                 serde_json::to_string(replaced)?,
                 self.now()
-            ])?;
+            ],
+        )?;
         Ok(seq)
     }
 

@@ -55,7 +55,8 @@ struct Registered(bool);
 /// Registers `memctl_match` on the store's connection, once.
 pub(super) fn register(store: &Store) -> Result<()> {
     if !store.memo(|registered: &mut Registered| registered.0) {
-        register_on(&store.conn)?;
+        let conn = store.conn.sqlite().ok_or_else(|| Error::internal("FTS5 is SQLite's"))?;
+        register_on(conn)?;
         store.memo(|registered: &mut Registered| registered.0 = true);
     }
     Ok(())

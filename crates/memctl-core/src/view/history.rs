@@ -4,11 +4,11 @@
 
 use super::path;
 use super::sql::reach;
+use crate::db::{Row, Value};
 use crate::error::Result;
 use crate::rows::{BranchPath, Event, Summary};
 use crate::schema::event_rid;
 use crate::store::Store;
-use rusqlite::{Row, ToSql};
 use serde::Serialize;
 
 /// Where a row stands against a branch's path (SPEC §2).
@@ -59,9 +59,9 @@ fn placed<T>(
     path: &BranchPath,
     from: &str,
     filter: &str,
-    param: &dyn ToSql,
+    param: Value<'_>,
     columns: &str,
-    row: impl Fn(&Row<'_>) -> rusqlite::Result<T>,
+    row: impl Fn(&Row<'_>) -> Result<T>,
 ) -> Result<Vec<Placed<T>>> {
     path::load(store, path)?;
     let sql = format!(
@@ -71,9 +71,8 @@ fn placed<T>(
          WHERE {filter} ORDER BY t.seq",
         reach("p", "t")
     );
-    let mut stmt = store.conn.prepare_cached(&sql)?;
-    let rows = stmt.query_map([param], |r| {
-        let reach = match r.get::<_, i64>(4)? {
+    store.conn.query(&sql, [param], |r| {
+        let reach = match r.get::<i64>(4)? {
             0 => Reach::InView,
             1 => Reach::AfterFork,
             _ => Reach::OffPath,
@@ -87,8 +86,7 @@ fn placed<T>(
             cutoff: r.get(5)?,
             row: row(r)?,
         })
-    })?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
+    })
 }
 
 /// Columns after the fixed ones of [`placed`] start here.
@@ -100,8 +98,8 @@ pub(crate) fn core_key(store: &Store, path: &BranchPath, key: &str) -> Result<Ve
         store,
         path,
         "branches b CROSS JOIN core t ON t.branch = b.bid AND t.key = ?1",
-        "1",
-        &key,
+        "1 = 1",
+        key.into(),
         "t.value, t.importance, t.ttl_s",
         |r| Ok(CoreRow { value: r.get(FIRST)?, importance: r.get(FIRST + 1)?, ttl: r.get(FIRST + 2)? }),
     )
@@ -114,9 +112,9 @@ pub(crate) fn record(store: &Store, path: &BranchPath, id: i64) -> Result<Vec<Pl
         path,
         "archival t JOIN branches b ON b.bid = t.branch",
         "t.record_id = ?1",
-        &id,
+        id.into(),
         "t.text, t.tags",
-        |r| Ok(Version { text: r.get(FIRST)?, tags: super::tags_from_json(&r.get::<_, String>(FIRST + 1)?) }),
+        |r| Ok(Version { text: r.get(FIRST)?, tags: super::tags_from_json(&r.get::<String>(FIRST + 1)?) }),
     )
 }
 
@@ -126,13 +124,13 @@ pub(crate) fn event(store: &Store, path: &BranchPath, id: i64) -> Result<Option<
         "branches b CROSS JOIN events t ON t.rid = {} AND t.seq = ?1",
         event_rid::sql_of("b.bid", "?1")
     );
-    let mut rows = placed(store, path, &from, "1", &id, "t.kind, t.text, t.tags", |r| {
+    let mut rows = placed(store, path, &from, "1 = 1", id.into(), "t.kind, t.text, t.tags", |r| {
         Ok(Event {
             id,
             branch: r.get(0)?,
             kind: r.get(FIRST)?,
             text: r.get(FIRST + 1)?,
-            tags: super::tags_from_json(&r.get::<_, String>(FIRST + 2)?),
+            tags: super::tags_from_json(&r.get::<String>(FIRST + 2)?),
             ts: r.get(3)?,
         })
     })?;
@@ -142,7 +140,7 @@ pub(crate) fn event(store: &Store, path: &BranchPath, id: i64) -> Result<Option<
 /// Every exclusion of event `id` (evictions and consolidations write them), in any branch.
 pub(crate) fn exclusions(store: &Store, path: &BranchPath, id: i64) -> Result<Vec<Placed<()>>> {
     let from = "inherited_exclusions t JOIN branches b ON b.bid = t.branch";
-    placed(store, path, from, "t.event_id = ?1", &id, "NULL", |_| Ok(()))
+    placed(store, path, from, "t.event_id = ?1", id.into(), "NULL", |_| Ok(()))
 }
 
 /// Every summary that names event `id` among those it stands for, in any branch.
@@ -151,8 +149,11 @@ pub(crate) fn summaries(store: &Store, path: &BranchPath, id: i64) -> Result<Vec
         store,
         path,
         "inherited_summaries t JOIN branches b ON b.bid = t.branch",
-        "EXISTS (SELECT 1 FROM json_each(t.summarized_event_ids) e WHERE e.value = ?1)",
-        &id,
+        &format!(
+            "EXISTS (SELECT 1 FROM {} e WHERE e.value = ?1)",
+            store.backend().json_ints("t.summarized_event_ids")
+        ),
+        id.into(),
         "t.kind, t.summary_text, t.summarized_event_ids",
         |r| {
             Ok(Summary {
@@ -160,7 +161,7 @@ pub(crate) fn summaries(store: &Store, path: &BranchPath, id: i64) -> Result<Vec
                 branch: r.get(0)?,
                 kind: r.get(FIRST)?,
                 text: r.get(FIRST + 1)?,
-                event_ids: serde_json::from_str(&r.get::<_, String>(FIRST + 2)?).unwrap_or_default(),
+                event_ids: serde_json::from_str(&r.get::<String>(FIRST + 2)?).unwrap_or_default(),
                 ts: r.get(3)?,
             })
         },

@@ -38,16 +38,16 @@ mod sql;
 
 pub(crate) use path::{collected_name, meeting, shared_until};
 
+use crate::db::{named, params, Backend, Row};
 use crate::error::{Error, Result};
 use crate::query::{Query, TermCounts};
 use crate::rows::{Branch, BranchPath, CoreEntry, Event, Record, Summary, STEP_KIND};
 use crate::schema::event_rid;
 use crate::store::Store;
-use rusqlite::Row;
 use serde::Serialize;
 use sql::{
-    anchored, current_version, live_core, not_excluded, not_excluded_by_set, visible, visible_through,
-    HAS_TAGS, NEWEST_FIRST,
+    anchored, current_version, has_tags, live_core, not_excluded, not_excluded_by_set, visible,
+    visible_through, NEWEST_FIRST,
 };
 use std::collections::{HashMap, HashSet};
 
@@ -92,13 +92,14 @@ impl Store {
     }
 }
 
-/// The `?1` of [`HAS_TAGS`].
+/// The `?1` of [`has_tags`].
 fn tags_filter(tags: &[String]) -> Result<Option<String>> {
     Ok(if tags.is_empty() { None } else { Some(serde_json::to_string(tags)?) })
 }
 
+/// A LIMIT of `limit` rows, None: all.
 fn limit_param(limit: Option<usize>) -> i64 {
-    limit.map_or(-1, |n| n as i64)
+    limit.map_or(i64::MAX, |n| n as i64)
 }
 
 fn tags_from_json(text: &str) -> Vec<String> {
@@ -117,23 +118,26 @@ const CORE_COLUMNS: &str = "t.key, t.value, t.branch, t.seq, t.importance, t.ttl
 /// Visible core entries (tombstones and expired rows resolved), oldest write first.
 pub(crate) fn core(store: &Store, path: &BranchPath) -> Result<Vec<CoreEntry>> {
     path::load(store, path)?;
-    let sql = format!(
-        "SELECT key, value, branch, max(seq), importance, ttl_s, created_at FROM ({})
-         WHERE {}
-         GROUP BY key ORDER BY 4",
-        anchored("core", CORE_COLUMNS),
-        live_core("")
-    );
+    // Per key, the row with the greatest seq: SQLite takes a bare column's value from the row
+    // `max` picks; PostgreSQL says the same with DISTINCT ON.
+    let rows = anchored("core", CORE_COLUMNS);
+    let live = live_core("");
+    let sql = match store.backend() {
+        Backend::Sqlite => format!(
+            "SELECT key, value, branch, max(seq), importance, ttl_s, created_at FROM ({rows})
+             WHERE {live} GROUP BY key ORDER BY 4"
+        ),
+        Backend::Postgres => format!(
+            "SELECT * FROM (SELECT DISTINCT ON (key) key, value, branch, seq, importance, ttl_s, created_at
+                            FROM ({rows}) r WHERE {live} ORDER BY key, seq DESC) newest
+             ORDER BY seq"
+        ),
+    };
     let (last, anchor) = anchor_params(path);
-    let mut stmt = store.conn.prepare_cached(&sql)?;
-    let mut rows =
-        stmt.query(rusqlite::named_params! {":now": store.clock.now(), ":last": last, ":anchor": anchor})?;
-    let mut entries = Vec::new();
-    while let Some(row) = rows.next()? {
-        let Some(value) = row.get::<_, Option<String>>(1)? else {
-            continue;
-        };
-        entries.push(CoreEntry {
+    let params = named![":now" => store.clock.now(), ":last" => last, ":anchor" => anchor];
+    let entries = store.conn.query(&sql, params, |row| {
+        let Some(value) = row.get::<Option<String>>(1)? else { return Ok(None) };
+        Ok(Some(CoreEntry {
             key: row.get(0)?,
             value,
             branch: path.id_of(row.get(2)?).to_string(),
@@ -141,9 +145,9 @@ pub(crate) fn core(store: &Store, path: &BranchPath) -> Result<Vec<CoreEntry>> {
             importance: row.get(4)?,
             ttl: row.get(5)?,
             ts: row.get(6)?,
-        });
-    }
-    Ok(entries)
+        }))
+    })?;
+    Ok(entries.into_iter().flatten().collect())
 }
 
 /// The anchor rows a branch forked from `path`'s branch now keeps (see [`anchored`]): per core
@@ -155,18 +159,16 @@ pub(crate) fn core(store: &Store, path: &BranchPath) -> Result<Vec<CoreEntry>> {
 pub(crate) fn anchor_rows(store: &Store, path: &BranchPath) -> Result<Vec<i64>> {
     path::load(store, path)?;
     let sql = format!(
-        "SELECT key, seq, value IS NULL, ttl_s IS NULL FROM ({}) ORDER BY key, seq DESC",
+        "SELECT key, seq, value IS NULL, ttl_s IS NULL FROM ({}) r ORDER BY key, seq DESC",
         anchored("core", CORE_COLUMNS)
     );
     let (last, anchor) = anchor_params(path);
-    let mut stmt = store.conn.prepare_cached(&sql)?;
-    let mut rows = stmt.query(rusqlite::named_params! {":last": last, ":anchor": anchor})?;
     let mut seqs = Vec::new();
     let mut settled: Option<String> = None;
-    while let Some(row) = rows.next()? {
+    store.conn.query(&sql, named![":last" => last, ":anchor" => anchor], |row| {
         let key: String = row.get(0)?;
         if settled.as_ref() == Some(&key) {
-            continue;
+            return Ok(());
         }
         let (seq, tombstone, lasting): (i64, bool, bool) = (row.get(1)?, row.get(2)?, row.get(3)?);
         if lasting {
@@ -175,7 +177,8 @@ pub(crate) fn anchor_rows(store: &Store, path: &BranchPath) -> Result<Vec<i64>> 
         if !(lasting && tombstone) {
             seqs.push(seq);
         }
-    }
+        Ok(())
+    })?;
     seqs.extend(summaries(store, path)?.iter().map(|s| s.id));
     Ok(seqs)
 }
@@ -189,18 +192,16 @@ pub(crate) fn events(store: &Store, path: &BranchPath, limit: Option<usize>) -> 
         visible("events"),
         if limit.is_some() { not_excluded() } else { not_excluded_by_set() }
     );
-    let mut stmt = store.conn.prepare_cached(&sql)?;
-    let rows = stmt.query_map([limit_param(limit)], |row| event_from_row(path, row))?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
+    store.conn.query(&sql, [limit_param(limit)], |row| event_from_row(path, row))
 }
 
-fn event_from_row(path: &BranchPath, row: &Row<'_>) -> rusqlite::Result<Event> {
+fn event_from_row(path: &BranchPath, row: &Row<'_>) -> Result<Event> {
     Ok(Event {
         id: row.get(0)?,
         branch: path.id_of(row.get(1)?).to_string(),
         kind: row.get(2)?,
         text: row.get(3)?,
-        tags: tags_from_json(&row.get::<_, String>(4)?),
+        tags: tags_from_json(&row.get::<String>(4)?),
         ts: row.get(5)?,
     })
 }
@@ -217,14 +218,14 @@ pub(crate) struct StoredStep {
 pub(crate) fn steps(store: &Store, path: &BranchPath) -> Result<Vec<StoredStep>> {
     path::load(store, path)?;
     let sql = format!(
-        "SELECT t.seq, t.kind, t.payload FROM {} WHERE t.kind GLOB '{STEP_KIND}*' AND {} ORDER BY t.seq",
+        "SELECT t.seq, t.kind, t.payload FROM {} WHERE substr(t.kind, 1, {}) = '{STEP_KIND}' AND {} ORDER BY t.seq",
         visible("events"),
+        STEP_KIND.len(),
         not_excluded()
     );
-    let mut stmt = store.conn.prepare_cached(&sql)?;
-    let rows =
-        stmt.query_map([], |r| Ok(StoredStep { id: r.get(0)?, kind: r.get(1)?, payload: r.get(2)? }))?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
+    store
+        .conn
+        .query(&sql, params![], |r| Ok(StoredStep { id: r.get(0)?, kind: r.get(1)?, payload: r.get(2)? }))
 }
 
 /// Visible summaries not folded into another visible summary, oldest first. The visible rows
@@ -235,24 +236,22 @@ pub(crate) fn summaries(store: &Store, path: &BranchPath) -> Result<Vec<Summary>
     let columns = "t.seq, t.branch, t.kind, t.summary_text, t.summarized_event_ids, t.created_at, \
                    t.replaced_summary_ids";
     let (last, anchor) = anchor_params(path);
-    let mut stmt =
-        store.conn.prepare_cached(&format!("{} ORDER BY 1", anchored("inherited_summaries", columns)))?;
-    let rows = stmt.query_map(rusqlite::named_params! {":last": last, ":anchor": anchor}, |row| {
-        let folded: Vec<i64> = serde_json::from_str(&row.get::<_, String>(6)?).unwrap_or_default();
+    let sql = format!("{} ORDER BY 1", anchored("inherited_summaries", columns));
+    let rows = store.conn.query(&sql, named![":last" => last, ":anchor" => anchor], |row| {
+        let folded: Vec<i64> = serde_json::from_str(&row.get::<String>(6)?).unwrap_or_default();
         let summary = Summary {
             id: row.get(0)?,
             branch: path.id_of(row.get(1)?).to_string(),
             kind: row.get(2)?,
             text: row.get(3)?,
-            event_ids: serde_json::from_str(&row.get::<_, String>(4)?).unwrap_or_default(),
+            event_ids: serde_json::from_str(&row.get::<String>(4)?).unwrap_or_default(),
             ts: row.get(5)?,
         };
         Ok((summary, folded))
     })?;
     let mut replaced: HashSet<i64> = HashSet::new();
     let mut all = Vec::new();
-    for row in rows {
-        let (summary, folded) = row?;
+    for (summary, folded) in rows {
         replaced.extend(folded);
         all.push(summary);
     }
@@ -276,15 +275,13 @@ pub(crate) fn events_written_along(
                 (SELECT t.seq FROM events t WHERE t.rid BETWEEN {range} ORDER BY t.rid DESC LIMIT 1)
          FROM temp.view_path p ORDER BY p.pos"
     );
-    let mut stmt = store.conn.prepare_cached(&sql)?;
-    let rows = stmt.query_map([], |r| {
-        let ends = match (r.get::<_, Option<i64>>(1)?, r.get::<_, Option<i64>>(2)?) {
+    store.conn.query(&sql, params![], |r| {
+        let ends = match (r.get::<Option<i64>>(1)?, r.get::<Option<i64>>(2)?) {
             (Some(first), Some(last)) => Some([first, last]),
             _ => None,
         };
-        Ok((r.get::<_, Option<i64>>(0)?.unwrap_or(0) as usize, ends))
-    })?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
+        Ok((r.get::<Option<i64>>(0)?.unwrap_or(0) as usize, ends))
+    })
 }
 
 /// How many events the view of branch `bid` shows, in constant time — a derived form of the
@@ -297,7 +294,7 @@ pub(crate) fn event_count(store: &Store, bid: i64) -> Result<usize> {
         last_ordinal("events", "?1"),
         last_ordinal("inherited_exclusions", "?1")
     );
-    let count: i64 = store.conn.prepare_cached(&sql)?.query_row([bid], |r| r.get(0))?;
+    let count: i64 = store.conn.query_one(&sql, [bid], |r| r.get(0))?;
     Ok(count.max(0) as usize)
 }
 
@@ -328,49 +325,45 @@ pub(crate) fn events_after(store: &Store, path: &BranchPath, after: i64) -> Resu
         visible_after("events"),
         not_excluded()
     );
-    let mut stmt = store.conn.prepare_cached(&sql)?;
-    let rows = stmt.query_map([after], |row| event_from_row(path, row))?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
+    store.conn.query(&sql, [after], |row| event_from_row(path, row))
 }
 
 /// The events that visible exclusions with a seq above `after` hide.
 pub(crate) fn excluded_after(store: &Store, path: &BranchPath, after: i64) -> Result<Vec<i64>> {
     path::load(store, path)?;
     let sql = format!("SELECT t.event_id FROM {}", visible_after("inherited_exclusions"));
-    let mut stmt = store.conn.prepare_cached(&sql)?;
-    let rows = stmt.query_map([after], |r| r.get(0))?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
+    store.conn.query(&sql, [after], |r| r.get(0))
 }
 
 /// The records with a visible version (or delete) with a seq above `after`.
 pub(crate) fn records_after(store: &Store, path: &BranchPath, after: i64) -> Result<Vec<i64>> {
     path::load(store, path)?;
     let sql = format!("SELECT DISTINCT t.record_id FROM {}", visible_after("archival"));
-    let mut stmt = store.conn.prepare_cached(&sql)?;
-    let rows = stmt.query_map([after], |r| r.get(0))?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
+    store.conn.query(&sql, [after], |r| r.get(0))
 }
 
 /// Those of events `ids` the view shows, newest first. Each id is looked up in the one path
 /// branch that can hold it (path::holder), so the cost follows the ids, not the path.
 pub(crate) fn events_among(store: &Store, path: &BranchPath, ids: &[i64]) -> Result<Vec<Event>> {
-    let held: Vec<[i64; 2]> = ids.iter().filter_map(|&id| Some([path::holder(path, id)?, id])).collect();
-    if held.is_empty() {
+    let rids: Vec<i64> = ids
+        .iter()
+        .filter_map(|&id| Some(event_rid::of(path::holder(path, id)?, id)))
+        .collect::<Result<_>>()?;
+    if rids.is_empty() {
         return Ok(Vec::new());
     }
     path::load(store, path)?;
     let sql = format!(
         "SELECT t.seq, t.branch, t.kind, t.text, t.tags, t.created_at
-         FROM json_each(?1) j JOIN temp.view_path p ON p.bid = j.value ->> 0
-         JOIN events t ON t.rid = {} AND {}
+         FROM {} j JOIN temp.view_path p ON p.bid = {}
+         JOIN events t ON t.rid = j.value AND {}
          WHERE {} ORDER BY t.seq DESC",
-        event_rid::sql_of("p.bid", "(j.value ->> 1)"),
+        store.backend().json_ints("?1"),
+        event_rid::bid_of("j.value"),
         visible_through("p", "t"),
         not_excluded()
     );
-    let mut stmt = store.conn.prepare_cached(&sql)?;
-    let rows = stmt.query_map([serde_json::to_string(&held)?], |row| event_from_row(path, row))?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
+    store.conn.query(&sql, [serde_json::to_string(&rids)?], |row| event_from_row(path, row))
 }
 
 /// The view's rows of `table` (`columns` of `t`), each with the path position of the branch
@@ -381,30 +374,23 @@ pub(crate) fn rows_along<T>(
     path: &BranchPath,
     table: &str,
     columns: &str,
-    row: impl Fn(&Row<'_>) -> rusqlite::Result<T>,
+    row: impl Fn(&Row<'_>) -> Result<T>,
 ) -> Result<Vec<(usize, T)>> {
     path::load(store, path)?;
-    let live = if table == "core" { live_core("t") } else { "1".to_string() };
+    let live = if table == "core" { live_core("t") } else { "1 = 1".to_string() };
     let sql = format!("SELECT p.pos, {columns} FROM {} WHERE {live} ORDER BY t.seq", visible(table));
-    let mut stmt = store.conn.prepare_cached(&sql)?;
-    let now = store.clock.now();
-    let mut rows =
-        if table == "core" { stmt.query(rusqlite::named_params! {":now": now})? } else { stmt.query([])? };
-    let mut out = Vec::new();
-    while let Some(r) = rows.next()? {
-        out.push((r.get::<_, i64>(0)? as usize, row(r)?));
-    }
-    Ok(out)
+    let params = if table == "core" { named![":now" => store.clock.now()] } else { params![] };
+    store.conn.query(&sql, params, |r| Ok((r.get::<usize>(0)?, row(r)?)))
 }
 
 const RECORD_COLUMNS: &str = "t.record_id, t.branch, t.text, t.tags, t.created_at, t.seq";
 
-fn record_from_row(path: &BranchPath, row: &Row<'_>) -> rusqlite::Result<Record> {
+fn record_from_row(path: &BranchPath, row: &Row<'_>) -> Result<Record> {
     Ok(Record {
         id: row.get(0)?,
         branch: path.id_of(row.get(1)?).to_string(),
         text: row.get(2)?,
-        tags: tags_from_json(&row.get::<_, String>(3)?),
+        tags: tags_from_json(&row.get::<String>(3)?),
         ts: row.get(4)?,
         seq: row.get(5)?,
         score: None,
@@ -420,31 +406,27 @@ pub(crate) fn archival(
 ) -> Result<Vec<Record>> {
     path::load(store, path)?;
     let tags = tags_filter(tags)?;
+    let has_tags = has_tags(store.backend());
     // A window stops at its first `limit` current versions, checked one probe each; a read of
     // every record drops the superseded versions after one pass over the view's updates.
     if limit.is_none() {
         let sql = format!(
-            "SELECT {RECORD_COLUMNS} FROM {} WHERE t.text IS NOT NULL AND {HAS_TAGS} {NEWEST_FIRST}",
+            "SELECT {RECORD_COLUMNS} FROM {} WHERE t.text IS NOT NULL AND {has_tags} {NEWEST_FIRST}",
             visible("archival"),
         );
-        let mut stmt = store.conn.prepare_cached(&sql)?;
-        let rows = stmt.query_map(rusqlite::params![tags], |row| record_from_row(path, row))?;
-        let mut records: Vec<Record> = rows.collect::<rusqlite::Result<_>>()?;
+        let mut records = store.conn.query(&sql, params![tags], |row| record_from_row(path, row))?;
         let superseded = superseded_versions(store, path)?;
         records.retain(|r| !superseded.is_superseded(r.seq));
         return Ok(records);
     }
     let sql = format!(
         "SELECT {RECORD_COLUMNS} FROM {}
-         WHERE t.text IS NOT NULL AND {} AND {HAS_TAGS}
+         WHERE t.text IS NOT NULL AND {} AND {has_tags}
          {NEWEST_FIRST} LIMIT ?2",
         visible("archival"),
         current_version()
     );
-    let mut stmt = store.conn.prepare_cached(&sql)?;
-    let rows =
-        stmt.query_map(rusqlite::params![tags, limit_param(limit)], |row| record_from_row(path, row))?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
+    store.conn.query(&sql, params![tags, limit_param(limit)], |row| record_from_row(path, row))
 }
 
 /// The visible version of one record, or None if it is not in the view (or deleted there).
@@ -455,28 +437,26 @@ pub(crate) fn archival_record(store: &Store, path: &BranchPath, id: i64) -> Resu
          WHERE t.record_id = ?1 ORDER BY t.seq DESC LIMIT 1",
         visible_through("p", "t")
     );
-    let mut stmt = store.conn.prepare_cached(&sql)?;
-    let mut rows = stmt.query([id])?;
-    match rows.next()? {
-        // The newest visible version is a tombstone when its text is NULL: deleted in this view.
-        Some(row) if row.get::<_, Option<String>>(2)?.is_some() => Ok(Some(record_from_row(path, row)?)),
-        _ => Ok(None),
-    }
+    // The newest visible version is a tombstone when its text is NULL: deleted in this view.
+    let newest = store.conn.query_opt(&sql, [id], |row| match row.get::<Option<String>>(2)? {
+        Some(_) => Ok(Some(record_from_row(path, row)?)),
+        None => Ok(None),
+    })?;
+    Ok(newest.flatten())
 }
 
 /// The visible versions of those of records `ids` the view holds, newest version first.
 pub(crate) fn records_among(store: &Store, path: &BranchPath, ids: &[i64]) -> Result<Vec<Record>> {
     path::load(store, path)?;
     let sql = format!(
-        "SELECT {RECORD_COLUMNS} FROM json_each(?1) j JOIN archival t ON t.record_id = j.value
+        "SELECT {RECORD_COLUMNS} FROM {} j JOIN archival t ON t.record_id = j.value
          JOIN temp.view_path p ON {}
          WHERE t.text IS NOT NULL AND {} ORDER BY t.seq DESC",
+        store.backend().json_ints("?1"),
         visible_through("p", "t"),
         current_version()
     );
-    let mut stmt = store.conn.prepare_cached(&sql)?;
-    let rows = stmt.query_map([serde_json::to_string(ids)?], |row| record_from_row(path, row))?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
+    store.conn.query(&sql, [serde_json::to_string(ids)?], |row| record_from_row(path, row))
 }
 
 /// A visible archival version that matches a search, with what ranking needs of it.
@@ -502,22 +482,21 @@ pub(crate) fn archival_fts_matches(
     let forks = fts_match::encode_forks(path.branches().iter().map(|b| b.fork_seq));
     // Each match's length comes from the narrow `(seq, tokens)` index: one short seek per match
     // (CROSS JOIN keeps the index's matches the outer loop whatever the table statistics say).
-    let mut stmt = store.conn.prepare_cached(&format!(
+    let sql = format!(
         "SELECT archival_fts.rowid, {}(archival_fts, ?2, ?3, ?4), t.tokens
          FROM archival_fts CROSS JOIN archival t INDEXED BY archival_seq_tokens ON t.seq = archival_fts.rowid
          WHERE archival_fts MATCH ?1",
         fts_match::FUNCTION
-    ))?;
-    let params = rusqlite::params![expression, query.word_count() as i64, first_branch as i64, forks];
-    let mut rows = stmt.query(params)?;
-    let mut matches = Vec::new();
-    while let Some(row) = rows.next()? {
+    );
+    let params = params![expression, query.word_count(), first_branch, forks];
+    let matches = store.conn.query(&sql, params, |row| {
         // NULL: a row of a path branch the view does not hold (written after the path left it).
-        let Some(blob) = row.get_ref(1)?.as_blob_or_null().ok().flatten() else { continue };
+        let Some(blob) = row.value(1)?.as_blob_or_null().ok().flatten() else { return Ok(None) };
         let counts = fts_match::decode_counts(blob, row.get(2)?)
             .ok_or_else(|| Error::internal("memctl_match returned a malformed row"))?;
-        matches.push(Match { seq: row.get(0)?, counts });
-    }
+        Ok(Some(Match { seq: row.get(0)?, counts }))
+    })?;
+    let mut matches: Vec<Match> = matches.into_iter().flatten().collect();
     let superseded = superseded_versions(store, path)?;
     matches.retain(|m| !superseded.is_superseded(m.seq));
     if !tags.is_empty() {
@@ -547,19 +526,19 @@ impl Superseded {
 /// ancestor over rows that only updates and deletes write.
 fn superseded_versions(store: &Store, path: &BranchPath) -> Result<Superseded> {
     path::load(store, path)?;
-    let mut stmt = store.conn.prepare_cached(&format!(
+    let sql = format!(
         "SELECT t.record_id, t.seq FROM temp.view_path p CROSS JOIN archival t INDEXED BY archival_later_versions
          ON {} AND t.record_id != t.seq",
         visible_through("p", "t")
-    ))?;
-    let mut rows = stmt.query([])?;
+    );
     let mut superseded = Superseded { newest: HashMap::new(), later_versions: HashMap::new() };
-    while let Some(row) = rows.next()? {
+    store.conn.query(&sql, params![], |row| {
         let (record, seq): (i64, i64) = (row.get(0)?, row.get(1)?);
         superseded.later_versions.insert(seq, record);
         let newest = superseded.newest.entry(record).or_insert(seq);
         *newest = (*newest).max(seq);
-    }
+        Ok(())
+    })?;
     Ok(superseded)
 }
 
@@ -567,19 +546,18 @@ fn superseded_versions(store: &Store, path: &BranchPath) -> Result<Superseded> {
 fn seqs_with_tags(store: &Store, seqs: impl Iterator<Item = i64>, tags: &[String]) -> Result<HashSet<i64>> {
     let seqs = serde_json::to_string(&seqs.collect::<Vec<_>>())?;
     let sql = format!(
-        "SELECT t.seq FROM archival t WHERE t.seq IN (SELECT value FROM json_each(?2)) AND {HAS_TAGS}"
+        "SELECT t.seq FROM archival t WHERE t.seq IN (SELECT value FROM {}) AND {}",
+        store.backend().json_ints("?2"),
+        has_tags(store.backend())
     );
-    let mut stmt = store.conn.prepare_cached(&sql)?;
-    let rows = stmt.query_map(rusqlite::params![tags_filter(tags)?, seqs], |r| r.get(0))?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
+    Ok(store.conn.query(&sql, params![tags_filter(tags)?, seqs], |r| r.get(0))?.into_iter().collect())
 }
 
 /// The versions with these seqs, in the order given.
 pub(crate) fn archival_versions(store: &Store, path: &BranchPath, seqs: &[i64]) -> Result<Vec<Record>> {
     let sql = format!(
-        "SELECT {RECORD_COLUMNS} FROM json_each(?1) s JOIN archival t ON t.seq = s.value ORDER BY s.key"
+        "SELECT {RECORD_COLUMNS} FROM {} s JOIN archival t ON t.seq = s.value ORDER BY s.key",
+        store.backend().json_ints("?1")
     );
-    let mut stmt = store.conn.prepare_cached(&sql)?;
-    let rows = stmt.query_map([serde_json::to_string(seqs)?], |row| record_from_row(path, row))?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
+    store.conn.query(&sql, [serde_json::to_string(seqs)?], |row| record_from_row(path, row))
 }

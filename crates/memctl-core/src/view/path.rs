@@ -2,10 +2,10 @@
 //! and THE rule of SPEC §2 that turns a path into per-branch cutoffs. The path is loaded into a
 //! connection-private table, `temp.view_path`, that every view query joins (sql.rs).
 
+use crate::db::{params, Backend, Row};
 use crate::error::{Error, Result, Topic};
 use crate::rows::{Branch, BranchPath, BranchStatus};
 use crate::store::Store;
-use rusqlite::{OptionalExtension, Row};
 use std::collections::HashMap;
 use std::rc::Rc;
 
@@ -44,22 +44,37 @@ pub(crate) fn holder(path: &BranchPath, seq: i64) -> Option<i64> {
 #[derive(Default)]
 struct PathState {
     paths: HashMap<String, Rc<BranchPath>>,
-    /// The data version the paths were last checked at, and how many times `gc` had collected
-    /// branches then: a path is valid only while its branch is not collected.
-    checked: Option<(u32, i64)>,
+    /// The data version the paths were last checked at (None on PostgreSQL, which keeps none:
+    /// checked on every call), and how many times `gc` had collected branches then: a path is
+    /// valid only while its branch is not collected.
+    checked: Option<(Option<u32>, i64)>,
     /// The branch whose path is loaded, and how many branches of it (a path may stop at an
     /// anchor); None when the table may be missing or stale.
     loaded: Option<(i64, usize)>,
 }
 
-/// The path table: one row per path branch, nearest first, with its cutoff. In memory and
-/// private to the connection: filling it writes nothing to the database. Created on first use
-/// (and again after a rollback that undid its creation).
-const PATH_TABLE: &str = "CREATE TEMP TABLE IF NOT EXISTS view_path (
-    pos    INTEGER PRIMARY KEY,
-    bid    INTEGER NOT NULL UNIQUE,
-    cutoff INTEGER NOT NULL
-)";
+/// The path table: one row per path branch, nearest first, with its cutoff. Private to the
+/// connection (in memory on SQLite): filling it writes nothing to the database. Created on
+/// first use (and again after a rollback that undid its creation). SQLite's INTEGER is 64-bit
+/// (and `pos` the rowid); PostgreSQL's is not.
+fn path_table(backend: Backend) -> &'static str {
+    match backend {
+        Backend::Sqlite => {
+            "CREATE TEMP TABLE IF NOT EXISTS view_path (
+                 pos    INTEGER PRIMARY KEY,
+                 bid    INTEGER NOT NULL UNIQUE,
+                 cutoff INTEGER NOT NULL
+             )"
+        }
+        Backend::Postgres => {
+            "CREATE TEMP TABLE IF NOT EXISTS view_path (
+                 pos    BIGINT PRIMARY KEY,
+                 bid    BIGINT NOT NULL UNIQUE,
+                 cutoff BIGINT NOT NULL
+             )"
+        }
+    }
+}
 
 /// Puts `path` into `temp.view_path` unless it is already there.
 pub(crate) fn load(store: &Store, path: &BranchPath) -> Result<()> {
@@ -70,16 +85,21 @@ pub(crate) fn load(store: &Store, path: &BranchPath) -> Result<()> {
         return Ok(());
     }
     if loaded.is_none() {
-        store.conn.prepare_cached(PATH_TABLE)?.execute([])?;
+        store.conn.execute(path_table(store.backend()), params![])?;
     }
-    store.conn.prepare_cached("DELETE FROM temp.view_path")?.execute([])?;
-    store
-        .conn
-        .prepare_cached(
+    store.conn.execute("DELETE FROM temp.view_path", params![])?;
+    let fill = match store.backend() {
+        Backend::Sqlite => {
             "INSERT INTO temp.view_path(pos, bid, cutoff)
-             SELECT key, value ->> 0, value ->> 1 FROM json_each(?1)",
-        )?
-        .execute([path.cutoffs_json()])?;
+             SELECT key, value ->> 0, value ->> 1 FROM json_each(?1)"
+        }
+        Backend::Postgres => {
+            "INSERT INTO temp.view_path(pos, bid, cutoff)
+             SELECT n - 1, CAST(e ->> 0 AS BIGINT), CAST(e ->> 1 AS BIGINT)
+             FROM json_array_elements(CAST(?1 AS json)) WITH ORDINALITY AS j(e, n)"
+        }
+    };
+    store.conn.execute(fill, params![path.cutoffs_json()])?;
     store.memo(|state: &mut PathState| state.loaded = Some(wanted));
     Ok(())
 }
@@ -94,7 +114,7 @@ const BRANCH_COLUMNS_UNJOINED: &str =
     "b.bid, b.id, b.node_uid, NULL, b.depth, b.fork_seq, b.created_at, b.meta, b.anchored, \
                               b.status, b.status_note";
 
-fn branch_from_row(row: &Row<'_>) -> rusqlite::Result<Branch> {
+fn branch_from_row(row: &Row<'_>) -> Result<Branch> {
     Ok(Branch {
         bid: row.get(0)?,
         id: row.get(1)?,
@@ -103,13 +123,13 @@ fn branch_from_row(row: &Row<'_>) -> rusqlite::Result<Branch> {
         depth: row.get(4)?,
         fork_seq: row.get(5)?,
         created_at: row.get(6)?,
-        meta: match row.get_ref(7)?.as_str()? {
+        meta: match row.value(7)?.as_str()? {
             // Most branches carry no meta: no parse.
             "{}" => serde_json::Value::Object(Default::default()),
             text => serde_json::from_str(text).unwrap_or_default(),
         },
         anchored: row.get(8)?,
-        status: BranchStatus::parse(&row.get::<_, String>(9)?).unwrap_or(BranchStatus::Alive),
+        status: BranchStatus::parse(&row.get::<String>(9)?).unwrap_or(BranchStatus::Alive),
         status_note: row.get(10)?,
     })
 }
@@ -129,7 +149,7 @@ impl Store {
              WHERE b.node_uid = ?1 AND b.id <> ?1 AND b.collected_at IS NULL
              LIMIT 1"
         );
-        Ok(self.conn.prepare_cached(&sql)?.query_row([name], branch_from_row).optional()?)
+        self.conn.query_opt(&sql, [name], branch_from_row)
     }
 
     /// All branches in use (not collected by gc), parents before children (by fork_seq).
@@ -138,9 +158,7 @@ impl Store {
             "SELECT {BRANCH_COLUMNS} FROM branches b LEFT JOIN branches p ON p.bid = b.parent
              WHERE b.collected_at IS NULL ORDER BY b.fork_seq"
         );
-        let mut stmt = self.conn.prepare_cached(&sql)?;
-        let rows = stmt.query_map([], branch_from_row)?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+        self.conn.query(&sql, params![], branch_from_row)
     }
 
     /// The direct children of a branch, oldest first.
@@ -150,9 +168,7 @@ impl Store {
             "SELECT {BRANCH_COLUMNS} FROM branches b JOIN branches p ON p.bid = b.parent
              WHERE b.parent = ?1 AND b.collected_at IS NULL ORDER BY b.fork_seq"
         );
-        let mut stmt = self.conn.prepare_cached(&sql)?;
-        let rows = stmt.query_map([parent.bid], branch_from_row)?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+        self.conn.query(&sql, [parent.bid], branch_from_row)
     }
 
     /// Every branch under `branch` (children, their children, …), parents before children.
@@ -168,9 +184,7 @@ impl Store {
              JOIN branches b ON b.bid = down.bid LEFT JOIN branches p ON p.bid = b.parent
              ORDER BY b.fork_seq"
         );
-        let mut stmt = self.conn.prepare_cached(&sql)?;
-        let rows = stmt.query_map([top.bid], branch_from_row)?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+        self.conn.query(&sql, [top.bid], branch_from_row)
     }
 
     /// The bid of a branch in use or collected, for reading its journal.
@@ -184,13 +198,11 @@ impl Store {
     /// The bid of the branch `gc` collected that had `name` as id or node_uid: such names stay
     /// taken.
     pub(crate) fn collected_bid(&self, name: &str) -> Result<Option<i64>> {
-        Ok(self
-            .conn
-            .prepare_cached(
-                "SELECT bid FROM branches WHERE (id = ?1 OR node_uid = ?1) AND collected_at IS NOT NULL",
-            )?
-            .query_row([name], |r| r.get(0))
-            .optional()?)
+        self.conn.query_opt(
+            "SELECT bid FROM branches WHERE (id = ?1 OR node_uid = ?1) AND collected_at IS NOT NULL",
+            [name],
+            |r| r.get(0),
+        )
     }
 
     /// The path of a branch (itself first, root last), read once per handle in one query.
@@ -213,10 +225,10 @@ impl Store {
         let version = self.data_version()?;
         let own = self.own_commit();
         let current = self.memo(|state: &mut PathState| match state.checked {
-            Some((v, _)) if v == version => true,
+            Some((v, _)) if version.is_some() && v == version => true,
             // Only this handle's own commit moved the version since the check (its gc forgets
             // the memo itself): still current.
-            Some((v, count)) if own == Some((v, version)) => {
+            Some((Some(v), count)) if version.is_some_and(|version| own == Some((v, version))) => {
                 state.checked = Some((version, count));
                 true
             }
@@ -225,10 +237,11 @@ impl Store {
         if current {
             return Ok(());
         }
-        let collections: i64 = self
-            .conn
-            .prepare_cached("SELECT coalesce((SELECT value FROM meta WHERE key = 'gc_collections'), 0)")?
-            .query_row([], |r| r.get(0))?;
+        let collections: i64 = self.conn.query_one(
+            "SELECT coalesce((SELECT value FROM meta WHERE key = 'gc_collections'), 0)",
+            params![],
+            |r| r.get(0),
+        )?;
         self.memo(|state: &mut PathState| {
             if state.checked.is_some_and(|(_, c)| c != collections) {
                 state.paths.clear();
@@ -250,28 +263,23 @@ impl Store {
         let columns = BRANCH_COLUMNS_UNJOINED;
         let sql = format!(
             "WITH RECURSIVE up(bid, step) AS (
-                 SELECT ?1, 0
+                 SELECT CAST(?1 AS BIGINT), 0
                  UNION ALL
                  SELECT b.parent, up.step + 1 FROM up JOIN branches b ON b.bid = up.bid
-                 WHERE b.parent IS NOT NULL AND NOT (?2 AND b.anchored)
+                 WHERE b.parent IS NOT NULL AND NOT (?2 = 1 AND b.anchored = 1)
              )
              SELECT {columns} FROM up JOIN branches b ON b.bid = up.bid ORDER BY up.step"
         );
-        let mut stmt = self.conn.prepare_cached(&sql)?;
-        let mut branches: Vec<Branch> = stmt
-            .query_map(rusqlite::params![branch.bid, stop_at_anchor], branch_from_row)?
-            .collect::<rusqlite::Result<_>>()?;
+        let mut branches = self.conn.query(&sql, params![branch.bid, stop_at_anchor], branch_from_row)?;
         for i in 1..branches.len() {
             branches[i - 1].parent = Some(branches[i].id.clone());
         }
         if let Some(last) = branches.last_mut() {
-            last.parent = self
-                .conn
-                .prepare_cached(
-                    "SELECT p.id FROM branches b JOIN branches p ON p.bid = b.parent WHERE b.bid = ?1",
-                )?
-                .query_row([last.bid], |r| r.get(0))
-                .optional()?;
+            last.parent = self.conn.query_opt(
+                "SELECT p.id FROM branches b JOIN branches p ON p.bid = b.parent WHERE b.bid = ?1",
+                [last.bid],
+                |r| r.get(0),
+            )?;
         }
         let cutoffs = cutoffs(&branches);
         Ok(BranchPath::new(branches, &cutoffs))

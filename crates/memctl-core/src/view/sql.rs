@@ -2,6 +2,7 @@
 //! branch's view; every query of the view, and every sub-query that asks "is there a visible
 //! row that …", is built from it over `temp.view_path` (path.rs).
 
+use crate::db::Backend;
 use crate::schema::event_rid;
 
 /// Row `t` of a layer table is visible through path entry `p`: it belongs to that path branch
@@ -70,9 +71,14 @@ pub(super) fn current_version() -> String {
 
 /// Record `t` carries every tag of the JSON array bound as `?1` (NULL: no filter, and no JSON
 /// parsed per row).
-pub(super) const HAS_TAGS: &str = "(?1 IS NULL OR NOT EXISTS (
-    SELECT 1 FROM json_each(?1) want
-    WHERE want.value NOT IN (SELECT have.value FROM json_each(t.tags) have)))";
+pub(super) fn has_tags(backend: Backend) -> String {
+    format!(
+        "(CAST(?1 AS TEXT) IS NULL OR NOT EXISTS (
+             SELECT 1 FROM {} want WHERE want.value NOT IN (SELECT have.value FROM {} have)))",
+        backend.json_texts("?1"),
+        backend.json_texts("t.tags")
+    )
+}
 
 /// The rows of a small layer table (core, summaries) that can be visible, as `t`: those of the
 /// path down to its nearest anchor, then the anchor's rows, which stand for the rest of the

@@ -20,6 +20,7 @@
 //! match a query word, in the same order with the same scores. The databases are files on disk,
 //! as in production.
 
+use crate::pg_cluster::Cluster;
 use memctl_core::{
     BranchStatus, Clock, Config, CoreWrite, ErrorKind, FtsMode, GcRequest, Search, Status, Store, Subject,
     Verdict, View,
@@ -629,10 +630,13 @@ fn expect_err<T: Debug>(
 
 struct Harness {
     store: Store,
-    /// A second handle on the same file that searches archival by keywords, without FTS5.
+    /// A second handle on the same database that searches archival by keywords, without FTS5
+    /// (on PostgreSQL, which has no FTS5, a second handle searching the same way).
     fallback: Store,
-    /// The directory holding the database file.
+    /// The directory holding the database file (SQLite).
     dir: tempfile::TempDir,
+    /// The database's URL (PostgreSQL).
+    url: Option<String>,
     model: Model,
     /// Every event id the engine created, in any branch.
     events: Vec<i64>,
@@ -655,6 +659,11 @@ impl Harness {
     /// The same, with an anchor every `levels` levels (0: none), so that the model's views are
     /// compared with views read through anchors.
     fn anchoring_every(levels: i64) -> Harness {
+        Harness::on(None, levels)
+    }
+
+    /// [`Harness::anchoring_every`] on the database at `url` (PostgreSQL), else on a new SQLite file.
+    fn on(url: Option<String>, levels: i64) -> Harness {
         // Budget eviction and consolidation have their own tests; the model covers SPEC §2.
         let config = Config {
             core_max_chars: 1_000_000,
@@ -663,10 +672,13 @@ impl Harness {
             ..Config::default()
         };
         let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("memory.sqlite");
+        let file = match &url {
+            Some(url) => std::path::PathBuf::from(url),
+            None => dir.path().join("memory.sqlite"),
+        };
         let clock = Clock::Fixed(T0 as f64);
         let store = Store::open(&file, config.clone(), clock).unwrap();
-        assert!(store.uses_fts().unwrap(), "the bundled SQLite has FTS5");
+        assert_eq!(store.uses_fts().unwrap(), url.is_none(), "the bundled SQLite has FTS5");
         let mut fallback_config = config;
         fallback_config.search.fts = FtsMode::Off;
         let fallback = Store::open(&file, fallback_config, clock).unwrap();
@@ -674,6 +686,7 @@ impl Harness {
             store,
             fallback,
             dir,
+            url,
             model: Model::new(),
             events: vec![],
             records: vec![],
@@ -1410,10 +1423,11 @@ impl Harness {
     /// No row of a collected branch is left in the file, and the search index matches the
     /// archival rows that remain.
     fn check_nothing_left(&self) -> Result<(), TestCaseError> {
+        if let Some(url) = &self.url {
+            return check_nothing_left_on_postgres(url);
+        }
         let file = rusqlite::Connection::open(self.dir.path().join("memory.sqlite")).unwrap();
-        for table in
-            ["core", "events", "archival", "inherited_exclusions", "inherited_summaries", "anchor_rows"]
-        {
+        for table in LAYER_TABLES {
             let left: i64 = file
                 .query_row(
                     &format!("SELECT count(*) FROM {table} t JOIN branches b ON b.bid = t.branch WHERE b.collected_at IS NOT NULL"),
@@ -1636,6 +1650,24 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
+/// The layer tables, which keep no row of a collected branch.
+const LAYER_TABLES: [&str; 6] =
+    ["core", "events", "archival", "inherited_exclusions", "inherited_summaries", "anchor_rows"];
+
+fn check_nothing_left_on_postgres(url: &str) -> Result<(), TestCaseError> {
+    let config: postgres::Config = url.parse().unwrap();
+    let mut client = config.connect(postgres::NoTls).unwrap();
+    for table in LAYER_TABLES {
+        let sql = format!(
+            "SELECT count(*) FROM memctl.{table} t JOIN memctl.branches b ON b.bid = t.branch
+             WHERE b.collected_at IS NOT NULL"
+        );
+        let left: i64 = client.query_one(&sql, &[]).unwrap().get(0);
+        prop_assert_eq!(left, 0, "rows of collected branches left in {}", table);
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig {
         cases: 256,
@@ -1648,6 +1680,61 @@ proptest! {
     fn engine_matches_the_model(anchor_every in 0..=3i64, ops in prop::collection::vec(op(), 1..=60)) {
         Harness::anchoring_every(anchor_every).run(&ops)?;
     }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: 32,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+
+    /// The model test on PostgreSQL, and the differential test: the same random operations on
+    /// an SQLite file and a PostgreSQL database each match the model after every step, and the
+    /// two then give the same views, searches, journal and exports.
+    #[test]
+    fn postgres_matches_the_model_and_sqlite(anchor_every in 0..=3i64, ops in prop::collection::vec(op(), 1..=40)) {
+        let Some(cluster) = Cluster::shared("the PostgreSQL model test") else { return Ok(()) };
+        let mut sqlite = Harness::on(None, anchor_every);
+        let mut postgres = Harness::on(Some(cluster.new_database()), anchor_every);
+        sqlite.run(&ops)?;
+        postgres.run(&ops)?;
+        backends_agree(&sqlite.store, &postgres.store)?;
+    }
+}
+
+/// Two stores holding the same run read alike: every branch's view and searches, the journal,
+/// and the exports.
+fn backends_agree(a: &Store, b: &Store) -> Result<(), TestCaseError> {
+    let branches = expect_ok(a.branches(), "branches")?;
+    prop_assert_eq!(&branches, &expect_ok(b.branches(), "branches")?);
+    for branch in &branches {
+        let id = &branch.id;
+        prop_assert_eq!(expect_ok(a.view(id), "view")?, expect_ok(b.view(id), "view")?, "view of {}", id);
+        for query in ["mpi", "gpu kernel", "notes tuning cache", ""] {
+            let search = Search { query: query.to_string(), k: 50, tags: vec![] };
+            let (found_a, found_b) = (
+                expect_ok(a.archival_search(id, &search), "search")?,
+                expect_ok(b.archival_search(id, &search), "search")?,
+            );
+            prop_assert_eq!(found_a.len(), found_b.len(), "search {:?} on {}", query, id);
+            for (x, y) in found_a.iter().zip(&found_b) {
+                prop_assert_eq!((x.id, &x.text), (y.id, &y.text), "search {:?} on {}", query, id);
+                let (sx, sy) = (x.score.unwrap_or(0.0), y.score.unwrap_or(0.0));
+                prop_assert!((sx - sy).abs() <= 1e-9 * sx.abs().max(1.0), "scores of {:?} on {}", query, id);
+            }
+        }
+        let paper = |s: &Store| {
+            expect_ok(s.paper_memory(id, None), "paper_memory").map(|p| serde_json::to_value(p).unwrap())
+        };
+        prop_assert_eq!(paper(a)?, paper(b)?, "paper export of {}", id);
+    }
+    let journal =
+        |s: &Store| expect_ok(s.journal_lines(), "journal").map(|l| serde_json::to_value(l).unwrap());
+    prop_assert_eq!(journal(a)?, journal(b)?, "journal export");
+    let viewer = |s: &Store| expect_ok(s.viewer_data("run"), "viewer data");
+    prop_assert_eq!(viewer(a)?, viewer(b)?, "viewer export");
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------------

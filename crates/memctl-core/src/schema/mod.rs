@@ -4,6 +4,9 @@
 //! `(branch, seq)` so the view reads each ancestor with one index range scan. Branches are
 //! referenced by an integer `bid`; the caller-facing id and node_uid live only in `branches`.
 
+mod postgres;
+
+use crate::db::Conn;
 use crate::error::{Error, Result, Topic};
 use crate::query::token_count;
 use rusqlite::Connection;
@@ -40,18 +43,31 @@ pub(crate) mod event_rid {
 
     /// SQL for the rowid of event `seq` of branch `bid`, both SQL expressions.
     pub(crate) fn sql_of(bid: &str, seq: &str) -> String {
-        format!("(({bid} << {SEQ_BITS}) + {seq})")
+        format!("({} + {seq})", first(bid))
     }
 
     /// SQL `lo AND hi` for `rid BETWEEN …`: the events of branch `bid` with seq ≤ `cutoff`,
     /// both SQL expressions (`cutoff` may exceed the seqs the encoding holds).
     pub(crate) fn range(bid: &str, cutoff: &str) -> String {
-        format!("({bid} << {SEQ_BITS}) AND ({bid} << {SEQ_BITS}) + min({cutoff}, {MAX_SEQ})")
+        format!(
+            "{lo} AND {lo} + CASE WHEN {cutoff} < {MAX_SEQ} THEN {cutoff} ELSE {MAX_SEQ} END",
+            lo = first(bid)
+        )
+    }
+
+    /// SQL for the first rowid of branch `bid` (typed, as a bound parameter may not be).
+    fn first(bid: &str) -> String {
+        format!("(CAST({bid} AS BIGINT) << {SEQ_BITS})")
+    }
+
+    /// SQL for the bid of the event whose rowid is `rid`, an SQL expression.
+    pub(crate) fn bid_of(rid: &str) -> String {
+        format!("({rid} >> {SEQ_BITS})")
     }
 
     /// SQL `lo AND hi`: every event of branch `bid`.
     pub(crate) fn all_of(bid: &str) -> String {
-        format!("({bid} << {SEQ_BITS}) AND ({bid} << {SEQ_BITS}) + {MAX_SEQ}")
+        format!("{lo} AND {lo} + {MAX_SEQ}", lo = first(bid))
     }
 }
 
@@ -356,9 +372,18 @@ pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 /// the file header alone, so an up-to-date database is recognised without touching the catalogue.
 pub const APPLICATION_ID: i64 = 0x4D45_4D43;
 
-/// Brings the database to [`SCHEMA_VERSION`], refusing files it must not touch. On an up-to-date
-/// database this costs one read of two header pragmas.
-pub(crate) fn prepare(conn: &Connection, creation: Creation) -> Result<()> {
+/// Brings the database to [`SCHEMA_VERSION`] (PostgreSQL: its own schema version), refusing
+/// databases it must not touch.
+pub(crate) fn prepare(conn: &Conn, creation: Creation) -> Result<()> {
+    match conn.sqlite() {
+        Some(sqlite) => prepare_sqlite(sqlite, creation),
+        None => postgres::prepare(conn, creation),
+    }
+}
+
+/// [`prepare`] for an SQLite file. On an up-to-date database this costs one read of two
+/// header pragmas.
+fn prepare_sqlite(conn: &Connection, creation: Creation) -> Result<()> {
     let (application_id, version) = header(conn)?;
     if version > SCHEMA_VERSION {
         return Err(newer_error(version));
@@ -391,8 +416,10 @@ fn header(conn: &Connection) -> Result<(i64, i64)> {
     .map_err(unreadable)
 }
 
-/// Whether the database has the FTS5 index (absent when SQLite was built without FTS5).
-pub(crate) fn has_fts_table(conn: &Connection) -> Result<bool> {
+/// Whether the database has the FTS5 index (absent when SQLite was built without FTS5, and on
+/// PostgreSQL).
+pub(crate) fn has_fts_table(conn: &Conn) -> Result<bool> {
+    let Some(conn) = conn.sqlite() else { return Ok(false) };
     Ok(conn
         .prepare_cached("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'archival_fts'")?
         .exists([])?)

@@ -1,0 +1,233 @@
+//! The one seam between the engine and its database: SQL text and parameters in, rows out, on
+//! SQLite (the embedded default) or PostgreSQL (runs spanning hosts). Everything above speaks
+//! one SQL; the few spellings the two disagree on are settled here (placeholders, the temporary
+//! schema) or asked of [`Backend`] where a statement is written.
+//!
+//! SQLite statements run as written, through rusqlite's statement cache. PostgreSQL statements
+//! are translated once per text (postgres.rs) and prepared once per connection.
+
+mod postgres;
+mod value;
+
+pub(crate) use postgres::{is_url, without_password, PgClient};
+pub(crate) use value::{FromValue, Params, Value, ValueRef};
+
+use crate::error::{Error, Result};
+
+/// Which database a store runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+impl Backend {
+    /// A table of the elements of a JSON array of integers (`json`, an SQL expression), with
+    /// columns `key` (position from 0) and `value`.
+    pub fn json_ints(self, json: &str) -> String {
+        self.json_elements(json, "BIGINT")
+    }
+
+    /// A table of the elements of a JSON array of strings, as [`Backend::json_ints`].
+    pub fn json_texts(self, json: &str) -> String {
+        self.json_elements(json, "TEXT")
+    }
+
+    fn json_elements(self, json: &str, ty: &str) -> String {
+        match self {
+            Backend::Sqlite => format!("json_each({json})"),
+            Backend::Postgres => format!(
+                "(SELECT n - 1 AS key, CAST(e AS {ty}) AS value
+                  FROM json_array_elements_text(CAST({json} AS json)) WITH ORDINALITY AS j(e, n))"
+            ),
+        }
+    }
+}
+
+/// An open database connection.
+pub(crate) enum Conn {
+    Sqlite(rusqlite::Connection),
+    /// Boxed: a client is much larger than a handle.
+    Postgres(Box<PgClient>),
+}
+
+/// One result row, read by column position.
+pub(crate) enum Row<'r> {
+    Sqlite(&'r rusqlite::Row<'r>),
+    Postgres(&'r ::postgres::Row),
+}
+
+impl Row<'_> {
+    /// Column `index` as `T` (a NULL only into an `Option`).
+    pub fn get<T: FromValue>(&self, index: usize) -> Result<T> {
+        T::from_value(self.value(index)?)
+            .map_err(|e| Error::internal(format!("column {index}: {}", e.message())))
+    }
+
+    /// Column `index` as it is stored.
+    pub fn value(&self, index: usize) -> Result<ValueRef<'_>> {
+        match self {
+            Row::Sqlite(row) => Ok(ValueRef::from(row.get_ref(index)?)),
+            Row::Postgres(row) => postgres::value(row, index),
+        }
+    }
+}
+
+impl Conn {
+    pub fn backend(&self) -> Backend {
+        match self {
+            Conn::Sqlite(_) => Backend::Sqlite,
+            Conn::Postgres(_) => Backend::Postgres,
+        }
+    }
+
+    /// The SQLite connection, for what only SQLite has (FTS5, its file, its pragmas).
+    pub fn sqlite(&self) -> Option<&rusqlite::Connection> {
+        match self {
+            Conn::Sqlite(conn) => Some(conn),
+            Conn::Postgres(_) => None,
+        }
+    }
+
+    /// Runs one statement; returns the number of rows it changed.
+    pub fn execute<'a>(&self, sql: &str, params: impl Into<Params<'a>>) -> Result<usize> {
+        match self {
+            Conn::Sqlite(conn) => {
+                let mut stmt = conn.prepare_cached(sql)?;
+                Ok(match params.into() {
+                    Params::Positional(values) => stmt.execute(rusqlite::params_from_iter(values.iter()))?,
+                    Params::Named(values) => stmt.execute(&*value::named(&values))?,
+                })
+            }
+            Conn::Postgres(client) => client.execute(sql, &params.into()),
+        }
+    }
+
+    /// Runs one query and maps each row with `f`.
+    pub fn query<'a, T>(
+        &self,
+        sql: &str,
+        params: impl Into<Params<'a>>,
+        mut f: impl FnMut(&Row<'_>) -> Result<T>,
+    ) -> Result<Vec<T>> {
+        match self {
+            Conn::Sqlite(conn) => {
+                let mut stmt = conn.prepare_cached(sql)?;
+                let mut rows = match params.into() {
+                    Params::Positional(values) => stmt.query(rusqlite::params_from_iter(values.iter()))?,
+                    Params::Named(values) => stmt.query(&*value::named(&values))?,
+                };
+                let mut out = Vec::new();
+                while let Some(row) = rows.next()? {
+                    out.push(f(&Row::Sqlite(row))?);
+                }
+                Ok(out)
+            }
+            Conn::Postgres(client) => {
+                let rows = client.query(sql, &params.into())?;
+                rows.iter().map(|row| f(&Row::Postgres(row))).collect()
+            }
+        }
+    }
+
+    /// The first row of a query mapped with `f`, or None when it returns none.
+    pub fn query_opt<'a, T>(
+        &self,
+        sql: &str,
+        params: impl Into<Params<'a>>,
+        mut f: impl FnMut(&Row<'_>) -> Result<T>,
+    ) -> Result<Option<T>> {
+        match self {
+            Conn::Sqlite(conn) => {
+                let mut stmt = conn.prepare_cached(sql)?;
+                let mut rows = match params.into() {
+                    Params::Positional(values) => stmt.query(rusqlite::params_from_iter(values.iter()))?,
+                    Params::Named(values) => stmt.query(&*value::named(&values))?,
+                };
+                rows.next()?.map(|row| f(&Row::Sqlite(row))).transpose()
+            }
+            Conn::Postgres(client) => {
+                let rows = client.query(sql, &params.into())?;
+                rows.first().map(|row| f(&Row::Postgres(row))).transpose()
+            }
+        }
+    }
+
+    /// The first row of a query that always returns one, mapped with `f`.
+    pub fn query_one<'a, T>(
+        &self,
+        sql: &str,
+        params: impl Into<Params<'a>>,
+        f: impl FnMut(&Row<'_>) -> Result<T>,
+    ) -> Result<T> {
+        self.query_opt(sql, params, f)?
+            .ok_or_else(|| Error::internal(format!("a query returned no row: {}", first_line(sql))))
+    }
+
+    /// Whether a query returns any row.
+    pub fn exists<'a>(&self, sql: &str, params: impl Into<Params<'a>>) -> Result<bool> {
+        Ok(self.query_opt(sql, params, |_| Ok(()))?.is_some())
+    }
+
+    /// Runs statements separated by semicolons, without parameters.
+    pub fn batch(&self, sql: &str) -> Result<()> {
+        match self {
+            Conn::Sqlite(conn) => Ok(conn.execute_batch(sql)?),
+            Conn::Postgres(client) => client.batch(sql),
+        }
+    }
+
+    /// Opens a transaction with `begin` (`BEGIN …` in the backend's words).
+    pub fn begin(&self, begin: &str) -> Result<()> {
+        self.execute(begin, Params::Positional(Vec::new()))?;
+        if let Conn::Postgres(client) = self {
+            client.set_in_transaction(true);
+        }
+        Ok(())
+    }
+
+    pub fn commit(&self) -> Result<()> {
+        self.end("COMMIT")
+    }
+
+    pub fn rollback(&self) -> Result<()> {
+        self.end("ROLLBACK")
+    }
+
+    fn end(&self, statement: &str) -> Result<()> {
+        let outcome = self.execute(statement, Params::Positional(Vec::new()));
+        if let Conn::Postgres(client) = self {
+            client.set_in_transaction(false);
+        }
+        outcome.map(drop)
+    }
+
+    /// Whether no transaction is open.
+    pub fn is_autocommit(&self) -> bool {
+        match self {
+            Conn::Sqlite(conn) => conn.is_autocommit(),
+            Conn::Postgres(client) => !client.in_transaction(),
+        }
+    }
+}
+
+fn first_line(sql: &str) -> &str {
+    sql.trim().lines().next().unwrap_or_default()
+}
+
+/// Positional parameters: `params![a, b]` binds `?1`, `?2`.
+macro_rules! params {
+    () => { $crate::db::Params::Positional(Vec::new()) };
+    ($($value:expr),+ $(,)?) => {
+        $crate::db::Params::Positional(vec![$($crate::db::Value::from($value)),+])
+    };
+}
+
+/// Named parameters: `named![":now" => t]` binds `:now`.
+macro_rules! named {
+    ($($name:literal => $value:expr),+ $(,)?) => {
+        $crate::db::Params::Named(vec![$(($name, $crate::db::Value::from($value))),+])
+    };
+}
+
+pub(crate) use {named, params};

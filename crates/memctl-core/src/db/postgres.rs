@@ -1,0 +1,408 @@
+//! The PostgreSQL side of the seam: connecting (settings from the URL, then libpq's
+//! environment variables), translating the engine's SQL, binding parameters to the types the
+//! server asks for, and reading columns into the storage classes of [`ValueRef`].
+
+use super::value::{Params, Value, ValueRef};
+use crate::error::{Error, ErrorKind, Result};
+use ::postgres::error::SqlState;
+use ::postgres::types::{to_sql_checked, FromSql, IsNull, ToSql, Type};
+use ::postgres::{Client, Config, NoTls, Row, Statement};
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::str::FromStr;
+use std::time::Duration;
+
+/// Whether a database location names a PostgreSQL server.
+pub(crate) fn is_url(location: &str) -> bool {
+    ["postgres://", "postgresql://"].iter().any(|scheme| location.starts_with(scheme))
+}
+
+/// `url` without its password (in the user info or a `password=` parameter), to show.
+pub(crate) fn without_password(url: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    let authority = match authority.rsplit_once('@') {
+        Some((user_info, host)) => format!("{}@{host}", user_info.split(':').next().unwrap_or_default()),
+        None => authority.to_string(),
+    };
+    let tail = match tail.split_once('?') {
+        Some((path, query)) => {
+            let kept: Vec<&str> = query.split('&').filter(|p| !p.starts_with("password=")).collect();
+            if kept.is_empty() {
+                path.to_string()
+            } else {
+                format!("{path}?{}", kept.join("&"))
+            }
+        }
+        None => tail.to_string(),
+    };
+    format!("{scheme}://{authority}{tail}")
+}
+
+/// A connection and its prepared statements.
+pub(crate) struct PgClient {
+    client: RefCell<Client>,
+    /// Per statement text as the engine wrote it: the prepared statement and the order of its
+    /// named parameters.
+    prepared: RefCell<HashMap<String, (Statement, Vec<String>)>>,
+    in_transaction: Cell<bool>,
+}
+
+impl PgClient {
+    /// Connects to `url`. Settings the URL leaves out come from `PGHOST`, `PGPORT`, `PGUSER`,
+    /// `PGPASSWORD`, `PGDATABASE`, `PGAPPNAME` and `PGCONNECT_TIMEOUT`, as libpq takes them.
+    /// Lock waits give up after `lock_timeout_ms` (exit 5, as SQLite's busy timeout).
+    pub fn connect(url: &str, lock_timeout_ms: u64) -> Result<PgClient> {
+        let mut config = Config::from_str(url).map_err(|e| {
+            Error::invalid(format!("not a valid PostgreSQL URL: {}", without_url(&e.to_string())))
+        })?;
+        apply_environment(&mut config, |name| std::env::var(name).ok());
+        let mut client = config.connect(NoTls).map_err(|e| {
+            Error::incompatible(format!("cannot connect to PostgreSQL: {}", reason(&e))).with_hint(
+                "check the URL's host, port, user and database, or PGHOST/PGPORT/PGUSER/PGDATABASE",
+            )
+        })?;
+        client.batch_execute(&format!(
+            "SET lock_timeout = '{lock_timeout_ms}ms'; SET client_min_messages = warning;"
+        ))?;
+        Ok(PgClient {
+            client: RefCell::new(client),
+            prepared: RefCell::new(HashMap::new()),
+            in_transaction: Cell::new(false),
+        })
+    }
+
+    pub fn in_transaction(&self) -> bool {
+        self.in_transaction.get()
+    }
+
+    pub fn set_in_transaction(&self, open: bool) {
+        self.in_transaction.set(open);
+    }
+
+    pub fn execute(&self, sql: &str, params: &Params<'_>) -> Result<usize> {
+        let (statement, values) = self.bind(sql, params)?;
+        let refs: Vec<&(dyn ToSql + Sync)> = values.iter().map(|v| v as &(dyn ToSql + Sync)).collect();
+        Ok(self.client.borrow_mut().execute(&statement, &refs)? as usize)
+    }
+
+    pub fn query(&self, sql: &str, params: &Params<'_>) -> Result<Vec<Row>> {
+        let (statement, values) = self.bind(sql, params)?;
+        let refs: Vec<&(dyn ToSql + Sync)> = values.iter().map(|v| v as &(dyn ToSql + Sync)).collect();
+        Ok(self.client.borrow_mut().query(&statement, &refs)?)
+    }
+
+    pub fn batch(&self, sql: &str) -> Result<()> {
+        Ok(self.client.borrow_mut().batch_execute(&translate(sql).0)?)
+    }
+
+    /// The prepared statement for `sql` and its parameters in `$n` order.
+    fn bind<'p>(&self, sql: &str, params: &'p Params<'_>) -> Result<(Statement, Vec<&'p Value<'p>>)> {
+        let mut prepared = self.prepared.borrow_mut();
+        if !prepared.contains_key(sql) {
+            let (text, names) = translate(sql);
+            let statement = self.client.borrow_mut().prepare(&text).map_err(|e| in_statement(e, &text))?;
+            prepared.insert(sql.to_owned(), (statement, names));
+        }
+        let (statement, names) = &prepared[sql];
+        let values = match params {
+            Params::Positional(values) => values.iter().collect(),
+            Params::Named(values) => names
+                .iter()
+                .map(|name| {
+                    values
+                        .iter()
+                        .find(|(n, _)| n == name)
+                        .map(|(_, v)| v)
+                        .ok_or_else(|| Error::internal(format!("parameter {name} is not bound")))
+                })
+                .collect::<Result<_>>()?,
+        };
+        Ok((statement.clone(), values))
+    }
+}
+
+/// libpq's environment variables for what the URL left out (`env` reads one).
+fn apply_environment(config: &mut Config, env: impl Fn(&str) -> Option<String>) {
+    if config.get_hosts().is_empty() {
+        match env("PGHOST") {
+            Some(hosts) => hosts.split(',').for_each(|h| {
+                config.host(h);
+            }),
+            // libpq's default: the local server's socket directory.
+            None => {
+                config.host(if std::path::Path::new("/var/run/postgresql").exists() {
+                    "/var/run/postgresql"
+                } else {
+                    "localhost"
+                });
+            }
+        }
+    }
+    if config.get_ports().is_empty() {
+        if let Some(port) = env("PGPORT").and_then(|p| p.parse().ok()) {
+            config.port(port);
+        }
+    }
+    if config.get_user().is_none() {
+        if let Some(user) = env("PGUSER") {
+            config.user(&user);
+        }
+    }
+    if config.get_password().is_none() {
+        if let Some(password) = env("PGPASSWORD") {
+            config.password(password);
+        }
+    }
+    if config.get_dbname().is_none() {
+        if let Some(dbname) = env("PGDATABASE") {
+            config.dbname(&dbname);
+        }
+    }
+    if config.get_application_name().is_none() {
+        config.application_name(&env("PGAPPNAME").unwrap_or_else(|| "memctl".into()));
+    }
+    if config.get_connect_timeout().is_none() {
+        if let Some(seconds) = env("PGCONNECT_TIMEOUT").and_then(|s| s.parse().ok()) {
+            config.connect_timeout(Duration::from_secs(seconds));
+        }
+    }
+}
+
+/// Rewrites the engine's SQL for PostgreSQL: `?N` → `$N`, `:name` → `$k` (numbered in order
+/// of first use, returned), `temp.` → `pg_temp.`, and SQLite's `INDEXED BY name` dropped.
+/// Quoted strings and identifiers are copied as they are.
+pub(super) fn translate(sql: &str) -> (String, Vec<String>) {
+    let mut out = String::with_capacity(sql.len() + 16);
+    let mut names: Vec<String> = Vec::new();
+    let chars: Vec<char> = sql.chars().collect();
+    let word_at = |i: usize| -> String {
+        chars[i..].iter().take_while(|c| c.is_ascii_alphanumeric() || **c == '_').collect()
+    };
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        let prev_is_word = i > 0 && (chars[i - 1].is_ascii_alphanumeric() || chars[i - 1] == '_');
+        match c {
+            '\'' | '"' => {
+                let end = chars[i + 1..].iter().position(|&d| d == c).map_or(chars.len(), |p| i + 1 + p);
+                out.extend(&chars[i..=end.min(chars.len() - 1)]);
+                i = end + 1;
+            }
+            '?' => {
+                let digits: String = chars[i + 1..].iter().take_while(|c| c.is_ascii_digit()).collect();
+                out.push('$');
+                out.push_str(&digits);
+                i += 1 + digits.len();
+            }
+            ':' if chars.get(i + 1) == Some(&':') => {
+                out.push_str("::");
+                i += 2;
+            }
+            ':' if chars.get(i + 1).is_some_and(|c| c.is_ascii_alphabetic()) => {
+                let name = format!(":{}", word_at(i + 1));
+                let k = match names.iter().position(|n| *n == name) {
+                    Some(k) => k,
+                    None => {
+                        names.push(name.clone());
+                        names.len() - 1
+                    }
+                };
+                out.push_str(&format!("${}", k + 1));
+                i += name.len();
+            }
+            _ if !prev_is_word && c.is_ascii_alphabetic() => {
+                let word = word_at(i);
+                if word.eq_ignore_ascii_case("temp") && chars.get(i + 4) == Some(&'.') {
+                    out.push_str("pg_temp");
+                    i += 4;
+                } else if word.eq_ignore_ascii_case("cross")
+                    && word_at(skip_spaces(&chars, i + 5)).eq_ignore_ascii_case("join")
+                {
+                    // SQLite's CROSS JOIN … ON fixes the join order; PostgreSQL plans its own.
+                    i += 5;
+                } else if word.eq_ignore_ascii_case("indexed")
+                    && word_at(skip_spaces(&chars, i + 7)).eq_ignore_ascii_case("by")
+                {
+                    let name_at = skip_spaces(&chars, skip_spaces(&chars, i + 7) + 2);
+                    i = name_at + word_at(name_at).len();
+                } else {
+                    out.push_str(&word);
+                    i += word.len();
+                }
+            }
+            _ => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    (out, names)
+}
+
+fn skip_spaces(chars: &[char], mut i: usize) -> usize {
+    while chars.get(i).is_some_and(|c| c.is_whitespace()) {
+        i += 1;
+    }
+    i
+}
+
+/// Column `index` of `row` as a storage class.
+pub(super) fn value(row: &Row, index: usize) -> Result<ValueRef<'_>> {
+    row.try_get::<_, Column<'_>>(index).map(|c| c.0).map_err(|e| Error::internal(reason(&e)))
+}
+
+/// Any column the schema uses, read into its storage class.
+struct Column<'r>(ValueRef<'r>);
+
+type BoxError = Box<dyn std::error::Error + Sync + Send>;
+
+impl<'r> FromSql<'r> for Column<'r> {
+    fn from_sql(ty: &Type, raw: &'r [u8]) -> std::result::Result<Self, BoxError> {
+        Ok(Column(match *ty {
+            Type::INT8 => ValueRef::Int(i64::from_sql(ty, raw)?),
+            Type::INT4 => ValueRef::Int(i32::from_sql(ty, raw)?.into()),
+            Type::INT2 => ValueRef::Int(i16::from_sql(ty, raw)?.into()),
+            Type::OID => ValueRef::Int(u32::from_sql(ty, raw)?.into()),
+            Type::BOOL => ValueRef::Int(bool::from_sql(ty, raw)?.into()),
+            Type::FLOAT8 => ValueRef::Real(f64::from_sql(ty, raw)?),
+            Type::FLOAT4 => ValueRef::Real(f32::from_sql(ty, raw)?.into()),
+            Type::BYTEA => ValueRef::Blob(raw),
+            Type::JSONB => ValueRef::Text(std::str::from_utf8(raw.get(1..).unwrap_or_default())?),
+            Type::TEXT | Type::VARCHAR | Type::BPCHAR | Type::NAME | Type::UNKNOWN | Type::JSON => {
+                ValueRef::Text(std::str::from_utf8(raw)?)
+            }
+            _ => return Err(format!("a column of type {ty} (the engine reads no such column)").into()),
+        }))
+    }
+
+    fn from_sql_null(_: &Type) -> std::result::Result<Self, BoxError> {
+        Ok(Column(ValueRef::Null))
+    }
+
+    fn accepts(_: &Type) -> bool {
+        true
+    }
+}
+
+impl ToSql for Value<'_> {
+    fn to_sql(&self, ty: &Type, out: &mut bytes::BytesMut) -> std::result::Result<IsNull, BoxError> {
+        match (self, ty) {
+            (Value::Null, _) => Ok(IsNull::Yes),
+            (Value::Int(v), &Type::INT8) => v.to_sql(ty, out),
+            (Value::Int(v), &Type::INT4) => i32::try_from(*v)?.to_sql(ty, out),
+            (Value::Int(v), &Type::INT2) => i16::try_from(*v)?.to_sql(ty, out),
+            (Value::Int(v), &Type::FLOAT8) => (*v as f64).to_sql(ty, out),
+            (Value::Int(v), &Type::BOOL) => (*v != 0).to_sql(ty, out),
+            (Value::Int(v), &Type::TEXT | &Type::VARCHAR) => v.to_string().to_sql(ty, out),
+            (Value::Real(v), &Type::FLOAT8) => v.to_sql(ty, out),
+            (Value::Real(v), &Type::FLOAT4) => (*v as f32).to_sql(ty, out),
+            (Value::Text(v), &Type::JSONB) => {
+                out.extend_from_slice(&[1]);
+                out.extend_from_slice(v.as_bytes());
+                Ok(IsNull::No)
+            }
+            (Value::Text(v), &Type::JSON) => {
+                out.extend_from_slice(v.as_bytes());
+                Ok(IsNull::No)
+            }
+            (Value::Text(v), _) => v.as_ref().to_sql(ty, out),
+            (Value::Blob(v), &Type::BYTEA) => v.as_ref().to_sql(ty, out),
+            (value, ty) => Err(format!("cannot bind {value:?} to a parameter of type {ty}").into()),
+        }
+    }
+
+    fn accepts(_: &Type) -> bool {
+        true
+    }
+
+    to_sql_checked!();
+}
+
+/// A statement the server refused to prepare: an engine bug, named with its text.
+fn in_statement(err: ::postgres::Error, sql: &str) -> Error {
+    let error = Error::from(err);
+    let message = format!("{} in {}", error.message(), sql.split_whitespace().collect::<Vec<_>>().join(" "));
+    error.with_message(message)
+}
+
+/// The server's words for an error, without the client's wrapping.
+fn reason(err: &::postgres::Error) -> String {
+    match err.as_db_error() {
+        Some(db) => format!("{} ({})", db.message(), db.code().code()),
+        None => without_url(&err.to_string()),
+    }
+}
+
+/// A client message, cut before anything that could repeat the URL (and its password).
+fn without_url(message: &str) -> String {
+    message.split("postgres").next().unwrap_or_default().trim_end_matches([' ', ':', '`', '\'']).to_string()
+}
+
+impl From<::postgres::Error> for Error {
+    fn from(err: ::postgres::Error) -> Self {
+        let code = err.code();
+        let busy = [
+            &SqlState::LOCK_NOT_AVAILABLE,
+            &SqlState::T_R_DEADLOCK_DETECTED,
+            &SqlState::T_R_SERIALIZATION_FAILURE,
+        ];
+        if code.is_some_and(|c| busy.contains(&c)) {
+            return Error::new(
+                ErrorKind::Busy,
+                "the database stayed locked by other writers past busy_timeout",
+            )
+            .with_hint(
+                "another process held the write lock past busy_timeout; raise [sqlite] busy_timeout_ms",
+            );
+        }
+        if err.is_closed() || code.is_none() {
+            return Error::incompatible(format!("lost the PostgreSQL connection: {}", reason(&err)));
+        }
+        Error::internal(format!("database error: {}", reason(&err)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn translates_placeholders_and_sqlite_spellings() {
+        let (sql, names) = translate(
+            "SELECT ':x?1', t.a::text FROM temp.view_path p CROSS JOIN t INDEXED BY t_i ON t.b = ?2",
+        );
+        assert_eq!(sql, "SELECT ':x?1', t.a::text FROM pg_temp.view_path p CROSS JOIN t  ON t.b = $2");
+        assert!(names.is_empty());
+        let (sql, names) = translate("WHERE :now > :last AND ttl < :now");
+        assert_eq!(sql, "WHERE $1 > $2 AND ttl < $1");
+        assert_eq!(names, vec![":now", ":last"]);
+    }
+
+    #[test]
+    fn shown_urls_hold_no_password() {
+        assert_eq!(
+            without_password("postgres://al:s3cret@db:5432/run?sslmode=disable"),
+            "postgres://al@db:5432/run?sslmode=disable"
+        );
+        assert_eq!(without_password("postgresql:///run?host=/tmp&password=x"), "postgresql:///run?host=/tmp");
+        assert_eq!(without_password("postgres://db/run"), "postgres://db/run");
+    }
+
+    #[test]
+    fn environment_fills_what_the_url_leaves_out() {
+        let mut config = Config::from_str("postgres://alice@db.example/run").unwrap();
+        let env = |name: &str| match name {
+            "PGUSER" => Some("bob".to_string()),
+            "PGPORT" => Some("6543".to_string()),
+            "PGDATABASE" => Some("other".to_string()),
+            _ => None,
+        };
+        apply_environment(&mut config, env);
+        assert_eq!(config.get_user(), Some("alice"));
+        assert_eq!(config.get_dbname(), Some("run"));
+        assert_eq!(config.get_ports(), &[6543]);
+        assert_eq!(config.get_application_name(), Some("memctl"));
+    }
+}
