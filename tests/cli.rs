@@ -1309,6 +1309,7 @@ fn every_command_has_help_with_an_example() {
         "log",
         "man",
         "messages",
+        "migrate",
         "path",
         "pressure",
         "promote",
@@ -1629,4 +1630,9 @@ fn progress_bars_only_on_a_terminal() {
     assert!(!on_terminal("--json export html --out page.html").contains("reading the layers"));
     let piped = sb.run(&["export", "html", "--out", "page.html"]).success();
     assert!(!piped.stderr.contains("reading the layers"), "{}", piped.stderr);
+    let migrate =
+        on_terminal(&format!("migrate --from {} --to copy.sqlite", sb.file("memory.sqlite").display()));
+    assert!(migrate.contains("copying rows") && migrate.contains("verifying views"), "{migrate}");
+    let piped = sb.run(&["migrate", "--from", "memory.sqlite", "--to", "copy2.sqlite"]).success();
+    assert!(!piped.stderr.contains("copying rows"), "{}", piped.stderr);
 }

@@ -96,3 +96,48 @@ fn a_lock_held_past_the_timeout_is_exit_5() {
 fn database(url: &str) -> String {
     url.rsplit_once('/').unwrap().1.split('?').next().unwrap().to_string()
 }
+
+/// Every branch's view and the journal, as the CLI prints them, of the database `db`.
+fn readout(sb: &Sandbox, db: &str) -> Vec<serde_json::Value> {
+    let branches = sb.json(&["--db", db, "branch", "list"]);
+    let mut out = vec![branches.clone(), sb.json(&["--db", db, "log"])];
+    for branch in array(&branches, "branches") {
+        let id = string(branch, "id");
+        out.push(sb.json(&["--db", db, "read", id]));
+        out.push(sb.json(&["--db", db, "archival", "search", id, "stencil tile threads"]));
+    }
+    out
+}
+
+#[test]
+fn migrate_copies_a_run_both_ways_and_checks_it() {
+    let sb = Sandbox::new();
+    sb.ok(&["quickstart", "--dir", "qs"]);
+    let source = "qs/memory.sqlite";
+    let expected = readout(&sb, source);
+    assert!(expected.len() > 20, "a tree of branches to copy");
+
+    // SQLite → SQLite needs no server; then through PostgreSQL and back when one is at hand.
+    let mut hops = vec![(source.to_string(), "copy.sqlite".to_string())];
+    if let Some(cluster) = cluster("migrate") {
+        let url = cluster.new_database();
+        hops.push(("copy.sqlite".to_string(), url.clone()));
+        hops.push((url, "back/final.sqlite".to_string()));
+    }
+    for (from, to) in &hops {
+        let report = sb.json(&["migrate", "--from", from, "--to", to]);
+        assert_eq!(int(&report, "branches_verified"), 13, "{from} → {to}");
+        assert_eq!(int(field(&report, "rows"), "branches"), 13);
+        assert_eq!(readout(&sb, to), expected, "{to} reads as the source");
+        let before = sb.json(&["--db", to, "log"]);
+        let again = sb.run(&["--json", "migrate", "--from", source, "--to", to]);
+        assert!(again.json_error(4, "conflict").contains("already holds a run"));
+        assert_eq!(sb.json(&["--db", to, "log"]), before, "a refused copy writes nothing");
+    }
+    // The copy goes on as the run: the next write gets the next seq of the source.
+    let (_, last) = hops.last().unwrap();
+    let next = int(&sb.json(&["--db", last, "recall", "append", "root", "--kind", "note", "after"]), "id");
+    let source_next =
+        int(&sb.json(&["--db", source, "recall", "append", "root", "--kind", "note", "after"]), "id");
+    assert_eq!(next, source_next);
+}

@@ -3,8 +3,8 @@
 
 use crate::invocation::GlobalArgs;
 use crate::{
-    apply, archival, branch, context, conversation, core_mem, diff, export, gc, import, init, log, man, path,
-    pressure, promote, quickstart, read, recall, why,
+    apply, archival, branch, context, conversation, core_mem, diff, export, gc, import, init, log, man,
+    migrate, path, pressure, promote, quickstart, read, recall, why,
 };
 use clap::{Parser, Subcommand};
 
@@ -104,6 +104,10 @@ pub enum Command {
     #[command(after_help = gc::EXAMPLES)]
     Gc(gc::GcArgs),
 
+    /// Copy a whole run to another database (SQLite ⇄ PostgreSQL) and check every branch's view
+    #[command(after_help = migrate::EXAMPLES)]
+    Migrate(migrate::MigrateArgs),
+
     /// Conversation steps of the agent inside a node: system, task, user, planning, action, …
     #[command(subcommand, after_help = conversation::STEP_EXAMPLES)]
     Step(conversation::StepCommand),
@@ -199,6 +203,7 @@ pub fn run(cli: Cli, ctx: &crate::invocation::Context) -> anyhow::Result<()> {
         Command::Path(args) => path::run(ctx, args),
         Command::Promote(args) => promote::run(ctx, args),
         Command::Gc(args) => gc::run(ctx, args),
+        Command::Migrate(args) => migrate::run(ctx, args),
         Command::Step(command) => conversation::step(ctx, command),
         Command::Messages(args) => conversation::messages(ctx, args),
         Command::Prune(args) => conversation::prune(ctx, args),

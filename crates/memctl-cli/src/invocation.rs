@@ -7,7 +7,7 @@ use clap::Args;
 use memctl_core::{AppendOutcome, Clock, Config, Error, OpContext, Progress, Result, Store};
 use serde_json::json;
 use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 #[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "Global options")]
@@ -71,15 +71,21 @@ impl Context {
     /// Opens the database. Only `init` creates one (and its directory): elsewhere a missing or
     /// empty file is an error, so a mistyped path never silently starts an empty run.
     pub fn open(&self) -> Result<Store> {
-        let mut store = if self.creates {
-            let file = Store::url(&self.db).is_none();
-            if let Some(dir) = self.db.parent().filter(|d| file && !d.as_os_str().is_empty()) {
+        self.open_at(&self.db, self.creates)
+    }
+
+    /// Opens the database at `location` (a file or a URL), creating it (and a file's directory)
+    /// only when `creates`.
+    pub fn open_at(&self, location: &Path, creates: bool) -> Result<Store> {
+        let mut store = if creates {
+            let file = Store::url(location).is_none();
+            if let Some(dir) = location.parent().filter(|d| file && !d.as_os_str().is_empty()) {
                 std::fs::create_dir_all(dir)
                     .map_err(|e| Error::invalid(format!("cannot create directory {}: {e}", dir.display())))?;
             }
-            Store::open(&self.db, self.config.clone(), self.clock)?
+            Store::open(location, self.config.clone(), self.clock)?
         } else {
-            Store::open_existing(&self.db, self.config.clone(), self.clock)?
+            Store::open_existing(location, self.config.clone(), self.clock)?
         };
         store.set_context(self.op.clone());
         if !self.quiet && !self.json && std::io::stderr().is_terminal() {

@@ -21,6 +21,7 @@ mod input;
 mod invocation;
 mod log;
 mod man;
+mod migrate;
 mod output;
 mod path;
 mod pressure;

@@ -295,6 +295,18 @@ impl Store {
         self.memo.borrow_mut().clear();
     }
 
+    /// The next seq the database hands out, as committed (see [`Tx::next_seq`]).
+    pub(crate) fn counter(&self) -> Result<i64> {
+        let sql = match self.backend() {
+            Backend::Sqlite => {
+                "SELECT max((SELECT value FROM meta WHERE key = 'next_seq'),
+                            (SELECT coalesce(max(seq), 0) + 1 FROM ops))"
+            }
+            Backend::Postgres => "SELECT value FROM meta WHERE key = 'next_seq'",
+        };
+        self.conn.query_one(sql, params![], |r| r.get(0))
+    }
+
     /// The main database's data version (`SQLITE_FCNTL_DATA_VERSION`): unlike `PRAGMA
     /// data_version` it moves on this handle's commits too, and it is read without a statement.
     /// Within a transaction it has seen every commit of other connections. PostgreSQL keeps no
@@ -409,12 +421,12 @@ impl Tx<'_> {
                 return Ok(next);
             }
         }
-        self.store.conn.query_one(
-            "SELECT max((SELECT value FROM meta WHERE key = 'next_seq'),
-                        (SELECT coalesce(max(seq), 0) + 1 FROM ops))",
-            params![],
-            |r| r.get(0),
-        )
+        self.store.counter()
+    }
+
+    /// Continues the counter from `next` (a copy of a run takes its source's).
+    pub(crate) fn continue_from(&self, next: i64) {
+        self.next_seq.set(Some(next));
     }
 
     /// The seq the next allocation will return, without taking it.

@@ -493,11 +493,7 @@ fn migrate(conn: &Connection) -> Result<()> {
             // versions with text are indexed, as every write indexes them ('rebuild' would index
             // deletes too, entries gc never removes).
             fit_fts_leaves(conn)?;
-            conn.execute(
-                "INSERT INTO archival_fts(rowid, text, tags, branch)
-                 SELECT seq, text, tags, branch FROM archival WHERE text IS NOT NULL",
-                [],
-            )?;
+            index_archival(conn)?;
         }
         Ok(())
     })();
@@ -509,6 +505,103 @@ fn migrate(conn: &Connection) -> Result<()> {
         }
     }
 }
+
+/// Fills the FTS5 index from the archival versions that have text (the ones every write
+/// indexes), as after a migration or a copy.
+pub(crate) fn index_archival(conn: &Connection) -> Result<()> {
+    conn.execute(
+        "INSERT INTO archival_fts(rowid, text, tags, branch)
+         SELECT seq, text, tags, branch FROM archival WHERE text IS NOT NULL",
+        [],
+    )?;
+    Ok(())
+}
+
+/// A table of a run, as `migrate` copies it.
+pub(crate) struct RunTable {
+    pub name: &'static str,
+    /// Every column, in the order copied.
+    pub columns: &'static [&'static str],
+    /// The leading columns that are its primary key, read in their order.
+    pub key: usize,
+}
+
+/// The tables a run is made of (the same on both backends), each before the tables whose rows
+/// name its rows. `meta` (counters) and the FTS5 index are not rows of a run: the copy sets
+/// the one and rebuilds the other.
+pub(crate) const RUN_TABLES: &[RunTable] = &[
+    RunTable {
+        name: "branches",
+        columns: &[
+            "bid",
+            "id",
+            "node_uid",
+            "parent",
+            "fork_seq",
+            "depth",
+            "created_at",
+            "meta",
+            "inherited_events",
+            "anchored",
+            "status",
+            "status_note",
+            "collected_at",
+        ],
+        key: 1,
+    },
+    RunTable {
+        name: "core",
+        columns: &["seq", "branch", "key", "value", "importance", "ttl_s", "created_at"],
+        key: 1,
+    },
+    RunTable {
+        name: "events",
+        columns: &[
+            "rid",
+            "seq",
+            "branch",
+            "kind",
+            "text",
+            "tags",
+            "text_hash",
+            "created_at",
+            "ordinal",
+            "payload",
+        ],
+        key: 1,
+    },
+    RunTable {
+        name: "archival",
+        columns: &["seq", "record_id", "branch", "text", "tags", "text_hash", "created_at", "tokens"],
+        key: 1,
+    },
+    RunTable {
+        name: "inherited_exclusions",
+        columns: &["seq", "branch", "event_id", "created_at", "ordinal"],
+        key: 1,
+    },
+    RunTable {
+        name: "inherited_summaries",
+        columns: &[
+            "seq",
+            "branch",
+            "kind",
+            "summary_text",
+            "summarized_event_ids",
+            "replaced_summary_ids",
+            "created_at",
+        ],
+        key: 1,
+    },
+    RunTable { name: "anchor_rows", columns: &["branch", "seq"], key: 2 },
+    RunTable { name: "promoted", columns: &["seq", "branch", "src_branch", "src_seq", "note"], key: 1 },
+    RunTable {
+        name: "ops",
+        columns: &["seq", "branch", "op", "args", "phase", "actor", "created_at"],
+        key: 1,
+    },
+    RunTable { name: "llm_cache", columns: &["key", "output", "created_at"], key: 1 },
+];
 
 /// `memctl_tokens(text, tags)`: a record's length as `archival.tokens` holds it, for the
 /// migration that counts existing records (NULL text, a delete: 0).

@@ -1700,6 +1700,17 @@ proptest! {
         sqlite.run(&ops)?;
         postgres.run(&ops)?;
         backends_agree(&sqlite.store, &postgres.store)?;
+        // `migrate`, both ways: the PostgreSQL run copied into a new SQLite file, and back into
+        // a new PostgreSQL database, reads as the run it came from.
+        let config = sqlite.store.config().clone();
+        let clock = sqlite.store.clock();
+        let copy = Store::open(&sqlite.dir.path().join("copy.sqlite"), config.clone(), clock).unwrap();
+        expect_ok(postgres.store.copy_to(&copy), "copy to SQLite")?;
+        backends_agree(&sqlite.store, &copy)?;
+        let url = std::path::PathBuf::from(cluster.new_database());
+        let back = Store::open(&url, config, clock).unwrap();
+        expect_ok(copy.copy_to(&back), "copy to PostgreSQL")?;
+        backends_agree(&postgres.store, &back)?;
     }
 }
 
