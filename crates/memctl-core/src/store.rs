@@ -85,7 +85,7 @@ impl Store {
     }
 
     fn open_url(url: &str, config: Config, clock: Clock, creation: Creation) -> Result<Store> {
-        let client = PgClient::connect(url, config.sqlite.busy_timeout_ms)?;
+        let client = PgClient::connect(url, schema::POSTGRES_SCHEMA, config.sqlite.busy_timeout_ms)?;
         Store::with_connection(Conn::Postgres(Box::new(client)), config, clock, creation)
     }
 
@@ -218,6 +218,7 @@ impl Store {
             next_seq: Cell::new(None),
             journalled: Cell::new(None),
             now: Cell::new(self.clock.now()),
+            locked: Cell::new(None),
         };
         let before = match self.conn.backend() {
             Backend::Sqlite => {
@@ -225,20 +226,36 @@ impl Store {
                 self.data_version()?
             }
             Backend::Postgres => {
-                self.conn.begin("BEGIN ISOLATION LEVEL READ COMMITTED")?;
                 let locked = self
                     .conn
-                    .query_one("SELECT value FROM meta WHERE key = 'next_seq' FOR UPDATE", params![], |r| {
-                        r.get(0)
+                    .begin_with(
+                        "BEGIN ISOLATION LEVEL READ COMMITTED",
+                        "SELECT value FROM meta WHERE key = 'next_seq' FOR UPDATE",
+                    )
+                    .and_then(|rows| {
+                        let value = rows.first().cloned().flatten().unwrap_or_default();
+                        value.parse::<i64>().map_err(|_| Error::internal("no seq counter in meta"))
                     })
                     .inspect_err(|_| self.roll_back())?;
                 tx.next_seq.set(Some(locked));
+                tx.locked.set(Some(locked));
                 None
             }
         };
         let outcome = f(&tx).and_then(|value| {
-            tx.flush_seq()?;
-            self.conn.commit()?;
+            match tx.locked.get() {
+                None => {
+                    tx.flush_seq()?;
+                    self.conn.commit()?;
+                }
+                // The counter is saved in the commit's round trip, when it moved.
+                Some(locked) => match tx.next_seq.get().filter(|&next| next != locked) {
+                    Some(next) => self
+                        .conn
+                        .commit_after(&format!("UPDATE meta SET value = {next} WHERE key = 'next_seq'"))?,
+                    None => self.conn.commit()?,
+                },
+            }
             if let Some(before) = before {
                 let after = self.data_version()?.unwrap_or_default();
                 self.own_commit.set(Some((before, after)));
@@ -375,6 +392,8 @@ pub struct Tx<'s> {
     journalled: Cell<Option<i64>>,
     /// One timestamp for everything the transaction writes (an import sets each row's own).
     now: Cell<f64>,
+    /// PostgreSQL: the counter as the transaction locked it.
+    locked: Cell<Option<i64>>,
 }
 
 impl<'s> std::ops::Deref for Tx<'s> {
@@ -436,11 +455,10 @@ impl Tx<'_> {
         Ok(seq)
     }
 
-    /// Saves the counter. On PostgreSQL the counter row is always written: it is the lock.
+    /// Saves the counter (SQLite; PostgreSQL's is saved as the transaction commits).
     fn flush_seq(&self) -> Result<()> {
         let next = self.next_seq.get();
-        let held_by_journal = next.map(|n| n - 1) == self.journalled.get();
-        if next.is_some() && !(held_by_journal && self.backend() == Backend::Sqlite) {
+        if next.is_some() && next.map(|n| n - 1) != self.journalled.get() {
             self.store.conn.execute("UPDATE meta SET value = ?1 WHERE key = 'next_seq'", params![next])?;
         }
         Ok(())

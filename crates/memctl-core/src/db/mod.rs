@@ -186,8 +186,46 @@ impl Conn {
         Ok(())
     }
 
+    /// Opens a transaction with `begin`, then runs `first` (no parameters), in one round trip;
+    /// the first column of its rows, as text.
+    pub fn begin_with(&self, begin: &str, first: &str) -> Result<Vec<Option<String>>> {
+        match self {
+            Conn::Sqlite(_) => {
+                self.begin(begin)?;
+                self.query(first, Params::Positional(Vec::new()), |r| {
+                    Ok(match r.value(0)? {
+                        ValueRef::Null => None,
+                        ValueRef::Int(v) => Some(v.to_string()),
+                        ValueRef::Real(v) => Some(v.to_string()),
+                        ValueRef::Text(v) => Some(v.to_string()),
+                        ValueRef::Blob(_) => None,
+                    })
+                })
+            }
+            Conn::Postgres(client) => {
+                client.set_in_transaction(true);
+                client.batch_rows(&format!("{begin}; {first}"))
+            }
+        }
+    }
+
     pub fn commit(&self) -> Result<()> {
         self.end("COMMIT")
+    }
+
+    /// Runs `last` (no parameters), then commits, in one round trip.
+    pub fn commit_after(&self, last: &str) -> Result<()> {
+        match self {
+            Conn::Sqlite(_) => {
+                self.execute(last, Params::Positional(Vec::new()))?;
+                self.commit()
+            }
+            Conn::Postgres(client) => {
+                client.batch(&format!("{last}; COMMIT"))?;
+                client.set_in_transaction(false);
+                Ok(())
+            }
+        }
     }
 
     pub fn rollback(&self) -> Result<()> {

@@ -9,6 +9,7 @@ use ::postgres::types::{to_sql_checked, FromSql, IsNull, ToSql, Type};
 use ::postgres::{Client, Config, NoTls, Row, Statement};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
+use std::rc::Rc;
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -40,35 +41,57 @@ pub(crate) fn without_password(url: &str) -> String {
     format!("{scheme}://{authority}{tail}")
 }
 
-/// A connection and its prepared statements.
+/// A connection, and the engine's statements as translated for it.
+///
+/// A statement's first run goes to the server with its parameters' types in one message, one
+/// round trip: a CLI call runs most statements once, and preparing them would cost a second
+/// round trip for nothing. The types come from the values (an integer is BIGINT, a real DOUBLE
+/// PRECISION, text TEXT, a blob BYTEA; NULL is left for the server to infer), which is what the
+/// schema's columns hold. A statement run again is prepared then, and reused after (a
+/// long-lived handle, a loop): the server plans it once.
 pub(crate) struct PgClient {
     client: RefCell<Client>,
-    /// Per statement text as the engine wrote it: the prepared statement and the order of its
-    /// named parameters.
-    prepared: RefCell<HashMap<String, (Statement, Vec<String>)>>,
+    /// Per statement text as the engine wrote it.
+    statements: RefCell<HashMap<String, Rc<Translated>>>,
     in_transaction: Cell<bool>,
+}
+
+/// A statement of the engine, for this connection.
+struct Translated {
+    text: String,
+    /// Its named parameters in `$n` order.
+    names: Vec<String>,
+    /// Prepared on its second run.
+    prepared: RefCell<Option<Statement>>,
+    runs: Cell<u32>,
 }
 
 impl PgClient {
     /// Connects to `url`. Settings the URL leaves out come from `PGHOST`, `PGPORT`, `PGUSER`,
     /// `PGPASSWORD`, `PGDATABASE`, `PGAPPNAME` and `PGCONNECT_TIMEOUT`, as libpq takes them.
-    /// Lock waits give up after `lock_timeout_ms` (exit 5, as SQLite's busy timeout).
-    pub fn connect(url: &str, lock_timeout_ms: u64) -> Result<PgClient> {
+    /// Tables are looked for in `schema`; lock waits give up after `lock_timeout_ms` (exit 5, as
+    /// SQLite's busy timeout). Both are set as the connection starts, costing no round trip.
+    pub fn connect(url: &str, schema: &str, lock_timeout_ms: u64) -> Result<PgClient> {
         let mut config = Config::from_str(url).map_err(|e| {
             Error::invalid(format!("not a valid PostgreSQL URL: {}", without_url(&e.to_string())))
         })?;
         apply_environment(&mut config, |name| std::env::var(name).ok());
-        let mut client = config.connect(NoTls).map_err(|e| {
+        let ours = format!(
+            "-c search_path={schema} -c lock_timeout={lock_timeout_ms}ms -c client_min_messages=warning"
+        );
+        let options = match config.get_options() {
+            Some(theirs) => format!("{theirs} {ours}"),
+            None => ours,
+        };
+        config.options(&options);
+        let client = config.connect(NoTls).map_err(|e| {
             Error::incompatible(format!("cannot connect to PostgreSQL: {}", reason(&e))).with_hint(
                 "check the URL's host, port, user and database, or PGHOST/PGPORT/PGUSER/PGDATABASE",
             )
         })?;
-        client.batch_execute(&format!(
-            "SET lock_timeout = '{lock_timeout_ms}ms'; SET client_min_messages = warning;"
-        ))?;
         Ok(PgClient {
             client: RefCell::new(client),
-            prepared: RefCell::new(HashMap::new()),
+            statements: RefCell::new(HashMap::new()),
             in_transaction: Cell::new(false),
         })
     }
@@ -83,29 +106,66 @@ impl PgClient {
 
     pub fn execute(&self, sql: &str, params: &Params<'_>) -> Result<usize> {
         let (statement, values) = self.bind(sql, params)?;
-        let refs: Vec<&(dyn ToSql + Sync)> = values.iter().map(|v| v as &(dyn ToSql + Sync)).collect();
-        Ok(self.client.borrow_mut().execute(&statement, &refs)? as usize)
+        let mut client = self.client.borrow_mut();
+        let changed = match self.prepared(&statement, &mut client)? {
+            Some(prepared) => client.execute(&prepared, &untyped(&values)),
+            None => client.execute_typed(&statement.text, &typed(&values)),
+        };
+        Ok(changed.map_err(|e| in_statement(e, &statement.text))? as usize)
     }
 
     pub fn query(&self, sql: &str, params: &Params<'_>) -> Result<Vec<Row>> {
         let (statement, values) = self.bind(sql, params)?;
-        let refs: Vec<&(dyn ToSql + Sync)> = values.iter().map(|v| v as &(dyn ToSql + Sync)).collect();
-        Ok(self.client.borrow_mut().query(&statement, &refs)?)
+        let mut client = self.client.borrow_mut();
+        let rows = match self.prepared(&statement, &mut client)? {
+            Some(prepared) => client.query(&prepared, &untyped(&values)),
+            None => client.query_typed(&statement.text, &typed(&values)),
+        };
+        rows.map_err(|e| in_statement(e, &statement.text))
+    }
+
+    /// The prepared form of a statement from its second run on.
+    fn prepared(&self, statement: &Translated, client: &mut Client) -> Result<Option<Statement>> {
+        let runs = statement.runs.get() + 1;
+        statement.runs.set(runs);
+        if runs < 2 {
+            return Ok(None);
+        }
+        let mut prepared = statement.prepared.borrow_mut();
+        if prepared.is_none() {
+            *prepared = Some(client.prepare(&statement.text).map_err(|e| in_statement(e, &statement.text))?);
+        }
+        Ok(prepared.clone())
+    }
+
+    /// Runs `sql` (statements without parameters) in one round trip; the first column of each
+    /// row it returns, as text.
+    pub fn batch_rows(&self, sql: &str) -> Result<Vec<Option<String>>> {
+        let messages = self.client.borrow_mut().simple_query(&translate(sql).0)?;
+        Ok(messages
+            .iter()
+            .filter_map(|m| match m {
+                ::postgres::SimpleQueryMessage::Row(row) => Some(row.get(0).map(str::to_string)),
+                _ => None,
+            })
+            .collect())
     }
 
     pub fn batch(&self, sql: &str) -> Result<()> {
         Ok(self.client.borrow_mut().batch_execute(&translate(sql).0)?)
     }
 
-    /// The prepared statement for `sql` and its parameters in `$n` order.
-    fn bind<'p>(&self, sql: &str, params: &'p Params<'_>) -> Result<(Statement, Vec<&'p Value<'p>>)> {
-        let mut prepared = self.prepared.borrow_mut();
-        if !prepared.contains_key(sql) {
-            let (text, names) = translate(sql);
-            let statement = self.client.borrow_mut().prepare(&text).map_err(|e| in_statement(e, &text))?;
-            prepared.insert(sql.to_owned(), (statement, names));
-        }
-        let (statement, names) = &prepared[sql];
+    /// The statement `sql` and its parameters in `$n` order.
+    fn bind<'p>(&self, sql: &str, params: &'p Params<'_>) -> Result<(Rc<Translated>, Vec<&'p Value<'p>>)> {
+        let statement = {
+            let mut statements = self.statements.borrow_mut();
+            let entry = statements.entry(sql.to_owned()).or_insert_with(|| {
+                let (text, names) = translate(sql);
+                Rc::new(Translated { text, names, prepared: RefCell::new(None), runs: Cell::new(0) })
+            });
+            entry.clone()
+        };
+        let names = &statement.names;
         let values = match params {
             Params::Positional(values) => values.iter().collect(),
             Params::Named(values) => names
@@ -119,8 +179,30 @@ impl PgClient {
                 })
                 .collect::<Result<_>>()?,
         };
-        Ok((statement.clone(), values))
+        Ok((statement, values))
     }
+}
+
+/// Parameters for a prepared statement, whose types the server inferred.
+fn untyped<'v>(values: &[&'v Value<'v>]) -> Vec<&'v (dyn ToSql + Sync)> {
+    values.iter().map(|&value| value as &(dyn ToSql + Sync)).collect()
+}
+
+/// Parameters with the types their values have (NULL: for the server to infer).
+fn typed<'v>(values: &[&'v Value<'v>]) -> Vec<(&'v (dyn ToSql + Sync), Type)> {
+    values
+        .iter()
+        .map(|&value| {
+            let ty = match value {
+                Value::Null => Type::UNKNOWN,
+                Value::Int(_) => Type::INT8,
+                Value::Real(_) => Type::FLOAT8,
+                Value::Text(_) => Type::TEXT,
+                Value::Blob(_) => Type::BYTEA,
+            };
+            (value as &(dyn ToSql + Sync), ty)
+        })
+        .collect()
 }
 
 /// libpq's environment variables for what the URL left out (`env` reads one).

@@ -6,6 +6,8 @@
 
 mod postgres;
 
+pub(crate) use postgres::SCHEMA as POSTGRES_SCHEMA;
+
 use crate::db::Conn;
 use crate::error::{Error, Result, Topic};
 use crate::query::token_count;

@@ -158,7 +158,6 @@ const _: () = assert!(MIGRATIONS[MIGRATIONS.len() - 1].version == VERSION);
 
 /// Uses `memctl`'s schema on this connection, creating or migrating it when allowed.
 pub(super) fn prepare(conn: &Conn, creation: Creation) -> Result<()> {
-    conn.batch(&format!("SET search_path TO {SCHEMA}"))?;
     let version = version(conn)?;
     if version > VERSION {
         return Err(newer_error(version));

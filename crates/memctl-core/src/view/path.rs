@@ -84,22 +84,28 @@ pub(crate) fn load(store: &Store, path: &BranchPath) -> Result<()> {
         store.memo(|state: &mut PathState| state.loaded = loaded);
         return Ok(());
     }
-    if loaded.is_none() {
-        store.conn.execute(path_table(store.backend()), params![])?;
-    }
-    store.conn.execute("DELETE FROM temp.view_path", params![])?;
-    let fill = match store.backend() {
+    let create = if loaded.is_none() { path_table(store.backend()) } else { "" };
+    match store.backend() {
         Backend::Sqlite => {
-            "INSERT INTO temp.view_path(pos, bid, cutoff)
-             SELECT key, value ->> 0, value ->> 1 FROM json_each(?1)"
+            if loaded.is_none() {
+                store.conn.execute(create, params![])?;
+            }
+            store.conn.execute("DELETE FROM temp.view_path", params![])?;
+            store.conn.execute(
+                "INSERT INTO temp.view_path(pos, bid, cutoff)
+                 SELECT key, value ->> 0, value ->> 1 FROM json_each(?1)",
+                params![path.cutoffs_json()],
+            )?;
         }
-        Backend::Postgres => {
-            "INSERT INTO temp.view_path(pos, bid, cutoff)
+        // One round trip: the cutoffs are integers, written into the statement as they are.
+        Backend::Postgres => store.conn.batch(&format!(
+            "{create}; DELETE FROM temp.view_path;
+             INSERT INTO temp.view_path(pos, bid, cutoff)
              SELECT n - 1, CAST(e ->> 0 AS BIGINT), CAST(e ->> 1 AS BIGINT)
-             FROM json_array_elements(CAST(?1 AS json)) WITH ORDINALITY AS j(e, n)"
-        }
-    };
-    store.conn.execute(fill, params![path.cutoffs_json()])?;
+             FROM json_array_elements('{}') WITH ORDINALITY AS j(e, n)",
+            path.cutoffs_json()
+        ))?,
+    }
     store.memo(|state: &mut PathState| state.loaded = Some(wanted));
     Ok(())
 }
