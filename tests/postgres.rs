@@ -141,3 +141,42 @@ fn migrate_copies_a_run_both_ways_and_checks_it() {
         int(&sb.json(&["--db", source, "recall", "append", "root", "--kind", "note", "after"]), "id");
     assert_eq!(next, source_next);
 }
+
+#[test]
+fn search_finds_and_ranks_alike_on_both_backends() {
+    let long_word = "x".repeat(3000);
+    let texts = [
+        "Tiling the stencil by 64 beats naive threads".to_string(),
+        "GPU kernel: shared-memory tiles, 3.1x over the baseline".to_string(),
+        format!("a blob {long_word} and the stencil again"),
+        "Ünïcödé wörds: Straße, naïve, ΣΊΣΥΦΟΣ".to_string(),
+        "it's an O'Reilly \\ backslash 'quoted' record".to_string(),
+    ];
+    let queries =
+        ["stencil", "tiles tiling", "naive", "straße σίσυφος", "o'reilly", &long_word, "absent words"];
+    let mut results = Vec::new();
+    for db in backends("search_finds_and_ranks_alike") {
+        let sb = Sandbox::initialized_on(&db);
+        sb.ok(&["branch", "create", "root"]);
+        let ids: Vec<String> = texts
+            .iter()
+            .map(|text| int(&sb.json(&["archival", "add", "root", text, "--tag", "perf"]), "id").to_string())
+            .collect();
+        sb.ok(&["fork", "root", "child"]);
+        sb.ok(&["archival", "update", "child", &ids[1], "--text", "GPU kernel rewritten without tiles"]);
+        let found: Vec<_> = ["root", "child"]
+            .iter()
+            .flat_map(|branch| queries.iter().map(move |q| (branch, q)))
+            .map(|(branch, query)| sb.json(&["archival", "search", branch, query, "-k", "10"]))
+            .collect();
+        assert!(
+            found.iter().filter(|f| !array(f, "results").is_empty()).count() >= 8,
+            "{}: searches find records",
+            db.name()
+        );
+        results.push((db.name(), found));
+    }
+    for (name, found) in &results[1..] {
+        assert_eq!(found, &results[0].1, "{name} finds and ranks as SQLite does");
+    }
+}

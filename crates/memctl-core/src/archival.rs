@@ -1,10 +1,11 @@
 //! Archival memory (SPEC §4.4): long-term records with stable ids, versioned updates and
 //! tombstone deletes, searched with FTS5 or, with the same semantics, by keywords.
 
-use crate::db::params;
+use crate::db::{params, Backend};
 use crate::error::{Error, Result};
-use crate::query::{bm25, token_count, Query, TermCounts};
+use crate::query::{bm25, index_words, token_count, Query, TermCounts};
 use crate::rows::{AppendOutcome, Record};
+use crate::schema;
 use crate::store::{Store, Tx};
 use crate::stored_text::{content_hash, normalize_tags};
 use crate::view;
@@ -84,7 +85,7 @@ impl Store {
             }
             // The same counts FTS5 keeps: the words of the text and of the tags as stored (JSON).
             let (counts, mut records): (Vec<TermCounts>, Vec<Record>) =
-                view::archival(self, &path, &search.tags, None)?
+                view::archival_candidates(self, &path, &query, &search.tags)?
                     .into_iter()
                     .map(|r| {
                         (
@@ -173,11 +174,26 @@ impl Tx<'_> {
         hash: Option<&[u8; 32]>,
     ) -> Result<()> {
         let tokens = text.map_or(0, |text| token_count(&[text, tags_json]));
-        self.conn.execute(
-            "INSERT INTO archival(seq, record_id, branch, text, tags, text_hash, created_at, tokens)
+        match self.backend() {
+            Backend::Sqlite => self.conn.execute(
+                "INSERT INTO archival(seq, record_id, branch, text, tags, text_hash, created_at, tokens)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-            params![seq, record_id, bid, text, tags_json, hash, self.now(), tokens],
-        )?;
+                params![seq, record_id, bid, text, tags_json, hash, self.now(), tokens],
+            )?,
+            Backend::Postgres => {
+                let words = text.and_then(|text| index_words(&[text, tags_json]));
+                let words = words.map(|w| serde_json::to_string(&w)).transpose()?;
+                let sql = format!(
+                    "INSERT INTO archival(seq, record_id, branch, text, tags, text_hash, created_at, tokens, words)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, {})",
+                    schema::words_entry("?9")
+                );
+                self.conn.execute(
+                    &sql,
+                    params![seq, record_id, bid, text, tags_json, hash, self.now(), tokens, words],
+                )?
+            }
+        };
         if let (Some(text), true) = (text, self.fts_table()?) {
             self.conn.execute(
                 "INSERT INTO archival_fts(rowid, text, tags, branch) VALUES (?1, ?2, ?3, ?4)",

@@ -23,6 +23,24 @@ pub fn words(text: &str) -> impl Iterator<Item = String> + '_ {
     text.split(|c: char| !is_word_char(c)).filter(|w| !w.is_empty()).map(|w| w.chars().map(fold).collect())
 }
 
+/// The longest word PostgreSQL keeps in a `tsvector` (bytes), and a bound on a record's words
+/// in all, well inside its 1 MiB `tsvector`.
+const MAX_INDEXED_WORD: usize = 2046;
+const MAX_INDEXED_BYTES: usize = 512 * 1024;
+
+/// The words a record is found by on PostgreSQL, its `words` index entry: every distinct word of
+/// `haystacks` (its text and stored tags), split and folded as the FTS5 index and the keyword
+/// search split them. None when a word is longer than an index entry holds, or the words are
+/// too many: such a record is a candidate for every search.
+pub fn index_words(haystacks: &[&str]) -> Option<Vec<String>> {
+    let distinct: std::collections::BTreeSet<String> = haystacks.iter().flat_map(|h| words(h)).collect();
+    let bytes: usize = distinct.iter().map(|w| w.len() + 8).sum();
+    if bytes > MAX_INDEXED_BYTES || distinct.iter().any(|w| w.len() > MAX_INDEXED_WORD) {
+        return None;
+    }
+    Some(distinct.into_iter().collect())
+}
+
 /// How many words `haystacks` hold in all, as the FTS5 index splits them: a record's length for
 /// bm25, stored with it (`archival.tokens`) so a search reads it with the row's seq. Counts what
 /// [`Query::term_counts`] counts.
@@ -375,6 +393,19 @@ impl Query {
 
     pub fn word_count(&self) -> usize {
         self.words.len()
+    }
+
+    /// The PostgreSQL `tsquery` finding the records that hold any of the words (each quoted: a
+    /// word is never syntax), or None when no word fits an index entry (only records without
+    /// one can match).
+    pub fn tsquery(&self) -> Option<String> {
+        let quoted: Vec<String> = self
+            .words
+            .iter()
+            .filter(|w| w.len() <= MAX_INDEXED_WORD)
+            .map(|w| format!("'{}'", w.replace('\\', "\\\\").replace('\'', "''")))
+            .collect();
+        (!quoted.is_empty()).then(|| quoted.join(" | "))
     }
 
     /// The FTS5 MATCH expression of a search over a view (see fts_match.rs for the phrase

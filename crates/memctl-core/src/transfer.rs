@@ -8,6 +8,7 @@
 
 use crate::db::{params, Params, Row, Value, ValueRef};
 use crate::error::{Error, Result};
+use crate::query;
 use crate::schema::{self, RunTable, RUN_TABLES};
 use crate::store::{Store, Tx};
 use serde::Serialize;
@@ -127,16 +128,46 @@ fn finish_copy(tx: &Tx<'_>, next_seq: i64, collections: i64, branches: bool) -> 
     match tx.conn.sqlite() {
         Some(conn) if tx.fts_table()? => schema::index_archival(conn)?,
         Some(_) => {}
-        // New branches must get ids above the copied ones.
-        None if branches => tx.conn.query_one(
-            "SELECT setval(pg_get_serial_sequence('branches', 'bid'), (SELECT max(bid) FROM branches))",
-            params![],
-            |_| Ok(()),
-        )?,
-        None => {}
+        None => {
+            // New branches must get ids above the copied ones.
+            if branches {
+                tx.conn.query_one(
+                    "SELECT setval(pg_get_serial_sequence('branches', 'bid'), (SELECT max(bid) FROM branches))",
+                    params![],
+                    |_| Ok(()),
+                )?;
+            }
+            index_words(tx)?;
+        }
     }
     tx.forget();
     Ok(())
+}
+
+/// Fills PostgreSQL's `archival.words` (see schema/postgres.rs) for the copied versions, a page
+/// per statement.
+fn index_words(tx: &Tx<'_>) -> Result<()> {
+    let mut after = i64::MIN;
+    loop {
+        let page: Vec<(i64, Option<Vec<String>>)> = tx.conn.query(
+            &format!("SELECT seq, text, tags FROM archival WHERE text IS NOT NULL AND seq > ?1 ORDER BY seq LIMIT {PAGE}"),
+            [after],
+            |r| Ok((r.get(0)?, query::index_words(&[&r.get::<String>(1)?, &r.get::<String>(2)?]))),
+        )?;
+        let entries: Vec<(i64, &Vec<String>)> =
+            page.iter().filter_map(|(seq, words)| Some((*seq, words.as_ref()?))).collect();
+        if !entries.is_empty() {
+            tx.conn.execute(
+                "UPDATE archival SET words = array_to_tsvector(ARRAY(SELECT json_array_elements_text(e -> 1)))
+                 FROM json_array_elements(CAST(?1 AS json)) e WHERE archival.seq = CAST(e ->> 0 AS BIGINT)",
+                [serde_json::to_string(&entries)?],
+            )?;
+        }
+        match page.last() {
+            Some(&(seq, _)) if page.len() == PAGE => after = seq,
+            _ => return Ok(()),
+        }
+    }
 }
 
 /// Every branch in use reads the same in both databases; returns how many were compared.

@@ -72,7 +72,8 @@ impl PgClient {
     /// Tables are looked for in `schema`; lock waits give up after `lock_timeout_ms` (exit 5, as
     /// SQLite's busy timeout). Both are set as the connection starts, costing no round trip.
     pub fn connect(url: &str, schema: &str, lock_timeout_ms: u64) -> Result<PgClient> {
-        let mut config = Config::from_str(url).map_err(|e| {
+        let url = with_port(url, std::env::var("PGPORT").ok().as_deref());
+        let mut config = Config::from_str(&url).map_err(|e| {
             Error::invalid(format!("not a valid PostgreSQL URL: {}", without_url(&e.to_string())))
         })?;
         apply_environment(&mut config, |name| std::env::var(name).ok());
@@ -205,6 +206,40 @@ fn typed<'v>(values: &[&'v Value<'v>]) -> Vec<(&'v (dyn ToSql + Sync), Type)> {
         .collect()
 }
 
+/// `url` with `port` (libpq's `PGPORT`) given to each host that names none: the client fills in
+/// 5432 as it parses a URL, after which a missing port cannot be told from an explicit one.
+fn with_port(url: &str, port: Option<&str>) -> String {
+    let Some(port) = port.filter(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit())) else {
+        return url.to_string();
+    };
+    let Some((scheme, rest)) = url.split_once("://") else { return url.to_string() };
+    let end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(end);
+    let (user, hosts) = match authority.rsplit_once('@') {
+        Some((user, hosts)) => (format!("{user}@"), hosts),
+        None => (String::new(), authority),
+    };
+    if hosts.is_empty() {
+        // Hosts as parameters (`?host=/socket/dir`): the port too, unless one is there.
+        let has_port = tail.split(['?', '&']).any(|p| p.starts_with("port="));
+        let joiner = if tail.contains('?') { "&" } else { "?" };
+        let tail = if has_port { tail.to_string() } else { format!("{tail}{joiner}port={port}") };
+        return format!("{scheme}://{user}{tail}");
+    }
+    let hosts: Vec<String> = hosts
+        .split(',')
+        .map(|host| {
+            let named = host.rsplit_once(']').map_or(host, |(_, after)| after).contains(':');
+            if named {
+                host.to_string()
+            } else {
+                format!("{host}:{port}")
+            }
+        })
+        .collect();
+    format!("{scheme}://{user}{}{tail}", hosts.join(","))
+}
+
 /// libpq's environment variables for what the URL left out (`env` reads one).
 fn apply_environment(config: &mut Config, env: impl Fn(&str) -> Option<String>) {
     if config.get_hosts().is_empty() {
@@ -220,11 +255,6 @@ fn apply_environment(config: &mut Config, env: impl Fn(&str) -> Option<String>) 
                     "localhost"
                 });
             }
-        }
-    }
-    if config.get_ports().is_empty() {
-        if let Some(port) = env("PGPORT").and_then(|p| p.parse().ok()) {
-            config.port(port);
         }
     }
     if config.get_user().is_none() {
@@ -389,7 +419,9 @@ impl ToSql for Value<'_> {
                 out.extend_from_slice(v.as_bytes());
                 Ok(IsNull::No)
             }
-            (Value::Text(v), _) => v.as_ref().to_sql(ty, out),
+            (Value::Text(v), &Type::TEXT | &Type::VARCHAR | &Type::BPCHAR | &Type::NAME | &Type::UNKNOWN) => {
+                v.as_ref().to_sql(ty, out)
+            }
             (Value::Blob(v), &Type::BYTEA) => v.as_ref().to_sql(ty, out),
             (value, ty) => Err(format!("cannot bind {value:?} to a parameter of type {ty}").into()),
         }
@@ -455,7 +487,7 @@ mod tests {
         let (sql, names) = translate(
             "SELECT ':x?1', t.a::text FROM temp.view_path p CROSS JOIN t INDEXED BY t_i ON t.b = ?2",
         );
-        assert_eq!(sql, "SELECT ':x?1', t.a::text FROM pg_temp.view_path p CROSS JOIN t  ON t.b = $2");
+        assert_eq!(sql, "SELECT ':x?1', t.a::text FROM pg_temp.view_path p  JOIN t  ON t.b = $2");
         assert!(names.is_empty());
         let (sql, names) = translate("WHERE :now > :last AND ttl < :now");
         assert_eq!(sql, "WHERE $1 > $2 AND ttl < $1");
@@ -474,10 +506,10 @@ mod tests {
 
     #[test]
     fn environment_fills_what_the_url_leaves_out() {
-        let mut config = Config::from_str("postgres://alice@db.example/run").unwrap();
+        let mut config =
+            Config::from_str(&with_port("postgres://alice@db.example/run", Some("6543"))).unwrap();
         let env = |name: &str| match name {
             "PGUSER" => Some("bob".to_string()),
-            "PGPORT" => Some("6543".to_string()),
             "PGDATABASE" => Some("other".to_string()),
             _ => None,
         };
@@ -486,5 +518,17 @@ mod tests {
         assert_eq!(config.get_dbname(), Some("run"));
         assert_eq!(config.get_ports(), &[6543]);
         assert_eq!(config.get_application_name(), Some("memctl"));
+        let mut bare = Config::from_str("postgresql:///").unwrap();
+        apply_environment(&mut bare, env);
+        assert_eq!((bare.get_user(), bare.get_dbname()), (Some("bob"), Some("other")));
+    }
+
+    #[test]
+    fn pgport_goes_to_hosts_without_a_port() {
+        assert_eq!(with_port("postgres://a@h1,h2:7/db", Some("6543")), "postgres://a@h1:6543,h2:7/db");
+        assert_eq!(with_port("postgres://[::1]/db", Some("6543")), "postgres://[::1]:6543/db");
+        assert_eq!(with_port("postgres://a@/db?host=/s", Some("6543")), "postgres://a@/db?host=/s&port=6543");
+        assert_eq!(with_port("postgres://a@/db?port=1", Some("6543")), "postgres://a@/db?port=1");
+        assert_eq!(with_port("postgres://h/db", None), "postgres://h/db");
     }
 }

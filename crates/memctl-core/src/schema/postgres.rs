@@ -6,8 +6,10 @@
 //! - `meta` holds integers only (the counter, gc's collection count); migration names live in
 //!   `migrations`;
 //! - `branches.bid` is an identity column (SQLite's rowid hands out the same kind of ids);
-//! - there is no FTS5: archival search reads the view's records (the keyword form of search,
-//!   which finds and ranks as FTS5 does).
+//! - there is no FTS5: `archival.words` holds each version's words, split by memctl's own
+//!   tokenizer (the one FTS5 is configured to match), as a `tsvector` under a GIN index. A
+//!   search asks it for the view's records holding any query word, then counts and ranks them
+//!   as the keyword search does: the same matches and bm25 as on SQLite.
 
 use super::{newer_error, Creation, SCHEMA_VERSION};
 use crate::db::{params, Conn};
@@ -15,6 +17,15 @@ use crate::error::{Error, Result, Topic};
 
 /// The PostgreSQL schema memctl's tables live in.
 pub(crate) const SCHEMA: &str = "memctl";
+
+/// SQL for the `archival.words` entry of the JSON array of words (query::index_words) bound
+/// as `param`; NULL stays NULL.
+pub(crate) fn words_entry(param: &str) -> String {
+    format!(
+        "CASE WHEN CAST({param} AS TEXT) IS NULL THEN NULL
+         ELSE array_to_tsvector(ARRAY(SELECT json_array_elements_text(CAST({param} AS json)))) END"
+    )
+}
 
 /// One step of the PostgreSQL schema's history.
 struct Migration {
@@ -88,13 +99,16 @@ CREATE TABLE archival (
     tags       TEXT NOT NULL DEFAULT '[]',
     text_hash  BYTEA,
     created_at DOUBLE PRECISION NOT NULL,
-    tokens     BIGINT NOT NULL DEFAULT 0
+    tokens     BIGINT NOT NULL DEFAULT 0,
+    -- The words the version is found by (query::index_words); NULL: found by every search.
+    words      tsvector
 );
 CREATE INDEX archival_branch_seq ON archival(branch, seq);
 CREATE INDEX archival_record_seq ON archival(record_id, seq);
 CREATE INDEX archival_branch_hash ON archival(branch, text_hash);
 CREATE INDEX archival_later_versions ON archival(branch, seq) WHERE record_id != seq;
 CREATE INDEX archival_seq_tokens ON archival(seq, tokens);
+CREATE INDEX archival_words ON archival USING GIN (words);
 
 CREATE TABLE inherited_exclusions (
     seq        BIGINT PRIMARY KEY,

@@ -38,7 +38,7 @@ mod sql;
 
 pub(crate) use path::{collected_name, meeting, shared_until};
 
-use crate::db::{named, params, Backend, Row};
+use crate::db::{named, params, Backend, Params, Row};
 use crate::error::{Error, Result};
 use crate::query::{Query, TermCounts};
 use crate::rows::{Branch, BranchPath, CoreEntry, Event, Record, Summary, STEP_KIND};
@@ -410,14 +410,7 @@ pub(crate) fn archival(
     // A window stops at its first `limit` current versions, checked one probe each; a read of
     // every record drops the superseded versions after one pass over the view's updates.
     if limit.is_none() {
-        let sql = format!(
-            "SELECT {RECORD_COLUMNS} FROM {} WHERE t.text IS NOT NULL AND {has_tags} {NEWEST_FIRST}",
-            visible("archival"),
-        );
-        let mut records = store.conn.query(&sql, params![tags], |row| record_from_row(path, row))?;
-        let superseded = superseded_versions(store, path)?;
-        records.retain(|r| !superseded.is_superseded(r.seq));
-        return Ok(records);
+        return every_current_version(store, path, &has_tags, params![tags]);
     }
     let sql = format!(
         "SELECT {RECORD_COLUMNS} FROM {}
@@ -427,6 +420,53 @@ pub(crate) fn archival(
         current_version()
     );
     store.conn.query(&sql, params![tags, limit_param(limit)], |row| record_from_row(path, row))
+}
+
+/// The view's current versions (not deletes) among the visible rows `filter` (SQL over `t`,
+/// with `params`) keeps, newest first.
+fn every_current_version(
+    store: &Store,
+    path: &BranchPath,
+    filter: &str,
+    params: Params<'_>,
+) -> Result<Vec<Record>> {
+    let sql = format!(
+        "SELECT {RECORD_COLUMNS} FROM {} WHERE t.text IS NOT NULL AND {filter} {NEWEST_FIRST}",
+        visible("archival"),
+    );
+    let mut records = store.conn.query(&sql, params, |row| record_from_row(path, row))?;
+    let superseded = superseded_versions(store, path)?;
+    records.retain(|r| !superseded.is_superseded(r.seq));
+    Ok(records)
+}
+
+/// The view's records carrying all `tags` that may hold a word of `query`, for the keyword
+/// search to count: on PostgreSQL those the `words` index finds (and those it holds no entry
+/// for); elsewhere every record of the view.
+pub(crate) fn archival_candidates(
+    store: &Store,
+    path: &BranchPath,
+    query: &Query,
+    tags: &[String],
+) -> Result<Vec<Record>> {
+    if store.backend() == Backend::Sqlite {
+        return archival(store, path, tags, None);
+    }
+    path::load(store, path)?;
+    let has_tags = has_tags(store.backend());
+    match query.tsquery() {
+        Some(tsquery) => {
+            let filter =
+                format!("{has_tags} AND (t.words IS NULL OR t.words @@ CAST(CAST(?2 AS TEXT) AS tsquery))");
+            every_current_version(store, path, &filter, params![tags_filter(tags)?, tsquery])
+        }
+        None => every_current_version(
+            store,
+            path,
+            &format!("{has_tags} AND t.words IS NULL"),
+            params![tags_filter(tags)?],
+        ),
+    }
 }
 
 /// The visible version of one record, or None if it is not in the view (or deleted there).
