@@ -25,6 +25,16 @@ impl Cluster {
     /// A started cluster, or None with a notice when the server binaries are missing (a
     /// failure under CI).
     pub fn start_or_skip(test: &str) -> Option<Cluster> {
+        Cluster::start(test, false)
+    }
+
+    /// [`Cluster::start_or_skip`] with every commit flushed to disk, as a server in use runs
+    /// (the tests' clusters skip it: `fsync=off`).
+    pub fn start_durable_or_skip(test: &str) -> Option<Cluster> {
+        Cluster::start(test, true)
+    }
+
+    fn start(test: &str, durable: bool) -> Option<Cluster> {
         let Some(bin) = server_binaries() else {
             assert!(
                 std::env::var_os("CI").is_none(),
@@ -51,7 +61,8 @@ impl Cluster {
             &["-D", &data, "-U", USER, "--auth=trust", "-E", "UTF8", "--locale=C", "--no-instructions"],
         );
         let socket = cluster.socket_dir();
-        let options = format!("-k {socket} -c listen_addresses= -c fsync=off -c max_connections=64");
+        let fsync = if durable { "on" } else { "off" };
+        let options = format!("-k {socket} -c listen_addresses= -c fsync={fsync} -c max_connections=64");
         let log = cluster.dir.path().join("server.log").display().to_string();
         cluster.server_tool("pg_ctl", &["-D", &data, "-l", &log, "-o", &options, "-w", "start"]);
         Some(cluster)
@@ -104,6 +115,11 @@ impl Cluster {
             .status()
             .expect("the cluster's watchdog starts");
         assert!(started.success(), "the cluster's watchdog starts");
+    }
+
+    /// The server's log.
+    pub fn log_file(&self) -> PathBuf {
+        self.dir.path().join("server.log")
     }
 
     /// The directory of the server's socket (the cluster's own directory).

@@ -9,7 +9,12 @@ mod inspection;
 mod layers;
 mod options;
 mod paths;
+/// A throwaway PostgreSQL cluster, shared with the tests.
+#[path = "../../tests/support/postgres.rs"]
+#[allow(dead_code)]
+mod pg_cluster;
 mod plot;
+mod postgres;
 mod report;
 mod scale;
 mod workloads;
@@ -77,13 +82,17 @@ Workloads (NAME for --only):
       of the same database (target: at most 2x), then vacuum and the file size before/after
   m   a 500-step conversation inherited over depth 50: `messages` with a 4,000-token budget
       against `context` with the same budget, as whole CLI calls (target: at most 2x)
+  q   PostgreSQL: the tree of b copied to a throwaway local cluster (initdb + pg_ctl, Unix
+      socket; skipped with a note without the server binaries), then whole CLI calls
+      (recall append, fork, read, archival search) against it and against the SQLite file:
+      medians side by side, and the round trips of one call (statements in the server's log)
   i   import of the Python store's 1,000-branch database (MEMCTL_BENCH_LEGACY=PATH, default
       ../shared/reference/legacy/tree1000/memory.sqlite; not in the repository)
 
 Options:
   --quick       fewer repetitions (same workloads and sizes, except s at a tenth); well
                 under two minutes
-  --only NAME   run one workload (a, b, c, d, e, g, h, i, j, k, m, p or s)
+  --only NAME   run one workload (a, b, c, d, e, g, h, i, j, k, m, p, q or s)
   -h, --help    this text
 ";
 

@@ -54,7 +54,8 @@ fn parse_workload(name: &str) -> Result<char> {
         "m" => Ok('m'),
         "p" => Ok('p'),
         "s" => Ok('s'),
-        _ => bail!("unknown workload '{name}': choose a, b, c, d, e, g, h, i, j, k, m, p or s"),
+        "q" => Ok('q'),
+        _ => bail!("unknown workload '{name}': choose a, b, c, d, e, g, h, i, j, k, m, p, q or s"),
     }
 }
 

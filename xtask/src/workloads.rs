@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// Repetition counts: the full run and `--quick` differ only here.
-struct Reps {
+pub(crate) struct Reps {
     /// `--quick`: workload s also builds a tenth of its database.
     quick: bool,
     /// Fresh fork chains per depth.
@@ -34,7 +34,7 @@ struct Reps {
     /// Fresh handles, each timing its first (cold) read, per depth.
     cold_reads: usize,
     /// Processes per CLI call kind (workload h).
-    cli_calls: usize,
+    pub(crate) cli_calls: usize,
     /// Paper exports and HTML viewers per tree (workload g).
     exports: usize,
     /// Imports of the 1,000-branch legacy database (workload i).
@@ -80,14 +80,14 @@ impl Reps {
 }
 
 /// A fresh file database (default config unless given) in its own temporary directory.
-struct Db {
-    dir: tempfile::TempDir,
-    path: PathBuf,
-    store: Store,
+pub(crate) struct Db {
+    pub(crate) dir: tempfile::TempDir,
+    pub(crate) path: PathBuf,
+    pub(crate) store: Store,
 }
 
 impl Db {
-    fn new(config: Config) -> Result<Db> {
+    pub(crate) fn new(config: Config) -> Result<Db> {
         let dir = tempfile::Builder::new()
             .prefix("memctl-bench-")
             .tempdir()
@@ -120,7 +120,7 @@ pub fn run(options: &BenchOptions, out_dir: &Path) -> Result<()> {
     let mut rows = Vec::new();
     let mut details = Map::new();
     type Workload = fn(&Reps) -> Result<(Vec<Row>, Value)>;
-    let workloads: [(char, &str, Workload); 13] = [
+    let workloads: [(char, &str, Workload); 14] = [
         ('a', "fork chain", fork_chain),
         ('b', "1000-branch tree", tree),
         ('c', "recall appends", recall_appends),
@@ -138,6 +138,7 @@ pub fn run(options: &BenchOptions, out_dir: &Path) -> Result<()> {
         ('s', "scale: 1M archival records", |reps| {
             crate::scale::scale(reps.quick, &crate::paths::target_dir().join("bench"))
         }),
+        ('q', "PostgreSQL: whole CLI calls", crate::postgres::cli_calls),
     ];
     let selected: Vec<_> = workloads.into_iter().filter(|(name, _, _)| options.runs(*name)).collect();
     // On a terminal, a bar over the workloads; elsewhere (CI logs), one line per step.
@@ -273,7 +274,7 @@ fn fork_chain(reps: &Reps) -> Result<(Vec<Row>, Value)> {
 }
 
 /// One operation of workload b, generated up front so only memctl calls are timed.
-enum TreeOp {
+pub(crate) enum TreeOp {
     Root(String),
     Fork(String, String),
     Core(String, String, String),
@@ -281,9 +282,9 @@ enum TreeOp {
     Archival(String, String, Vec<String>),
 }
 
-const TREE_BRANCHES: usize = 1000;
+pub(crate) const TREE_BRANCHES: usize = 1000;
 
-fn tree_ops() -> Vec<TreeOp> {
+pub(crate) fn tree_ops() -> Vec<TreeOp> {
     let mut rng = Rng::new(0xB0B);
     let ids: Vec<String> = (0..TREE_BRANCHES).map(node_id).collect();
     let mut ops = Vec::with_capacity(TREE_BRANCHES * 29);
@@ -316,7 +317,7 @@ fn tree_ops() -> Vec<TreeOp> {
 }
 
 /// Applies one tree operation; returns its kind's slot (fork, core, recall, archival).
-fn apply(store: &Store, op: &TreeOp) -> memctl_core::Result<usize> {
+pub(crate) fn apply(store: &Store, op: &TreeOp) -> memctl_core::Result<usize> {
     Ok(match op {
         TreeOp::Root(id) => store.create_root(id).map(|_| 0)?,
         TreeOp::Fork(parent, id) => store.fork(parent, Some(id)).map(|_| 0)?,

@@ -240,6 +240,14 @@ impl Conn {
         outcome.map(drop)
     }
 
+    /// The PostgreSQL client, for what only PostgreSQL has.
+    pub fn postgres(&self) -> Option<&PgClient> {
+        match self {
+            Conn::Sqlite(_) => None,
+            Conn::Postgres(client) => Some(client),
+        }
+    }
+
     /// Whether no transaction is open.
     pub fn is_autocommit(&self) -> bool {
         match self {

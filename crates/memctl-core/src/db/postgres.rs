@@ -53,6 +53,9 @@ pub(crate) struct PgClient {
     client: RefCell<Client>,
     /// Per statement text as the engine wrote it.
     statements: RefCell<HashMap<String, Rc<Translated>>>,
+    /// Names the engine's SQL uses and what they stand for on this connection (see
+    /// [`PgClient::substitute`]).
+    substitutions: RefCell<Vec<(String, String)>>,
     in_transaction: Cell<bool>,
 }
 
@@ -93,8 +96,29 @@ impl PgClient {
         Ok(PgClient {
             client: RefCell::new(client),
             statements: RefCell::new(HashMap::new()),
+            substitutions: RefCell::new(Vec::new()),
             in_transaction: Cell::new(false),
         })
+    }
+
+    /// From now on, `name` in the engine's SQL stands for `sql` (e.g. a table that is cheaper
+    /// on PostgreSQL as an expression).
+    pub fn substitute(&self, name: &str, sql: &str) {
+        let mut substitutions = self.substitutions.borrow_mut();
+        if !substitutions.iter().any(|(n, _)| n == name) {
+            substitutions.push((name.to_string(), sql.to_string()));
+            self.statements.borrow_mut().clear();
+        }
+    }
+
+    /// `sql` translated for this connection.
+    fn translated(&self, sql: &str) -> (String, Vec<String>) {
+        let substituted = self
+            .substitutions
+            .borrow()
+            .iter()
+            .fold(sql.to_string(), |sql, (name, with)| sql.replace(name.as_str(), with));
+        translate(&substituted)
     }
 
     pub fn in_transaction(&self) -> bool {
@@ -142,7 +166,7 @@ impl PgClient {
     /// Runs `sql` (statements without parameters) in one round trip; the first column of each
     /// row it returns, as text.
     pub fn batch_rows(&self, sql: &str) -> Result<Vec<Option<String>>> {
-        let messages = self.client.borrow_mut().simple_query(&translate(sql).0)?;
+        let messages = self.client.borrow_mut().simple_query(&self.translated(sql).0)?;
         Ok(messages
             .iter()
             .filter_map(|m| match m {
@@ -153,7 +177,7 @@ impl PgClient {
     }
 
     pub fn batch(&self, sql: &str) -> Result<()> {
-        Ok(self.client.borrow_mut().batch_execute(&translate(sql).0)?)
+        Ok(self.client.borrow_mut().batch_execute(&self.translated(sql).0)?)
     }
 
     /// The statement `sql` and its parameters in `$n` order.
@@ -161,7 +185,7 @@ impl PgClient {
         let statement = {
             let mut statements = self.statements.borrow_mut();
             let entry = statements.entry(sql.to_owned()).or_insert_with(|| {
-                let (text, names) = translate(sql);
+                let (text, names) = self.translated(sql);
                 Rc::new(Translated { text, names, prepared: RefCell::new(None), runs: Cell::new(0) })
             });
             entry.clone()

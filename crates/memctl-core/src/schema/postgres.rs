@@ -196,8 +196,10 @@ pub(super) fn prepare(conn: &Conn, creation: Creation) -> Result<()> {
 
 /// The schema's version: 0 when it has none.
 fn version(conn: &Conn) -> Result<i64> {
-    let exists =
-        conn.exists("SELECT 1 FROM pg_tables WHERE schemaname = ?1 AND tablename = 'migrations'", [SCHEMA])?;
+    let exists = conn.exists(
+        "SELECT 1 WHERE to_regclass(CAST(?1 AS TEXT)) IS NOT NULL",
+        [format!("{SCHEMA}.migrations")],
+    )?;
     if !exists {
         return Ok(0);
     }

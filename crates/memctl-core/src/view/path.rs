@@ -53,28 +53,19 @@ struct PathState {
     loaded: Option<(i64, usize)>,
 }
 
-/// The path table: one row per path branch, nearest first, with its cutoff. Private to the
-/// connection (in memory on SQLite): filling it writes nothing to the database. Created on
-/// first use (and again after a rollback that undid its creation). SQLite's INTEGER is 64-bit
-/// (and `pos` the rowid); PostgreSQL's is not.
-fn path_table(backend: Backend) -> &'static str {
-    match backend {
-        Backend::Sqlite => {
-            "CREATE TEMP TABLE IF NOT EXISTS view_path (
-                 pos    INTEGER PRIMARY KEY,
-                 bid    INTEGER NOT NULL UNIQUE,
-                 cutoff INTEGER NOT NULL
-             )"
-        }
-        Backend::Postgres => {
-            "CREATE TEMP TABLE IF NOT EXISTS view_path (
-                 pos    BIGINT PRIMARY KEY,
-                 bid    BIGINT NOT NULL UNIQUE,
-                 cutoff BIGINT NOT NULL
-             )"
-        }
-    }
-}
+/// The path table: one row per path branch, nearest first, with its cutoff. In memory and
+/// private to the connection: filling it writes nothing to the database. Created on first use
+/// (and again after a rollback that undid its creation).
+const PATH_TABLE: &str = "CREATE TEMP TABLE IF NOT EXISTS view_path (
+    pos    INTEGER PRIMARY KEY,
+    bid    INTEGER NOT NULL UNIQUE,
+    cutoff INTEGER NOT NULL
+)";
+
+/// `temp.view_path` on PostgreSQL: the path as set in `memctl.view_path`.
+const PATH_FROM_SETTING: &str =
+    "(SELECT n - 1 AS pos, CAST(e ->> 0 AS BIGINT) AS bid, CAST(e ->> 1 AS BIGINT) AS cutoff
+  FROM json_array_elements(CAST(current_setting('memctl.view_path') AS json)) WITH ORDINALITY AS j(e, n))";
 
 /// Puts `path` into `temp.view_path` unless it is already there.
 pub(crate) fn load(store: &Store, path: &BranchPath) -> Result<()> {
@@ -84,11 +75,10 @@ pub(crate) fn load(store: &Store, path: &BranchPath) -> Result<()> {
         store.memo(|state: &mut PathState| state.loaded = loaded);
         return Ok(());
     }
-    let create = if loaded.is_none() { path_table(store.backend()) } else { "" };
     match store.backend() {
         Backend::Sqlite => {
             if loaded.is_none() {
-                store.conn.execute(create, params![])?;
+                store.conn.execute(PATH_TABLE, params![])?;
             }
             store.conn.execute("DELETE FROM temp.view_path", params![])?;
             store.conn.execute(
@@ -97,14 +87,19 @@ pub(crate) fn load(store: &Store, path: &BranchPath) -> Result<()> {
                 params![path.cutoffs_json()],
             )?;
         }
-        // One round trip: the cutoffs are integers, written into the statement as they are.
-        Backend::Postgres => store.conn.batch(&format!(
-            "{create}; DELETE FROM temp.view_path;
-             INSERT INTO temp.view_path(pos, bid, cutoff)
-             SELECT n - 1, CAST(e ->> 0 AS BIGINT), CAST(e ->> 1 AS BIGINT)
-             FROM json_array_elements('{}') WITH ORDINALITY AS j(e, n)",
-            path.cutoffs_json()
-        ))?,
+        // A setting of the session instead of a table: creating a temporary table writes the
+        // catalogue, milliseconds on every new connection. Undone by a rollback, as a table's
+        // rows would be.
+        Backend::Postgres => {
+            if let Some(client) = store.conn.postgres() {
+                client.substitute("temp.view_path", PATH_FROM_SETTING);
+            }
+            store.conn.query_one(
+                "SELECT set_config('memctl.view_path', ?1, false)",
+                params![path.cutoffs_json()],
+                |_| Ok(()),
+            )?;
+        }
     }
     store.memo(|state: &mut PathState| state.loaded = Some(wanted));
     Ok(())
