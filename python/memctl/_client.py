@@ -172,7 +172,7 @@ class Export(_Group):
 
 
 class Memory:
-    """One memctl database.
+    """One memctl database: an SQLite file, or a PostgreSQL database as a `postgres://` URL.
 
     `config`: a memctl.toml; `binary`: the memctl to run (default: the one this package
     installed); `actor` and `phase`: recorded in the journal with every write.

@@ -145,7 +145,8 @@ fn spread_hash(text: &str) -> Vec<u8> {
 
 /// The floor of one CLI call: `runs` times, a process that starts, opens the database `db`,
 /// inserts one row and exits (`xtask floor-insert`); the times in ms.
-pub fn process(db: &Path, runs: usize) -> Result<Vec<f64>> {
+pub fn process(db: impl AsRef<std::ffi::OsStr>, runs: usize) -> Result<Vec<f64>> {
+    let db = db.as_ref();
     let xtask = crate::paths::release_binary("xtask");
     (0..runs)
         .map(|_| {

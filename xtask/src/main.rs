@@ -168,13 +168,21 @@ fn run(args: &[String]) -> Result<ExitCode> {
                 .context("running memctl man")?;
             Ok(if status.success() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
-        // The process floor of workload h: start, open the database, insert one row, exit.
+        // The process floor of workloads h and q: start, open the database (an SQLite file or a
+        // PostgreSQL URL), insert one row, exit.
         "floor-insert" => {
-            let db = rest.first().context("floor-insert needs a database path")?;
-            let conn = rusqlite::Connection::open(db)?;
-            conn.execute_batch(
-                "CREATE TABLE IF NOT EXISTS bench_floor(x); INSERT INTO bench_floor VALUES (1);",
-            )?;
+            let db = rest.first().context("floor-insert needs a database path or URL")?;
+            if db.starts_with("postgres") {
+                let mut client = db.parse::<::postgres::Config>()?.connect(::postgres::NoTls)?;
+                client.batch_execute(
+                    "CREATE TABLE IF NOT EXISTS bench_floor(x int); INSERT INTO bench_floor VALUES (1);",
+                )?;
+            } else {
+                let conn = rusqlite::Connection::open(db)?;
+                conn.execute_batch(
+                    "CREATE TABLE IF NOT EXISTS bench_floor(x); INSERT INTO bench_floor VALUES (1);",
+                )?;
+            }
             Ok(ExitCode::SUCCESS)
         }
         other => {

@@ -4,7 +4,7 @@
 
 use crate::gen::{bench_config, node_id};
 use crate::pg_cluster::Cluster;
-use crate::report::{median, millis, percentile, Row};
+use crate::report::{median, millis, percentile, Floor, Row};
 use crate::workloads::{apply, tree_ops, Db, Reps, TREE_BRANCHES};
 use anyhow::{ensure, Result};
 use memctl_core::{Clock, Store};
@@ -67,6 +67,10 @@ pub fn cli_calls(reps: &Reps) -> Result<(Vec<Row>, Value)> {
     let mut rows = Vec::new();
     let mut detail = Map::new();
     detail.insert("migrate".into(), json!({"seconds": migrate_s, "rows": copied.rows}));
+    // The floor: a process that connects to the server, inserts one row and exits.
+    let floor_times = crate::floor::process(cluster.new_database(), reps.cli_calls)?;
+    let floor = Floor::new(median(&floor_times), crate::floor::PROCESS);
+    detail.insert("floor".into(), json!({"median_ms": floor.value, "runs": floor_times.len()}));
     // Round trips first, with the server logging every statement; then the timed runs, without.
     let trips: Vec<usize> = calls
         .iter()
@@ -84,6 +88,7 @@ pub fn cli_calls(reps: &Reps) -> Result<(Vec<Row>, Value)> {
             Row::new(WORKLOAD, *call, "ms")
                 .value(m)
                 .p95(p95)
+                .floor(floor.clone())
                 .note(format!("SQLite {lite:.2} ms ({:.1}x); {trips} round trips", m / lite)),
         );
         detail.insert(

@@ -181,8 +181,9 @@ impl Tx<'_> {
                 params![seq, record_id, bid, text, tags_json, hash, self.now(), tokens],
             )?,
             Backend::Postgres => {
-                let words = text.and_then(|text| index_words(&[text, tags_json]));
-                let words = words.map(|w| serde_json::to_string(&w)).transpose()?;
+                let words = text
+                    .map(|text| serde_json::to_string(&index_words(&[text, tags_json], bid)))
+                    .transpose()?;
                 let sql = format!(
                     "INSERT INTO archival(seq, record_id, branch, text, tags, text_hash, created_at, tokens, words)
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, {})",

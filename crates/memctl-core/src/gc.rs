@@ -251,7 +251,8 @@ impl Store {
                 mode
             }
             None => {
-                self.conn.batch("VACUUM FULL")?;
+                let tables: Vec<&str> = crate::schema::RUN_TABLES.iter().map(|t| t.name).collect();
+                self.conn.batch(&format!("VACUUM FULL meta, {}", tables.join(", ")))?;
                 "postgres"
             }
         };

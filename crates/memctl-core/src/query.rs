@@ -28,17 +28,33 @@ pub fn words(text: &str) -> impl Iterator<Item = String> + '_ {
 const MAX_INDEXED_WORD: usize = 2046;
 const MAX_INDEXED_BYTES: usize = 512 * 1024;
 
-/// The words a record is found by on PostgreSQL, its `words` index entry: every distinct word of
-/// `haystacks` (its text and stored tags), split and folded as the FTS5 index and the keyword
-/// search split them. None when a word is longer than an index entry holds, or the words are
-/// too many: such a record is a candidate for every search.
-pub fn index_words(haystacks: &[&str]) -> Option<Vec<String>> {
+/// The words a record of branch `bid` is found by on PostgreSQL, its `words` index entry: every
+/// distinct word of `haystacks` (its text and stored tags), split and folded as the FTS5 index
+/// and the keyword search split them, and its branch (see [`branch_entry`]). When a word is
+/// longer than an index entry holds, or the words are too many, [`UNINDEXED`] stands for them:
+/// such a record is a candidate for every search of its branch.
+pub fn index_words(haystacks: &[&str], bid: i64) -> Vec<String> {
     let distinct: std::collections::BTreeSet<String> = haystacks.iter().flat_map(|h| words(h)).collect();
     let bytes: usize = distinct.iter().map(|w| w.len() + 8).sum();
-    if bytes > MAX_INDEXED_BYTES || distinct.iter().any(|w| w.len() > MAX_INDEXED_WORD) {
-        return None;
-    }
-    Some(distinct.into_iter().collect())
+    let mut entry: Vec<String> =
+        if bytes > MAX_INDEXED_BYTES || distinct.iter().any(|w| w.len() > MAX_INDEXED_WORD) {
+            vec![UNINDEXED.to_string()]
+        } else {
+            distinct.into_iter().collect()
+        };
+    entry.push(branch_entry(bid));
+    entry
+}
+
+/// The index entry of records whose words it cannot hold; every search asks for it too. No
+/// word is equal to it, nor to a branch's entry: `~` separates words.
+pub const UNINDEXED: &str = "~unindexed~";
+
+/// The index entry naming a record's branch: a search asks for its words AND one of the path's
+/// branches, so the index yields the matches of the view's branches only, as FTS5's branch
+/// column does on SQLite.
+fn branch_entry(bid: i64) -> String {
+    format!("~b{bid}~")
 }
 
 /// How many words `haystacks` hold in all, as the FTS5 index splits them: a record's length for
@@ -395,17 +411,14 @@ impl Query {
         self.words.len()
     }
 
-    /// The PostgreSQL `tsquery` finding the records that hold any of the words (each quoted: a
-    /// word is never syntax), or None when no word fits an index entry (only records without
-    /// one can match).
-    pub fn tsquery(&self) -> Option<String> {
-        let quoted: Vec<String> = self
-            .words
-            .iter()
-            .filter(|w| w.len() <= MAX_INDEXED_WORD)
-            .map(|w| format!("'{}'", w.replace('\\', "\\\\").replace('\'', "''")))
-            .collect();
-        (!quoted.is_empty()).then(|| quoted.join(" | "))
+    /// The PostgreSQL `tsquery` finding the records of `branches` whose index entry holds any of
+    /// the words (each quoted: a word is never syntax), or is [`UNINDEXED`].
+    pub fn tsquery(&self, branches: &[i64]) -> String {
+        let quote = |w: &str| format!("'{}'", w.replace('\\', "\\\\").replace('\'', "''"));
+        let fits = self.words.iter().map(String::as_str).filter(|w| w.len() <= MAX_INDEXED_WORD);
+        let words: Vec<String> = fits.chain([UNINDEXED]).map(quote).collect();
+        let branches: Vec<String> = branches.iter().map(|&bid| quote(&branch_entry(bid))).collect();
+        format!("({}) & ({})", words.join(" | "), branches.join(" | "))
     }
 
     /// The FTS5 MATCH expression of a search over a view (see fts_match.rs for the phrase

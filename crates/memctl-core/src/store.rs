@@ -220,14 +220,13 @@ impl Store {
             now: Cell::new(self.clock.now()),
             locked: Cell::new(None),
         };
-        let before = match self.conn.backend() {
-            Backend::Sqlite => {
+        let before = match &self.conn {
+            Conn::Sqlite(_) => {
                 self.conn.execute("BEGIN IMMEDIATE", params![])?;
                 self.data_version()?
             }
-            Backend::Postgres => {
-                let locked = self
-                    .conn
+            Conn::Postgres(client) => {
+                let locked = client
                     .begin_with(
                         "BEGIN ISOLATION LEVEL READ COMMITTED",
                         "SELECT value FROM meta WHERE key = 'next_seq' FOR UPDATE",
@@ -243,18 +242,20 @@ impl Store {
             }
         };
         let outcome = f(&tx).and_then(|value| {
-            match tx.locked.get() {
-                None => {
+            match (&self.conn, tx.locked.get()) {
+                // The counter is saved in the commit's round trip, when it moved.
+                (Conn::Postgres(client), Some(locked)) => {
+                    match tx.next_seq.get().filter(|&next| next != locked) {
+                        Some(next) => client.commit_after(&format!(
+                            "UPDATE meta SET value = {next} WHERE key = 'next_seq'"
+                        ))?,
+                        None => self.conn.commit()?,
+                    }
+                }
+                _ => {
                     tx.flush_seq()?;
                     self.conn.commit()?;
                 }
-                // The counter is saved in the commit's round trip, when it moved.
-                Some(locked) => match tx.next_seq.get().filter(|&next| next != locked) {
-                    Some(next) => self
-                        .conn
-                        .commit_after(&format!("UPDATE meta SET value = {next} WHERE key = 'next_seq'"))?,
-                    None => self.conn.commit()?,
-                },
             }
             if let Some(before) = before {
                 let after = self.data_version()?.unwrap_or_default();
@@ -278,7 +279,7 @@ impl Store {
         }
         self.conn.begin(match self.conn.backend() {
             Backend::Sqlite => "BEGIN",
-            // Not READ ONLY: the view fills its temporary path table.
+            // Not READ ONLY: the view sets its path (view/path.rs).
             Backend::Postgres => "BEGIN ISOLATION LEVEL REPEATABLE READ",
         })?;
         let outcome = f().and_then(|value| {
@@ -310,6 +311,15 @@ impl Store {
     /// miss rows that are back (the view's path table, a new branch's path).
     pub(crate) fn forget(&self) {
         self.memo.borrow_mut().clear();
+    }
+
+    /// How many times `gc` has collected branches in this database (view/path.rs checks it).
+    pub(crate) fn gc_collections(&self) -> Result<i64> {
+        self.conn.query_one(
+            "SELECT coalesce((SELECT value FROM meta WHERE key = 'gc_collections'), 0)",
+            params![],
+            |r| r.get(0),
+        )
     }
 
     /// The next seq the database hands out, as committed (see [`Tx::next_seq`]).
@@ -443,9 +453,11 @@ impl Tx<'_> {
         self.store.counter()
     }
 
-    /// Continues the counter from `next` (a copy of a run takes its source's).
-    pub(crate) fn continue_from(&self, next: i64) {
-        self.next_seq.set(Some(next));
+    /// Continues the counter from `next` (a copy of a run takes its source's), never back.
+    pub(crate) fn continue_from(&self, next: i64) -> Result<()> {
+        let current = self.peek_seq()?;
+        self.next_seq.set(Some(next.max(current)));
+        Ok(())
     }
 
     /// The seq the next allocation will return, without taking it.

@@ -14,8 +14,10 @@ use crate::store::{Store, Tx};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
-/// Rows read and written per statement batch.
+/// Rows read per statement.
 const PAGE: usize = 1000;
+/// Rows written per statement (13 columns at most: well within both databases' parameter limits).
+const BATCH: usize = 50;
 
 /// What a copy did.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -35,11 +37,7 @@ impl Store {
         self.read(|| {
             let totals = RUN_TABLES.iter().map(|t| count(self, t.name)).collect::<Result<Vec<_>>>()?;
             let next_seq = self.counter()?;
-            let collections = self.conn.query_one(
-                "SELECT coalesce((SELECT value FROM meta WHERE key = 'gc_collections'), 0)",
-                params![],
-                |r| r.get::<i64>(0),
-            )?;
+            let collections = self.gc_collections()?;
             to.write(|tx| {
                 let taken = count(tx, "branches")? + count(tx, "ops")?;
                 if taken > 0 {
@@ -76,8 +74,18 @@ fn copy_table(from: &Store, to: &Tx<'_>, table: &RunTable) -> Result<usize> {
         table.name,
         after.join(", ")
     );
-    let slots: Vec<String> = (1..=table.columns.len()).map(|i| format!("?{i}")).collect();
-    let insert = format!("INSERT INTO {} ({columns}) VALUES ({})", table.name, slots.join(", "));
+    // Rows go in batches of one multi-row INSERT each: a round trip per batch, not per row.
+    let insert = |rows: usize| -> String {
+        let width = table.columns.len();
+        let tuples: Vec<String> = (0..rows)
+            .map(|r| {
+                let slots: Vec<String> = (1..=width).map(|c| format!("?{}", r * width + c)).collect();
+                format!("({})", slots.join(", "))
+            })
+            .collect();
+        format!("INSERT INTO {} ({columns}) VALUES {}", table.name, tuples.join(", "))
+    };
+    let full_batch = insert(BATCH);
     let mut copied = 0;
     let mut last: Option<Vec<Value<'static>>> = None;
     loop {
@@ -91,8 +99,10 @@ fn copy_table(from: &Store, to: &Tx<'_>, table: &RunTable) -> Result<usize> {
                 from.conn.query(&next_page, bound, read)?
             }
         };
-        for row in &page {
-            to.conn.execute(&insert, Params::Positional(row.clone()))?;
+        for batch in page.chunks(BATCH) {
+            let values: Vec<Value<'static>> = batch.iter().flatten().cloned().collect();
+            let sql = if batch.len() == BATCH { full_batch.clone() } else { insert(batch.len()) };
+            to.conn.execute(&sql, Params::Positional(values))?;
         }
         copied += page.len();
         from.progress().advance(page.len() as u64);
@@ -117,7 +127,7 @@ fn owned(value: ValueRef<'_>) -> Value<'static> {
 /// What the copied rows need around them: the counters, the next branch id (PostgreSQL), the
 /// search index (SQLite).
 fn finish_copy(tx: &Tx<'_>, next_seq: i64, collections: i64, branches: bool) -> Result<()> {
-    tx.continue_from(next_seq);
+    tx.continue_from(next_seq)?;
     if collections > 0 {
         tx.conn.execute(
             "INSERT INTO meta(key, value) VALUES ('gc_collections', ?1)
@@ -149,18 +159,21 @@ fn finish_copy(tx: &Tx<'_>, next_seq: i64, collections: i64, branches: bool) -> 
 fn index_words(tx: &Tx<'_>) -> Result<()> {
     let mut after = i64::MIN;
     loop {
-        let page: Vec<(i64, Option<Vec<String>>)> = tx.conn.query(
-            &format!("SELECT seq, text, tags FROM archival WHERE text IS NOT NULL AND seq > ?1 ORDER BY seq LIMIT {PAGE}"),
+        let page: Vec<(i64, Vec<String>)> = tx.conn.query(
+            &format!(
+                "SELECT seq, text, tags, branch FROM archival WHERE text IS NOT NULL AND seq > ?1 ORDER BY seq LIMIT {PAGE}"
+            ),
             [after],
-            |r| Ok((r.get(0)?, query::index_words(&[&r.get::<String>(1)?, &r.get::<String>(2)?]))),
+            |r| Ok((r.get(0)?, query::index_words(&[&r.get::<String>(1)?, &r.get::<String>(2)?], r.get(3)?))),
         )?;
-        let entries: Vec<(i64, &Vec<String>)> =
-            page.iter().filter_map(|(seq, words)| Some((*seq, words.as_ref()?))).collect();
-        if !entries.is_empty() {
+        if !page.is_empty() {
             tx.conn.execute(
-                "UPDATE archival SET words = array_to_tsvector(ARRAY(SELECT json_array_elements_text(e -> 1)))
-                 FROM json_array_elements(CAST(?1 AS json)) e WHERE archival.seq = CAST(e ->> 0 AS BIGINT)",
-                [serde_json::to_string(&entries)?],
+                &format!(
+                    "UPDATE archival SET words = {}
+                     FROM json_array_elements(CAST(?1 AS json)) e WHERE archival.seq = CAST(e ->> 0 AS BIGINT)",
+                    schema::words_entry("(e -> 1)")
+                ),
+                [serde_json::to_string(&page)?],
             )?;
         }
         match page.last() {

@@ -4,7 +4,8 @@
 //! schema) or asked of [`Backend`] where a statement is written.
 //!
 //! SQLite statements run as written, through rusqlite's statement cache. PostgreSQL statements
-//! are translated once per text (postgres.rs) and prepared once per connection.
+//! are translated once per text (postgres.rs), sent with their parameters' types on their first
+//! run and prepared on their second.
 
 mod postgres;
 mod value;
@@ -169,7 +170,8 @@ impl Conn {
         Ok(self.query_opt(sql, params, |_| Ok(()))?.is_some())
     }
 
-    /// Runs statements separated by semicolons, without parameters.
+    /// Runs statements separated by semicolons, without parameters, in the database's own SQL
+    /// (not translated).
     pub fn batch(&self, sql: &str) -> Result<()> {
         match self {
             Conn::Sqlite(conn) => Ok(conn.execute_batch(sql)?),
@@ -186,46 +188,8 @@ impl Conn {
         Ok(())
     }
 
-    /// Opens a transaction with `begin`, then runs `first` (no parameters), in one round trip;
-    /// the first column of its rows, as text.
-    pub fn begin_with(&self, begin: &str, first: &str) -> Result<Vec<Option<String>>> {
-        match self {
-            Conn::Sqlite(_) => {
-                self.begin(begin)?;
-                self.query(first, Params::Positional(Vec::new()), |r| {
-                    Ok(match r.value(0)? {
-                        ValueRef::Null => None,
-                        ValueRef::Int(v) => Some(v.to_string()),
-                        ValueRef::Real(v) => Some(v.to_string()),
-                        ValueRef::Text(v) => Some(v.to_string()),
-                        ValueRef::Blob(_) => None,
-                    })
-                })
-            }
-            Conn::Postgres(client) => {
-                client.set_in_transaction(true);
-                client.batch_rows(&format!("{begin}; {first}"))
-            }
-        }
-    }
-
     pub fn commit(&self) -> Result<()> {
         self.end("COMMIT")
-    }
-
-    /// Runs `last` (no parameters), then commits, in one round trip.
-    pub fn commit_after(&self, last: &str) -> Result<()> {
-        match self {
-            Conn::Sqlite(_) => {
-                self.execute(last, Params::Positional(Vec::new()))?;
-                self.commit()
-            }
-            Conn::Postgres(client) => {
-                client.batch(&format!("{last}; COMMIT"))?;
-                client.set_in_transaction(false);
-                Ok(())
-            }
-        }
     }
 
     pub fn rollback(&self) -> Result<()> {

@@ -21,12 +21,15 @@ pub(crate) fn is_url(location: &str) -> bool {
 /// `url` without its password (in the user info or a `password=` parameter), to show.
 pub(crate) fn without_password(url: &str) -> String {
     let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
-    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(authority_end);
-    let authority = match authority.rsplit_once('@') {
-        Some((user_info, host)) => format!("{}@{host}", user_info.split(':').next().unwrap_or_default()),
-        None => authority.to_string(),
+    // The credentials end at the first `@`, wherever it is, as the client reads them (a
+    // password may hold `/`, `?` or `#`).
+    let (user, rest) = match rest.split_once('@') {
+        Some((user_info, rest)) => (format!("{}@", user_info.split(':').next().unwrap_or_default()), rest),
+        None => (String::new(), rest),
     };
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (hosts, tail) = rest.split_at(authority_end);
+    let authority = format!("{user}{hosts}");
     let tail = match tail.split_once('?') {
         Some((path, query)) => {
             let kept: Vec<&str> = query.split('&').filter(|p| !p.starts_with("password=")).collect();
@@ -132,7 +135,7 @@ impl PgClient {
     pub fn execute(&self, sql: &str, params: &Params<'_>) -> Result<usize> {
         let (statement, values) = self.bind(sql, params)?;
         let mut client = self.client.borrow_mut();
-        let changed = match self.prepared(&statement, &mut client)? {
+        let changed = match self.prepared(&statement, &values, &mut client)? {
             Some(prepared) => client.execute(&prepared, &untyped(&values)),
             None => client.execute_typed(&statement.text, &typed(&values)),
         };
@@ -142,15 +145,21 @@ impl PgClient {
     pub fn query(&self, sql: &str, params: &Params<'_>) -> Result<Vec<Row>> {
         let (statement, values) = self.bind(sql, params)?;
         let mut client = self.client.borrow_mut();
-        let rows = match self.prepared(&statement, &mut client)? {
+        let rows = match self.prepared(&statement, &values, &mut client)? {
             Some(prepared) => client.query(&prepared, &untyped(&values)),
             None => client.query_typed(&statement.text, &typed(&values)),
         };
         rows.map_err(|e| in_statement(e, &statement.text))
     }
 
-    /// The prepared form of a statement from its second run on.
-    fn prepared(&self, statement: &Translated, client: &mut Client) -> Result<Option<Statement>> {
+    /// The prepared form of a statement from its second run on, with the parameter types the
+    /// values have, as its first run sent them (NULL: inferred).
+    fn prepared(
+        &self,
+        statement: &Translated,
+        values: &[&Value<'_>],
+        client: &mut Client,
+    ) -> Result<Option<Statement>> {
         let runs = statement.runs.get() + 1;
         statement.runs.set(runs);
         if runs < 2 {
@@ -158,15 +167,33 @@ impl PgClient {
         }
         let mut prepared = statement.prepared.borrow_mut();
         if prepared.is_none() {
-            *prepared = Some(client.prepare(&statement.text).map_err(|e| in_statement(e, &statement.text))?);
+            let types: Vec<Type> = values.iter().map(|v| type_of(v)).collect();
+            let made = client
+                .prepare_typed(&statement.text, &types)
+                .map_err(|e| in_statement(e, &statement.text))?;
+            *prepared = Some(made);
         }
         Ok(prepared.clone())
     }
 
-    /// Runs `sql` (statements without parameters) in one round trip; the first column of each
-    /// row it returns, as text.
+    /// Opens a transaction with `begin`, then runs `first` (no parameters), in one round trip;
+    /// the first column of its rows, as text.
+    pub fn begin_with(&self, begin: &str, first: &str) -> Result<Vec<Option<String>>> {
+        self.in_transaction.set(true);
+        self.batch_rows(&format!("{begin}; {first}"))
+    }
+
+    /// Runs `last` (no parameters), then commits, in one round trip.
+    pub fn commit_after(&self, last: &str) -> Result<()> {
+        self.batch(&format!("{last}; COMMIT"))?;
+        self.in_transaction.set(false);
+        Ok(())
+    }
+
+    /// Runs `sql` (statements without parameters, in PostgreSQL's own SQL: not translated) in
+    /// one round trip; the first column of each row it returns, as text.
     pub fn batch_rows(&self, sql: &str) -> Result<Vec<Option<String>>> {
-        let messages = self.client.borrow_mut().simple_query(&self.translated(sql).0)?;
+        let messages = self.client.borrow_mut().simple_query(sql)?;
         Ok(messages
             .iter()
             .filter_map(|m| match m {
@@ -177,7 +204,7 @@ impl PgClient {
     }
 
     pub fn batch(&self, sql: &str) -> Result<()> {
-        Ok(self.client.borrow_mut().batch_execute(&self.translated(sql).0)?)
+        Ok(self.client.borrow_mut().batch_execute(sql)?)
     }
 
     /// The statement `sql` and its parameters in `$n` order.
@@ -213,21 +240,21 @@ fn untyped<'v>(values: &[&'v Value<'v>]) -> Vec<&'v (dyn ToSql + Sync)> {
     values.iter().map(|&value| value as &(dyn ToSql + Sync)).collect()
 }
 
-/// Parameters with the types their values have (NULL: for the server to infer).
+/// The type a parameter is sent as: the schema's type for its kind of value (NULL: for the
+/// server to infer).
+fn type_of(value: &Value<'_>) -> Type {
+    match value {
+        Value::Null => Type::UNKNOWN,
+        Value::Int(_) => Type::INT8,
+        Value::Real(_) => Type::FLOAT8,
+        Value::Text(_) => Type::TEXT,
+        Value::Blob(_) => Type::BYTEA,
+    }
+}
+
+/// Parameters with the types their values have.
 fn typed<'v>(values: &[&'v Value<'v>]) -> Vec<(&'v (dyn ToSql + Sync), Type)> {
-    values
-        .iter()
-        .map(|&value| {
-            let ty = match value {
-                Value::Null => Type::UNKNOWN,
-                Value::Int(_) => Type::INT8,
-                Value::Real(_) => Type::FLOAT8,
-                Value::Text(_) => Type::TEXT,
-                Value::Blob(_) => Type::BYTEA,
-            };
-            (value as &(dyn ToSql + Sync), ty)
-        })
-        .collect()
+    values.iter().map(|&value| (value as &(dyn ToSql + Sync), type_of(value))).collect()
 }
 
 /// `url` with `port` (libpq's `PGPORT`) given to each host that names none: the client fills in
@@ -307,8 +334,10 @@ fn apply_environment(config: &mut Config, env: impl Fn(&str) -> Option<String>) 
 }
 
 /// Rewrites the engine's SQL for PostgreSQL: `?N` → `$N`, `:name` → `$k` (numbered in order
-/// of first use, returned), `temp.` → `pg_temp.`, and SQLite's `INDEXED BY name` dropped.
-/// Quoted strings and identifiers are copied as they are.
+/// of first use, returned), `temp.` → `pg_temp.`, and SQLite's planner hints dropped: `INDEXED
+/// BY name`, and `CROSS` of `CROSS JOIN … ON` (the engine writes no CROSS JOIN without ON).
+/// Quoted strings and identifiers, and comments, are copied as they are. A statement uses
+/// positional or named parameters, never both.
 pub(super) fn translate(sql: &str) -> (String, Vec<String>) {
     let mut out = String::with_capacity(sql.len() + 16);
     let mut names: Vec<String> = Vec::new();
@@ -321,6 +350,18 @@ pub(super) fn translate(sql: &str) -> (String, Vec<String>) {
         let c = chars[i];
         let prev_is_word = i > 0 && (chars[i - 1].is_ascii_alphanumeric() || chars[i - 1] == '_');
         match c {
+            '-' if chars.get(i + 1) == Some(&'-') => {
+                let end = chars[i..].iter().position(|&d| d == '\n').map_or(chars.len(), |p| i + p);
+                out.extend(&chars[i..end]);
+                i = end;
+            }
+            '/' if chars.get(i + 1) == Some(&'*') => {
+                let end = (i + 2..chars.len().saturating_sub(1))
+                    .find(|&j| chars[j] == '*' && chars[j + 1] == '/')
+                    .map_or(chars.len(), |j| j + 2);
+                out.extend(&chars[i..end]);
+                i = end;
+            }
             '\'' | '"' => {
                 let end = chars[i + 1..].iter().position(|&d| d == c).map_or(chars.len(), |p| i + 1 + p);
                 out.extend(&chars[i..=end.min(chars.len() - 1)]);
@@ -374,6 +415,7 @@ pub(super) fn translate(sql: &str) -> (String, Vec<String>) {
             }
         }
     }
+    debug_assert!(names.is_empty() || !sql.contains('?'), "mixed parameters in: {sql}");
     (out, names)
 }
 
@@ -458,7 +500,7 @@ impl ToSql for Value<'_> {
     to_sql_checked!();
 }
 
-/// A statement the server refused to prepare: an engine bug, named with its text.
+/// An error of a statement, named with its text (for engine bugs; the kind is kept).
 fn in_statement(err: ::postgres::Error, sql: &str) -> Error {
     let error = Error::from(err);
     let message = format!("{} in {}", error.message(), sql.split_whitespace().collect::<Vec<_>>().join(" "));
@@ -495,7 +537,8 @@ impl From<::postgres::Error> for Error {
                 "another process held the write lock past busy_timeout; raise [sqlite] busy_timeout_ms",
             );
         }
-        if err.is_closed() || code.is_none() {
+        let io = std::error::Error::source(&err).is_some_and(|s| s.is::<std::io::Error>());
+        if err.is_closed() || io {
             return Error::incompatible(format!("lost the PostgreSQL connection: {}", reason(&err)));
         }
         Error::internal(format!("database error: {}", reason(&err)))
@@ -516,6 +559,8 @@ mod tests {
         let (sql, names) = translate("WHERE :now > :last AND ttl < :now");
         assert_eq!(sql, "WHERE $1 > $2 AND ttl < $1");
         assert_eq!(names, vec![":now", ":last"]);
+        let (sql, _) = translate("SELECT 1 -- it's ?1 in temp.x\n, ?1 /* ':y' */ FROM t WHERE x = 'a:b ?2'");
+        assert_eq!(sql, "SELECT 1 -- it's ?1 in temp.x\n, $1 /* ':y' */ FROM t WHERE x = 'a:b ?2'");
     }
 
     #[test]
@@ -526,6 +571,8 @@ mod tests {
         );
         assert_eq!(without_password("postgresql:///run?host=/tmp&password=x"), "postgresql:///run?host=/tmp");
         assert_eq!(without_password("postgres://db/run"), "postgres://db/run");
+        assert_eq!(without_password("postgres://al:p/a?s#s@db/run"), "postgres://al@db/run");
+        assert_eq!(without_password("postgres://al:p@s@db/run"), "postgres://al@s@db/run");
     }
 
     #[test]

@@ -9,7 +9,8 @@
 //! - there is no FTS5: `archival.words` holds each version's words, split by memctl's own
 //!   tokenizer (the one FTS5 is configured to match), as a `tsvector` under a GIN index. A
 //!   search asks it for the view's records holding any query word, then counts and ranks them
-//!   as the keyword search does: the same matches and bm25 as on SQLite.
+//!   as the keyword search does: the same matches and bm25 as on SQLite. A version whose words
+//!   an entry cannot hold is indexed as `query::UNINDEXED`, which every search asks for.
 
 use super::{newer_error, Creation, SCHEMA_VERSION};
 use crate::db::{params, Conn};
@@ -18,8 +19,8 @@ use crate::error::{Error, Result, Topic};
 /// The PostgreSQL schema memctl's tables live in.
 pub(crate) const SCHEMA: &str = "memctl";
 
-/// SQL for the `archival.words` entry of the JSON array of words (query::index_words) bound
-/// as `param`; NULL stays NULL.
+/// SQL for the `archival.words` entry of the JSON array of words (query::index_words) in
+/// `param`; NULL stays NULL.
 pub(crate) fn words_entry(param: &str) -> String {
     format!(
         "CASE WHEN CAST({param} AS TEXT) IS NULL THEN NULL
@@ -100,7 +101,7 @@ CREATE TABLE archival (
     text_hash  BYTEA,
     created_at DOUBLE PRECISION NOT NULL,
     tokens     BIGINT NOT NULL DEFAULT 0,
-    -- The words the version is found by (query::index_words); NULL: found by every search.
+    -- The words the version is found by (query::index_words); NULL for a delete.
     words      tsvector
 );
 CREATE INDEX archival_branch_seq ON archival(branch, seq);

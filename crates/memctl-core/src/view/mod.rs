@@ -441,8 +441,8 @@ fn every_current_version(
 }
 
 /// The view's records carrying all `tags` that may hold a word of `query`, for the keyword
-/// search to count: on PostgreSQL those the `words` index finds (and those it holds no entry
-/// for); elsewhere every record of the view.
+/// search to count: on PostgreSQL those the `words` index finds (with those whose words it
+/// cannot hold); elsewhere every record of the view.
 pub(crate) fn archival_candidates(
     store: &Store,
     path: &BranchPath,
@@ -453,20 +453,9 @@ pub(crate) fn archival_candidates(
         return archival(store, path, tags, None);
     }
     path::load(store, path)?;
-    let has_tags = has_tags(store.backend());
-    match query.tsquery() {
-        Some(tsquery) => {
-            let filter =
-                format!("{has_tags} AND (t.words IS NULL OR t.words @@ CAST(CAST(?2 AS TEXT) AS tsquery))");
-            every_current_version(store, path, &filter, params![tags_filter(tags)?, tsquery])
-        }
-        None => every_current_version(
-            store,
-            path,
-            &format!("{has_tags} AND t.words IS NULL"),
-            params![tags_filter(tags)?],
-        ),
-    }
+    let filter = format!("{} AND t.words @@ CAST(CAST(?2 AS TEXT) AS tsquery)", has_tags(store.backend()));
+    let bids: Vec<i64> = path.branches().iter().map(|b| b.bid).collect();
+    every_current_version(store, path, &filter, params![tags_filter(tags)?, query.tsquery(&bids)])
 }
 
 /// The visible version of one record, or None if it is not in the view (or deleted there).

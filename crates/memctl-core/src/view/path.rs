@@ -1,6 +1,7 @@
 //! Where a view starts: finding branches by id or node_uid (never one `gc` collected), the path from a branch to its root,
-//! and THE rule of SPEC §2 that turns a path into per-branch cutoffs. The path is loaded into a
-//! connection-private table, `temp.view_path`, that every view query joins (sql.rs).
+//! and THE rule of SPEC §2 that turns a path into per-branch cutoffs. The path is loaded into
+//! `temp.view_path`, that every view query joins (sql.rs): a connection-private table on
+//! SQLite, a session setting read as a table on PostgreSQL.
 
 use crate::db::{params, Backend, Row};
 use crate::error::{Error, Result, Topic};
@@ -238,11 +239,7 @@ impl Store {
         if current {
             return Ok(());
         }
-        let collections: i64 = self.conn.query_one(
-            "SELECT coalesce((SELECT value FROM meta WHERE key = 'gc_collections'), 0)",
-            params![],
-            |r| r.get(0),
-        )?;
+        let collections = self.gc_collections()?;
         self.memo(|state: &mut PathState| {
             if state.checked.is_some_and(|(_, c)| c != collections) {
                 state.paths.clear();
