@@ -62,7 +62,7 @@ impl Cluster {
         );
         let socket = cluster.socket_dir();
         let fsync = if durable { "on" } else { "off" };
-        let options = format!("-k {socket} -c listen_addresses= -c fsync={fsync} -c max_connections=64");
+        let options = format!("-k {socket} -c listen_addresses= -c fsync={fsync} -c max_connections=200");
         let log = cluster.dir.path().join("server.log").display().to_string();
         cluster.server_tool("pg_ctl", &["-D", &data, "-l", &log, "-o", &options, "-w", "start"]);
         Some(cluster)

@@ -9,7 +9,11 @@ pub fn run(ctx: &Context) -> anyhow::Result<()> {
     let fts5 = store.uses_fts()?;
     let db = ctx.db_label();
     ctx.emit(json!({"db": db, "schema_version": SCHEMA_VERSION, "fts5": fts5}), || {
-        let search = if fts5 { "FTS5 search" } else { "keyword search (no FTS5)" };
+        let search = match (fts5, store.uses_word_index()) {
+            (true, _) => "FTS5 search",
+            (false, true) => "word-index search",
+            (false, false) => "keyword search (no FTS5)",
+        };
         format!("Initialized {db} (schema {SCHEMA_VERSION}, {search})")
     });
     Ok(())

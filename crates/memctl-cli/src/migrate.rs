@@ -4,7 +4,7 @@
 use crate::invocation::Context;
 use crate::output::count;
 use clap::Args;
-use memctl_core::Store;
+use memctl_core::{Clock, Store};
 use std::path::PathBuf;
 
 pub const EXAMPLES: &str = "\
@@ -14,10 +14,11 @@ Examples:
 
 Every row is copied as stored: branches, core, recall, archival, summaries, exclusions, the
 journal, with their seqs, ids and timestamps, so the copy is the same run. The destination must
-hold no run yet (a new SQLite file, or a PostgreSQL database without memctl's schema or with an
-empty one). The copy is one transaction, checked before it commits: every branch's view must be
-identical in both databases, and so must the journal; otherwise nothing is written. --db is
-not used; the source is not changed.";
+hold no run yet: a new SQLite file, or a PostgreSQL database without memctl's schema or with an
+empty one (its schema, or the file, is created first). The rows are copied in one transaction,
+checked before it commits: every branch's view must be identical in both databases, and so must
+the journal; otherwise no row is written. --db is not used. The source is only read (a source
+from an older memctl is first brought up to date, as every command does).";
 
 #[derive(Debug, Args)]
 pub struct MigrateArgs {
@@ -30,8 +31,12 @@ pub struct MigrateArgs {
 }
 
 pub fn run(ctx: &Context, args: MigrateArgs) -> anyhow::Result<()> {
-    let from = ctx.open_at(&args.from, false)?;
-    let to = ctx.open_at(&args.to, true)?;
+    let mut from = ctx.open_at(&args.from, false)?;
+    let mut to = ctx.open_at(&args.to, true)?;
+    // Both views at one instant: a TTL running out between the two reads is no difference.
+    let now = Clock::Fixed(from.clock().now());
+    from.set_clock(now);
+    to.set_clock(now);
     let transfer = from.copy_to(&to)?;
     let (from_label, to_label) = (Store::display_location(&args.from), Store::display_location(&args.to));
     let total: usize = transfer.rows.values().sum();

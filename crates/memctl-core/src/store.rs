@@ -193,7 +193,12 @@ impl Store {
 
     /// Whether archival search runs on FTS5 (else the keyword fallback). With `search.fts = "on"`
     /// a database without the index is an error rather than a silent fallback.
+    /// On PostgreSQL: false (FTS5 is SQLite's; search asks the word index, see
+    /// [`Store::uses_word_index`]), whatever `search.fts` says.
     pub fn uses_fts(&self) -> Result<bool> {
+        if self.backend() == Backend::Postgres {
+            return Ok(false);
+        }
         let available = self.fts_table()?;
         match self.config.search.fts {
             FtsMode::Off => Ok(false),
@@ -204,6 +209,12 @@ impl Store {
             )
             .with_hint("set [search] fts = \"auto\" to use the keyword fallback")),
         }
+    }
+
+    /// Whether archival search asks PostgreSQL's word index for its candidates: on PostgreSQL,
+    /// unless `search.fts = "off"` (then every record of the view is counted, as on SQLite).
+    pub fn uses_word_index(&self) -> bool {
+        self.backend() == Backend::Postgres && self.config.search.fts != FtsMode::Off
     }
 
     /// Runs `f` in one write transaction: committed if it returns `Ok`, rolled back (leaving

@@ -4,7 +4,7 @@
 //! Every row is copied as it is stored — seqs, bids, timestamps, journal rows — so the copy is
 //! the same run, not a replay. The destination must hold no run yet. The copy is one write
 //! transaction, and the check runs inside it: a copy that does not read as its source is rolled
-//! back, leaving the destination as it was.
+//! back, leaving no row in the destination.
 
 use crate::db::{params, Params, Row, Value, ValueRef};
 use crate::error::{Error, Result};
@@ -32,7 +32,8 @@ pub struct Transfer {
 
 impl Store {
     /// Copies this database's run into `to`, which must hold none, and checks that every branch
-    /// reads the same in both.
+    /// reads the same in both. Views are read at each store's clock: give both the same fixed
+    /// clock, or a TTL running out between the two reads fails the check.
     pub fn copy_to(&self, to: &Store) -> Result<Transfer> {
         self.read(|| {
             let totals = RUN_TABLES.iter().map(|t| count(self, t.name)).collect::<Result<Vec<_>>>()?;

@@ -621,3 +621,35 @@ fn register_token_count(conn: &Connection) -> Result<()> {
 pub(crate) fn fts5_available(conn: &Connection) -> Result<bool> {
     Ok(conn.query_row("SELECT sqlite_compileoption_used('ENABLE_FTS5')", [], |r| r.get(0))?)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `migrate` copies every column: RUN_TABLES lists each table's columns as the schema has
+    /// them (a column added by a migration must be added there too).
+    #[test]
+    fn run_tables_list_every_column() {
+        let conn = Connection::open_in_memory().unwrap();
+        prepare_sqlite(&conn, Creation::Allowed).unwrap();
+        for table in RUN_TABLES {
+            let mut stmt = conn.prepare("SELECT name FROM pragma_table_info(?1) ORDER BY cid").unwrap();
+            let columns: Vec<String> =
+                stmt.query_map([table.name], |r| r.get(0)).unwrap().collect::<rusqlite::Result<_>>().unwrap();
+            let mut listed: Vec<&str> = table.columns.to_vec();
+            let mut found: Vec<&str> = columns.iter().map(String::as_str).collect();
+            listed.sort_unstable();
+            found.sort_unstable();
+            assert_eq!(listed, found, "columns of {}", table.name);
+        }
+        let tables: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'archival_fts%'
+                 AND name NOT IN ('meta', 'sqlite_sequence')",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(tables as usize, RUN_TABLES.len(), "every table of a run is listed");
+    }
+}

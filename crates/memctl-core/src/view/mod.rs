@@ -442,14 +442,14 @@ fn every_current_version(
 
 /// The view's records carrying all `tags` that may hold a word of `query`, for the keyword
 /// search to count: on PostgreSQL those the `words` index finds (with those whose words it
-/// cannot hold); elsewhere every record of the view.
+/// cannot hold); elsewhere, or with `search.fts = "off"`, every record of the view.
 pub(crate) fn archival_candidates(
     store: &Store,
     path: &BranchPath,
     query: &Query,
     tags: &[String],
 ) -> Result<Vec<Record>> {
-    if store.backend() == Backend::Sqlite {
+    if !store.uses_word_index() {
         return archival(store, path, tags, None);
     }
     path::load(store, path)?;
