@@ -44,7 +44,9 @@ fn a_database_without_memctl_or_a_server_that_is_not_there_is_exit_6() {
     let message = outcome.clone().json_error(6, "incompatible_db");
     assert!(message.contains("cannot connect to PostgreSQL"), "{message}");
     assert!(!outcome.stderr.contains("s3cret"), "the password is never shown: {}", outcome.stderr);
-    assert!(sb.run(&["--db", "postgres://[bad", "init"]).code != 0);
+    sb.run(&["--json", "--db", "postgres://[bad", "init"]).json_error(1, "invalid_input");
+    let entries: Vec<_> = std::fs::read_dir(sb.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(entries, ["memctl.toml"], "nothing made of a bad or unreachable URL");
 }
 
 #[test]
