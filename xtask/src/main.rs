@@ -17,6 +17,7 @@ mod plot;
 mod postgres;
 mod report;
 mod scale;
+mod tree;
 mod workloads;
 
 use anyhow::{bail, Context, Result};

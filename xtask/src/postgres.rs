@@ -5,7 +5,7 @@
 use crate::gen::{bench_config, node_id};
 use crate::pg_cluster::Cluster;
 use crate::report::{median, millis, percentile, Floor, Row};
-use crate::workloads::{apply, tree_ops, Db, Reps, TREE_BRANCHES};
+use crate::tree::{apply, tree_ops, TREE_BRANCHES};
 use anyhow::{ensure, Result};
 use memctl_core::{Clock, Store};
 use serde_json::{json, Map, Value};
@@ -14,19 +14,22 @@ use std::time::Instant;
 
 const WORKLOAD: &str = "q PostgreSQL CLI call, 1000 branches";
 
-pub fn cli_calls(reps: &Reps) -> Result<(Vec<Row>, Value)> {
+/// `runs` timed processes per call kind and database.
+pub fn cli_calls(runs: usize) -> Result<(Vec<Row>, Value)> {
     let Some(cluster) = Cluster::start_durable_or_skip("the PostgreSQL bench (q)") else {
         let row = Row::new(WORKLOAD, "skipped", "").note("no PostgreSQL server binaries (initdb, pg_ctl)");
         return Ok((vec![row], json!({"skipped": true})));
     };
-    let db = Db::new(bench_config())?;
+    let dir = tempfile::Builder::new().prefix("memctl-bench-").tempdir()?;
+    let path = dir.path().join("memory.sqlite");
+    let store = Store::open(&path, bench_config(), Clock::System)?;
     for op in &tree_ops() {
-        apply(&db.store, op)?;
+        apply(&store, op)?;
     }
     let url = cluster.new_database();
     let started = Instant::now();
     let server = Store::open(Path::new(&url), bench_config(), Clock::System)?;
-    let copied = db.store.copy_to(&server)?;
+    let copied = store.copy_to(&server)?;
     let migrate_s = started.elapsed().as_secs_f64();
     drop(server);
     let memctl = crate::paths::release_binary("memctl");
@@ -62,13 +65,13 @@ pub fn cli_calls(reps: &Reps) -> Result<(Vec<Row>, Value)> {
         };
         words
     };
-    let sqlite = db.path.display().to_string();
+    let sqlite = path.display().to_string();
     let calls = ["recall append", "fork", "read", "archival search"];
     let mut rows = Vec::new();
     let mut detail = Map::new();
     detail.insert("migrate".into(), json!({"seconds": migrate_s, "rows": copied.rows}));
     // The floor: a process that connects to the server, inserts one row and exits.
-    let floor_times = crate::floor::process(cluster.new_database(), reps.cli_calls)?;
+    let floor_times = crate::floor::process(cluster.new_database(), runs)?;
     let floor = Floor::new(median(&floor_times), crate::floor::PROCESS);
     detail.insert("floor".into(), json!({"median_ms": floor.value, "runs": floor_times.len()}));
     // Round trips first, with the server logging every statement; then the timed runs, without.
@@ -79,7 +82,7 @@ pub fn cli_calls(reps: &Reps) -> Result<(Vec<Row>, Value)> {
     for (call, trips) in calls.iter().zip(trips) {
         let (mut on_sqlite, mut on_server) = (Vec::new(), Vec::new());
         // Interleaved, so that both see the same machine.
-        for i in 0..reps.cli_calls {
+        for i in 0..runs {
             on_sqlite.push(run(&sqlite, &arguments(call, i))?);
             on_server.push(run(&url, &arguments(call, i))?);
         }
@@ -97,7 +100,8 @@ pub fn cli_calls(reps: &Reps) -> Result<(Vec<Row>, Value)> {
                    "round_trips": trips, "runs": on_server.len()}),
         );
     }
-    drop(db);
+    drop(store);
+    drop(dir);
     Ok((rows, Value::Object(detail)))
 }
 

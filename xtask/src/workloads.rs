@@ -6,6 +6,7 @@ use crate::floor::PlainDb;
 use crate::gen::{bench_config, node_id, query_words, vocab, Rng, EVENT_KINDS, PHASES};
 use crate::options::BenchOptions;
 use crate::report::{median, micros, millis, percentile, table, timed, Floor, Python, Row};
+use crate::tree::{apply, tree_ops, TreeOp, TREE_BRANCHES};
 use anyhow::{ensure, Context, Result};
 use memctl_core::{
     BranchStatus, Budget, Clock, Config, CoreWrite, FtsMode, GcRequest, Search, Step, StepType, Store,
@@ -16,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// Repetition counts: the full run and `--quick` differ only here.
-pub(crate) struct Reps {
+struct Reps {
     /// `--quick`: workload s also builds a tenth of its database.
     quick: bool,
     /// Fresh fork chains per depth.
@@ -34,7 +35,7 @@ pub(crate) struct Reps {
     /// Fresh handles, each timing its first (cold) read, per depth.
     cold_reads: usize,
     /// Processes per CLI call kind (workload h).
-    pub(crate) cli_calls: usize,
+    cli_calls: usize,
     /// Paper exports and HTML viewers per tree (workload g).
     exports: usize,
     /// Imports of the 1,000-branch legacy database (workload i).
@@ -80,14 +81,14 @@ impl Reps {
 }
 
 /// A fresh file database (default config unless given) in its own temporary directory.
-pub(crate) struct Db {
-    pub(crate) dir: tempfile::TempDir,
-    pub(crate) path: PathBuf,
-    pub(crate) store: Store,
+struct Db {
+    dir: tempfile::TempDir,
+    path: PathBuf,
+    store: Store,
 }
 
 impl Db {
-    pub(crate) fn new(config: Config) -> Result<Db> {
+    fn new(config: Config) -> Result<Db> {
         let dir = tempfile::Builder::new()
             .prefix("memctl-bench-")
             .tempdir()
@@ -138,7 +139,7 @@ pub fn run(options: &BenchOptions, out_dir: &Path) -> Result<()> {
         ('s', "scale: 1M archival records", |reps| {
             crate::scale::scale(reps.quick, &crate::paths::target_dir().join("bench"))
         }),
-        ('q', "PostgreSQL: whole CLI calls", crate::postgres::cli_calls),
+        ('q', "PostgreSQL: whole CLI calls", |reps| crate::postgres::cli_calls(reps.cli_calls)),
     ];
     let selected: Vec<_> = workloads.into_iter().filter(|(name, _, _)| options.runs(*name)).collect();
     // On a terminal, a bar over the workloads; elsewhere (CI logs), one line per step.
@@ -271,62 +272,6 @@ fn fork_chain(reps: &Reps) -> Result<(Vec<Row>, Value)> {
         }
     }
     Ok((rows, Value::Object(detail)))
-}
-
-/// One operation of workload b, generated up front so only memctl calls are timed.
-pub(crate) enum TreeOp {
-    Root(String),
-    Fork(String, String),
-    Core(String, String, String),
-    Recall(String, &'static str, String, Vec<String>),
-    Archival(String, String, Vec<String>),
-}
-
-pub(crate) const TREE_BRANCHES: usize = 1000;
-
-pub(crate) fn tree_ops() -> Vec<TreeOp> {
-    let mut rng = Rng::new(0xB0B);
-    let ids: Vec<String> = (0..TREE_BRANCHES).map(node_id).collect();
-    let mut ops = Vec::with_capacity(TREE_BRANCHES * 29);
-    let (mut core_i, mut event_i, mut record_i) = (0usize, 0usize, 0usize);
-    for (i, id) in ids.iter().enumerate() {
-        ops.push(match i {
-            0 => TreeOp::Root(id.clone()),
-            _ => TreeOp::Fork(ids[(i - 1) / 3].clone(), id.clone()),
-        });
-        for k in 0..3 {
-            let value = format!("c{core_i} {}", rng.words(10, 30));
-            core_i += 1;
-            ops.push(TreeOp::Core(id.clone(), format!("key{k}"), value));
-        }
-        let phase = PHASES[i % PHASES.len()];
-        for _ in 0..20 {
-            let kind = EVENT_KINDS[event_i % EVENT_KINDS.len()];
-            let text = format!("e{event_i} {}", rng.words(20, 40));
-            event_i += 1;
-            ops.push(TreeOp::Recall(id.clone(), kind, text, vec![format!("phase:{phase}")]));
-        }
-        for _ in 0..5 {
-            let kind = EVENT_KINDS[record_i % EVENT_KINDS.len()];
-            let text = format!("a{record_i} {}", rng.words(60, 120));
-            record_i += 1;
-            ops.push(TreeOp::Archival(id.clone(), text, vec!["BENCH".into(), format!("kind:{kind}")]));
-        }
-    }
-    ops
-}
-
-/// Applies one tree operation; returns its kind's slot (fork, core, recall, archival).
-pub(crate) fn apply(store: &Store, op: &TreeOp) -> memctl_core::Result<usize> {
-    Ok(match op {
-        TreeOp::Root(id) => store.create_root(id).map(|_| 0)?,
-        TreeOp::Fork(parent, id) => store.fork(parent, Some(id)).map(|_| 0)?,
-        TreeOp::Core(branch, key, value) => {
-            store.core_set(branch, key, value, CoreWrite::default()).map(|_| 1)?
-        }
-        TreeOp::Recall(branch, kind, text, t) => store.recall_append(branch, kind, text, t).map(|_| 2)?,
-        TreeOp::Archival(branch, text, t) => store.archival_add(branch, text, t).map(|_| 3)?,
-    })
 }
 
 /// b. 1000 branches in BFS order, 29 single-transaction operations each.
