@@ -109,26 +109,9 @@ impl Conn {
         &self,
         sql: &str,
         params: impl Into<Params<'a>>,
-        mut f: impl FnMut(&Row<'_>) -> Result<T>,
+        f: impl FnMut(&Row<'_>) -> Result<T>,
     ) -> Result<Vec<T>> {
-        match self {
-            Conn::Sqlite(conn) => {
-                let mut stmt = conn.prepare_cached(sql)?;
-                let mut rows = match params.into() {
-                    Params::Positional(values) => stmt.query(rusqlite::params_from_iter(values.iter()))?,
-                    Params::Named(values) => stmt.query(&*value::named(&values))?,
-                };
-                let mut out = Vec::new();
-                while let Some(row) = rows.next()? {
-                    out.push(f(&Row::Sqlite(row))?);
-                }
-                Ok(out)
-            }
-            Conn::Postgres(client) => {
-                let rows = client.query(sql, &params.into())?;
-                rows.iter().map(|row| f(&Row::Postgres(row))).collect()
-            }
-        }
+        self.rows(sql, params.into(), usize::MAX, f)
     }
 
     /// The first row of a query mapped with `f`, or None when it returns none.
@@ -136,20 +119,36 @@ impl Conn {
         &self,
         sql: &str,
         params: impl Into<Params<'a>>,
-        mut f: impl FnMut(&Row<'_>) -> Result<T>,
+        f: impl FnMut(&Row<'_>) -> Result<T>,
     ) -> Result<Option<T>> {
+        Ok(self.rows(sql, params.into(), 1, f)?.pop())
+    }
+
+    /// The first `limit` rows of a query, each mapped with `f`.
+    fn rows<T>(
+        &self,
+        sql: &str,
+        params: Params<'_>,
+        limit: usize,
+        mut f: impl FnMut(&Row<'_>) -> Result<T>,
+    ) -> Result<Vec<T>> {
         match self {
             Conn::Sqlite(conn) => {
                 let mut stmt = conn.prepare_cached(sql)?;
-                let mut rows = match params.into() {
+                let mut rows = match params {
                     Params::Positional(values) => stmt.query(rusqlite::params_from_iter(values.iter()))?,
                     Params::Named(values) => stmt.query(&*value::named(&values))?,
                 };
-                rows.next()?.map(|row| f(&Row::Sqlite(row))).transpose()
+                let mut out = Vec::new();
+                while out.len() < limit {
+                    let Some(row) = rows.next()? else { break };
+                    out.push(f(&Row::Sqlite(row))?);
+                }
+                Ok(out)
             }
             Conn::Postgres(client) => {
-                let rows = client.query(sql, &params.into())?;
-                rows.first().map(|row| f(&Row::Postgres(row))).transpose()
+                let rows = client.query(sql, &params)?;
+                rows.iter().take(limit).map(|row| f(&Row::Postgres(row))).collect()
             }
         }
     }
