@@ -5,8 +5,8 @@ use crate::support::*;
 
 /// root: system, task, planning, an action; child (forked then): a user turn, a failing
 /// action given as JSON on stdin, an assistant reply, a final answer.
-fn conversation() -> Sandbox {
-    let sb = Sandbox::initialized();
+fn conversation(db: &Db) -> Sandbox {
+    let sb = Sandbox::initialized_on(db);
     sb.ok(&["branch", "create", "root"]);
     let steps: &[&[&str]] = &[
         &["step", "add", "root", "--type", "system", "--text", "You are a performance engineer."],
@@ -47,7 +47,12 @@ fn conversation() -> Sandbox {
 
 #[test]
 fn steps_round_trip_as_messages() {
-    let sb = conversation();
+    for db in backends("steps_round_trip_as_messages") {
+        steps_round_trip_as_messages_on(&conversation(&db));
+    }
+}
+
+fn steps_round_trip_as_messages_on(sb: &Sandbox) {
     snap!("messages_openai", &sb.run(&["messages", "child"]).success());
     snap!("messages_anthropic", &sb.run(&["messages", "child", "--format", "anthropic"]).success());
     snap!("messages_summary_mode", &sb.run(&["messages", "child", "--summary-mode"]).success());
@@ -77,7 +82,12 @@ fn steps_round_trip_as_messages() {
 
 #[test]
 fn reductions() {
-    let sb = conversation();
+    for db in backends("reductions") {
+        reductions_on(&conversation(&db));
+    }
+}
+
+fn reductions_on(sb: &Sandbox) {
     for n in 0..3 {
         sb.ok(&[
             "step",
@@ -133,7 +143,12 @@ fn reductions() {
 
 #[test]
 fn retrieval_before_a_turn() {
-    let sb = conversation();
+    for db in backends("retrieval_before_a_turn") {
+        retrieval_before_a_turn_on(&conversation(&db));
+    }
+}
+
+fn retrieval_before_a_turn_on(sb: &Sandbox) {
     sb.ok(&[
         "archival",
         "add",
@@ -161,7 +176,12 @@ fn retrieval_before_a_turn() {
 
 #[test]
 fn bad_steps() {
-    let sb = conversation();
+    for db in backends("bad_steps") {
+        bad_steps_on(&conversation(&db));
+    }
+}
+
+fn bad_steps_on(sb: &Sandbox) {
     snap!(
         "step_unknown_type_text",
         &sb.run(&["step", "add", "root", "--type", "observation", "--text", "x"]).exit(1),
@@ -213,7 +233,12 @@ fn the_guides_agent_loop_runs() {
 /// prompt; with `[conversation] auto_compact_tokens`, every `step add` compacts.
 #[test]
 fn summarizer_and_auto_compaction() {
-    let sb = conversation();
+    for db in backends("summarizer_and_auto_compaction") {
+        summarizer_and_auto_compaction_on(&conversation(&db));
+    }
+}
+
+fn summarizer_and_auto_compaction_on(sb: &Sandbox) {
     for n in 0..3 {
         sb.ok(&["step", "add", "child", "--type", "user", "--text", &format!("Round {n}.")]);
         let observation = format!("round {n}: {}", "timing line; ".repeat(40));

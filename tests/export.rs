@@ -10,8 +10,8 @@ L3-sized tiles give a 2x speed-up at 64 threads.\n\n## Experiments\n1. Thread sw
 ## Risk Factors and Limitations\nOne node type only.\n";
 
 /// root → node-1 (a failed build) → node-3 (the best), and node-2, a failing sibling.
-fn search() -> Sandbox {
-    let sb = Sandbox::initialized();
+fn search(db: &Db) -> Sandbox {
+    let sb = Sandbox::initialized_on(db);
     let run = |args: &[&str]| {
         sb.ok(args);
     };
@@ -139,8 +139,13 @@ fn export(sb: &Sandbox, args: &[&str]) -> (String, Value) {
 
 #[test]
 fn paper_from_memory_alone_has_every_section_filled() {
-    let sb = search();
-    let (md, json) = export(&sb, &[]);
+    for db in backends("paper_from_memory_alone_has_every_section_filled") {
+        paper_from_memory_alone_has_every_section_filled_on(&search(&db));
+    }
+}
+
+fn paper_from_memory_alone_has_every_section_filled_on(sb: &Sandbox) {
+    let (md, json) = export(sb, &[]);
     assert_eq!(headings(&md), HEADINGS);
     insta::assert_snapshot!("paper_without_artifacts", md);
 
@@ -242,7 +247,12 @@ fn artifacts(vlm: Value) -> Value {
 
 #[test]
 fn artifacts_fill_the_summary_best_node_vlm_and_top_nodes() {
-    let sb = search();
+    for db in backends("artifacts_fill_the_summary_best_node_vlm_and_top_nodes") {
+        artifacts_fill_the_summary_best_node_vlm_and_top_nodes_on(&search(&db));
+    }
+}
+
+fn artifacts_fill_the_summary_best_node_vlm_and_top_nodes_on(sb: &Sandbox) {
     for (name, vlm, expected) in [
         ("string", json!("The speed-up plot is clean."), "The speed-up plot is clean."),
         (
@@ -252,7 +262,7 @@ fn artifacts_fill_the_summary_best_node_vlm_and_top_nodes() {
         ),
     ] {
         std::fs::write(sb.file("artifacts.json"), artifacts(vlm).to_string()).unwrap();
-        let (md, json) = export(&sb, &["--artifacts", "artifacts.json"]);
+        let (md, json) = export(sb, &["--artifacts", "artifacts.json"]);
         assert_eq!(headings(&md), HEADINGS, "{name}");
         let vlm = body(&md, "## VLM Analysis & Visual Feedback");
         assert!(vlm.starts_with(expected), "{name}: {vlm}");
@@ -283,7 +293,12 @@ fn artifacts_fill_the_summary_best_node_vlm_and_top_nodes() {
 
 #[test]
 fn bad_artifacts_and_unknown_branches_write_nothing() {
-    let sb = search();
+    for db in backends("bad_artifacts_and_unknown_branches_write_nothing") {
+        bad_artifacts_and_unknown_branches_write_nothing_on(&search(&db));
+    }
+}
+
+fn bad_artifacts_and_unknown_branches_write_nothing_on(sb: &Sandbox) {
     std::fs::write(sb.file("broken.json"), "{\"best_node_data\": ").unwrap();
     std::fs::write(sb.file("list.json"), "[1, 2]").unwrap();
     std::fs::write(sb.file("wrong.json"), "{\"best_node_data\": \"node-3\"}").unwrap();
@@ -313,7 +328,12 @@ echo \"$section\" >> calls.txt\nprintf 'LLM text for %s' \"$section\"\n";
 
 #[test]
 fn a_summarizer_writes_the_memory_sections_once_and_the_cache_serves_them_again() {
-    let sb = search();
+    for db in backends("a_summarizer_writes_the_memory_sections_once_and_the_cache_serves_them_again") {
+        a_summarizer_writes_the_memory_sections_once_and_the_cache_serves_them_again_on(&search(&db));
+    }
+}
+
+fn a_summarizer_writes_the_memory_sections_once_and_the_cache_serves_them_again_on(sb: &Sandbox) {
     std::fs::write(sb.file("summarize.sh"), SECTION_SCRIPT).unwrap();
     let env = [("MEMCTL_SUMMARIZER__COMMAND", "sh ./summarize.sh")];
     let first = sb.exec(&["export", "paper", "--branch", "node-3", "--out", "paper"], None, &env).success();
@@ -358,7 +378,12 @@ fn a_summarizer_writes_the_memory_sections_once_and_the_cache_serves_them_again(
 
 #[test]
 fn jsonl_lists_the_journal_in_the_python_log_format() {
-    let sb = search();
+    for db in backends("jsonl_lists_the_journal_in_the_python_log_format") {
+        jsonl_lists_the_journal_in_the_python_log_format_on(&search(&db));
+    }
+}
+
+fn jsonl_lists_the_journal_in_the_python_log_format_on(sb: &Sandbox) {
     let ops = array(&sb.json(&["log"]), "ops").len();
     let text = sb.ok(&["export", "jsonl"]);
     let lines: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
@@ -442,17 +467,22 @@ fn write_artifacts(sb: &Sandbox, artifacts: &Value) {
 
 #[test]
 fn empty_artifact_fields_count_as_absent() {
-    let sb = search();
+    for db in backends("empty_artifact_fields_count_as_absent") {
+        empty_artifact_fields_count_as_absent_on(&search(&db));
+    }
+}
+
+fn empty_artifact_fields_count_as_absent_on(sb: &Sandbox) {
     sb.ok(&["core", "set", "node-3", "last_result", "runtime 1.9 s at 32 threads"]);
     write_artifacts(
-        &sb,
+        sb,
         &json!({"best_node_data": {
             "id": "node-3", "analysis": "  ", "plan": "", "plot_paths": [], "plot_analyses": [],
             "datasets_successfully_tested": [""], "vlm_feedback_summary": "", "exec_time_feedback": "",
             "metric": {"value": 1.9, "name": ""}, "phase_artifacts": {}, "code": "\n"
         }}),
     );
-    let (md, json) = export(&sb, &["--artifacts", "artifacts.json"]);
+    let (md, json) = export(sb, &["--artifacts", "artifacts.json"]);
     assert_eq!(body(&md, "## Execution Feedback"), "- last_result: runtime 1.9 s at 32 threads");
     let feedback =
         array(&json, "sections").iter().find(|s| string(s, "key") == "execution_feedback").unwrap();
@@ -492,9 +522,14 @@ fn runner_artifacts() -> Value {
 
 #[test]
 fn runner_artifacts_read_as_text_not_json() {
-    let sb = search();
-    write_artifacts(&sb, &runner_artifacts());
-    let (md, _) = export(&sb, &["--artifacts", "artifacts.json"]);
+    for db in backends("runner_artifacts_read_as_text_not_json") {
+        runner_artifacts_read_as_text_not_json_on(&search(&db));
+    }
+}
+
+fn runner_artifacts_read_as_text_not_json_on(sb: &Sandbox) {
+    write_artifacts(sb, &runner_artifacts());
+    let (md, _) = export(sb, &["--artifacts", "artifacts.json"]);
     assert_eq!(headings(&md), HEADINGS, "the code's own fence does not break the document");
     assert!(!md.contains("{\""), "no raw JSON: {md}");
     let metric = "runtime_s (lower is better): final 1.9 (best 1.8) on 512^3 grid, final 0.31 (best 0.3) on 128^3 grid";
@@ -517,7 +552,12 @@ fn runner_artifacts_read_as_text_not_json() {
 
 #[test]
 fn html_to_stdout_and_help_that_fits_80_columns() {
-    let sb = search();
+    for db in backends("html_to_stdout_and_help_that_fits_80_columns") {
+        html_to_stdout_and_help_that_fits_80_columns_on(&search(&db));
+    }
+}
+
+fn html_to_stdout_and_help_that_fits_80_columns_on(sb: &Sandbox) {
     let page = sb.ok(&["export", "html", "--out", "-"]);
     assert!(page.starts_with("<!doctype html>") && page.contains("memctl-viewer/1"));
     assert!(!sb.file("-").exists(), "`-` is stdout, not a file");

@@ -28,10 +28,16 @@ fn texts(items: &[Value], name: &str) -> Vec<String> {
     items.iter().map(|item| string(item, name).to_string()).collect()
 }
 
-/// Imports a fixture and checks every branch's view against what the Python store reported.
+/// Imports a fixture, on each backend, and checks every branch's view against what the Python
+/// store reported.
 fn check_fixture(name: &str) {
-    let sb = Sandbox::new();
-    let expected = copy_legacy(&sb, name);
+    for db in backends(&format!("importing {name}")) {
+        check_fixture_on(&Sandbox::on(&db, DEFAULT_CONFIG), name);
+    }
+}
+
+fn check_fixture_on(sb: &Sandbox, name: &str) {
+    let expected = copy_legacy(sb, name);
     let report = sb.json(&["import", "legacy", "legacy.sqlite"]);
 
     let counts = &expected["db"]["table_row_counts"];
@@ -109,13 +115,12 @@ fn check_fixture(name: &str) {
     assert_eq!(differing, nearest.len(), "every listed latest-vs-nearest pair was checked");
 
     // Nothing the redactor would still change, and every redaction of the legacy file kept.
-    let memctl = Connection::open(sb.file("memory.sqlite")).unwrap();
     let legacy = Connection::open(sb.file("legacy.sqlite")).unwrap();
     let all_texts = |conn: &Connection, sql: &str| -> Vec<String> {
         conn.prepare(sql).unwrap().query_map([], |r| r.get(0)).unwrap().collect::<Result<_, _>>().unwrap()
     };
-    let stored = all_texts(
-        &memctl,
+    let stored = texts_of(
+        sb,
         "SELECT value FROM core WHERE value IS NOT NULL UNION ALL SELECT text FROM events
          UNION ALL SELECT text FROM archival WHERE text IS NOT NULL
          UNION ALL SELECT summary_text FROM inherited_summaries",
@@ -131,11 +136,11 @@ fn check_fixture(name: &str) {
     assert!(masked(&legacy_texts) > 0, "the fixture has redacted secrets");
     assert!(masked(&stored) >= masked(&legacy_texts), "redacted values stay redacted");
 
-    // Search works at once, with FTS5 and with the keyword fallback alike.
+    // Search works at once, with the index (FTS5, or PostgreSQL's words) and without alike.
     let deepest = array(&expected, "branches").iter().max_by_key(|b| int(b, "depth")).unwrap();
     let id = string(deepest, "branch_id");
     let fts = sb.json(&["archival", "search", id, "runtime", "-k", "5"]);
-    assert!(!array(&fts, "results").is_empty(), "FTS finds records after the import");
+    assert!(!array(&fts, "results").is_empty(), "the index finds records after the import");
     let fallback =
         sb.json_env(&["archival", "search", id, "runtime", "-k", "5"], &[("MEMCTL_SEARCH__FTS", "off")]);
     let ids = |v: &Value| array(v, "results").iter().map(|r| int(r, "id")).collect::<BTreeSet<_>>();

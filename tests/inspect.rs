@@ -8,8 +8,8 @@ use std::collections::BTreeSet;
 
 /// root ─┬─ a ── a1
 ///       └─ b        (root writes between the two forks, so b sees more of it than a)
-fn tree() -> Sandbox {
-    let sb = Sandbox::initialized();
+fn tree(db: &Db) -> Sandbox {
+    let sb = Sandbox::initialized_on(db);
     let steps: &[&[&str]] = &[
         &["branch", "create", "root"],
         &["core", "set", "root", "goal", "tune the stencil"],
@@ -40,7 +40,12 @@ fn tree() -> Sandbox {
 
 #[test]
 fn diff_text_and_json() {
-    let sb = tree();
+    for db in backends("diff_text_and_json") {
+        diff_text_and_json_on(&tree(&db));
+    }
+}
+
+fn diff_text_and_json_on(sb: &Sandbox) {
     snap!("diff_a_b_text", &sb.run(&["diff", "a", "b"]).success());
     snap!("diff_a_b_json", &sb.run(&["--json", "diff", "a", "b"]).success());
     snap!("diff_core_only_text", &sb.run(&["diff", "a1", "b", "--layer", "core"]).success());
@@ -65,7 +70,12 @@ fn ids(values: &[Value], key: &str) -> BTreeSet<String> {
 /// views, and a changed key is one both see with different visible rows.
 #[test]
 fn diff_is_the_difference_of_the_views() {
-    let sb = tree();
+    for db in backends("diff_is_the_difference_of_the_views") {
+        diff_is_the_difference_of_the_views_on(&tree(&db));
+    }
+}
+
+fn diff_is_the_difference_of_the_views_on(sb: &Sandbox) {
     let branches = ["root", "a", "a1", "b"];
     let views: Vec<Value> = branches.iter().map(|b| sb.json(&["read", b, "--all"])).collect();
     let explained: Vec<Value> = branches.iter().map(|b| sb.json(&["core", "get", b, "--explain"])).collect();
@@ -104,7 +114,12 @@ fn quoted(keys: BTreeSet<String>) -> BTreeSet<String> {
 
 #[test]
 fn why_text_and_json() {
-    let sb = tree();
+    for db in backends("why_text_and_json") {
+        why_text_and_json_on(&tree(&db));
+    }
+}
+
+fn why_text_and_json_on(sb: &Sandbox) {
     snap!("why_key_text", &sb.run(&["why", "a1", "goal"]).success());
     snap!("why_key_json", &sb.run(&["--json", "why", "a1", "goal"]).success());
     snap!("why_deleted_key_text", &sb.run(&["why", "a1", "compiler"]).success());
@@ -123,7 +138,12 @@ fn why_text_and_json() {
 
 #[test]
 fn why_bad_input() {
-    let sb = tree();
+    for db in backends("why_bad_input") {
+        why_bad_input_on(&tree(&db));
+    }
+}
+
+fn why_bad_input_on(sb: &Sandbox) {
     snap!("why_unknown_key_text", &sb.run(&["why", "a", "no_such_key"]).success());
     let unknown = sb.json(&["why", "a", "no_such_key"]);
     assert_eq!(string(&unknown, "verdict"), "never_written");
@@ -139,7 +159,12 @@ fn why_bad_input() {
 /// `core get --explain` reports, and says "visible" exactly for the keys `read` shows.
 #[test]
 fn why_names_the_visible_writer() {
-    let sb = tree();
+    for db in backends("why_names_the_visible_writer") {
+        why_names_the_visible_writer_on(&tree(&db));
+    }
+}
+
+fn why_names_the_visible_writer_on(sb: &Sandbox) {
     for b in ["root", "a", "a1", "b"] {
         let explained = sb.json(&["core", "get", b, "--explain"]);
         let core = object(&explained, "core");
@@ -160,7 +185,12 @@ fn why_names_the_visible_writer() {
 
 #[test]
 fn path_text_json_and_markdown() {
-    let sb = tree();
+    for db in backends("path_text_json_and_markdown") {
+        path_text_json_and_markdown_on(&tree(&db));
+    }
+}
+
+fn path_text_json_and_markdown_on(sb: &Sandbox) {
     snap!("path_a1_text", &sb.run(&["path", "a1"]).success());
     snap!("path_a1_json", &sb.run(&["--json", "path", "a1"]).success());
     snap!("path_b_md", &sb.run(&["path", "b", "--format", "md"]).success());
@@ -176,7 +206,12 @@ fn path_text_json_and_markdown() {
 /// --explain`'s.
 #[test]
 fn path_deltas_add_up_to_the_view() {
-    let sb = tree();
+    for db in backends("path_deltas_add_up_to_the_view") {
+        path_deltas_add_up_to_the_view_on(&tree(&db));
+    }
+}
+
+fn path_deltas_add_up_to_the_view_on(sb: &Sandbox) {
     for b in ["root", "a", "a1", "b"] {
         let report = sb.json(&["path", b]);
         let nodes = array(&report, "nodes");

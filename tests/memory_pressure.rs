@@ -1,12 +1,12 @@
 //! End-to-end: `context`, `pressure`, `consolidate` and the summarizer protocol (SPEC §4.5,
 //! §4.6, §6), through the real binary.
 
-use crate::support::{array, int, Sandbox};
+use crate::support::{array, backends, int, Db, Sandbox};
 use serde_json::Value;
 
 /// A root with 12 events of two kinds and two children forked from it.
-fn search_run(config: &str) -> Sandbox {
-    let sb = Sandbox::with_config(config);
+fn search_run(db: &Db, config: &str) -> Sandbox {
+    let sb = Sandbox::on(db, config);
     sb.ok(&["init"]);
     sb.ok(&["branch", "create", "root"]);
     sb.ok(&["core", "set", "root", "task", "tune the stencil"]);
@@ -24,9 +24,9 @@ const SMALL: &str = "recall_max_events = 4\nrecall_consolidation_threshold = 1.5
 /// A summarizer script that counts its calls in `calls.txt` and answers with the request's task.
 const COUNTING_SCRIPT: &str = "#!/bin/sh\nread -r request\necho x >> calls.txt\nprintf 'LLM summary of %s' \"$(printf '%s' \"$request\" | head -c 24)\"\n";
 
-fn with_summarizer(script: &str, timeout_s: u64) -> Sandbox {
+fn with_summarizer(db: &Db, script: &str, timeout_s: u64) -> Sandbox {
     let config = format!("{SMALL}\n[summarizer]\ncommand = \"sh ./summarize.sh\"\ntimeout_s = {timeout_s}\n");
-    let sb = search_run(&config);
+    let sb = search_run(db, &config);
     std::fs::write(sb.file("summarize.sh"), script).unwrap();
     sb
 }
@@ -37,7 +37,12 @@ fn calls(sb: &Sandbox) -> usize {
 
 #[test]
 fn context_prints_the_prompt_section_within_budget() {
-    let sb = search_run(SMALL);
+    for db in backends("context_prints_the_prompt_section_within_budget") {
+        context_prints_the_prompt_section_within_budget_on(&search_run(&db, SMALL));
+    }
+}
+
+fn context_prints_the_prompt_section_within_budget_on(sb: &Sandbox) {
     let text = sb.ok(&["context", "a", "--no-limit"]);
     assert!(text.starts_with("Core Memory:\n- task: tune the stencil\nRecall Memory:\n- [error] root error 11\n- [metric] root metric 10\n"), "{text}");
     let json = sb.json(&["context", "a", "--budget-chars", "60"]);
@@ -58,7 +63,12 @@ fn context_prints_the_prompt_section_within_budget() {
 
 #[test]
 fn pressure_and_consolidate_from_the_command_line() {
-    let sb = search_run(SMALL);
+    for db in backends("pressure_and_consolidate_from_the_command_line") {
+        pressure_and_consolidate_from_the_command_line_on(&search_run(&db, SMALL));
+    }
+}
+
+fn pressure_and_consolidate_from_the_command_line_on(sb: &Sandbox) {
     let p = sb.json(&["pressure", "a"]);
     assert_eq!(p["recall"]["count"], 12);
     assert!(array(&p, "recommendations").iter().any(|r| r == "consolidate_recall"));
@@ -76,10 +86,19 @@ fn pressure_and_consolidate_from_the_command_line() {
 
 #[test]
 fn summarizer_answers_are_used_and_shared_through_the_cache() {
-    let sb = with_summarizer(COUNTING_SCRIPT, 10);
+    for db in backends("summarizer_answers_are_used_and_shared_through_the_cache") {
+        summarizer_answers_are_used_and_shared_through_the_cache_on(&with_summarizer(
+            &db,
+            COUNTING_SCRIPT,
+            10,
+        ));
+    }
+}
+
+fn summarizer_answers_are_used_and_shared_through_the_cache_on(sb: &Sandbox) {
     let out = sb.run(&["--json", "consolidate", "a"]).success();
     assert_eq!(out.stderr, "", "no warning when the summarizer answers");
-    assert_eq!(calls(&sb), 2, "one call per kind");
+    assert_eq!(calls(sb), 2, "one call per kind");
     let summaries: Vec<Value> = array(&sb.json(&["recall", "list", "a"]), "summaries").clone();
     assert!(summaries
         .iter()
@@ -87,7 +106,7 @@ fn summarizer_answers_are_used_and_shared_through_the_cache() {
     // Sibling b inherits the same events: identical requests, answered by another process from
     // the cache, without calling the script again.
     sb.ok(&["consolidate", "b"]);
-    assert_eq!(calls(&sb), 2);
+    assert_eq!(calls(sb), 2);
     let b: Vec<Value> = array(&sb.json(&["recall", "list", "b"]), "summaries").clone();
     let texts = |list: &[Value]| list.iter().map(|s| s["text"].clone()).collect::<Vec<_>>();
     assert_eq!(texts(&b), texts(&summaries));
@@ -95,7 +114,16 @@ fn summarizer_answers_are_used_and_shared_through_the_cache() {
 
 #[test]
 fn a_failing_summarizer_falls_back_with_a_warning() {
-    let sb = with_summarizer("#!/bin/sh\necho 'model overloaded' >&2\nexit 3\n", 10);
+    for db in backends("a_failing_summarizer_falls_back_with_a_warning") {
+        a_failing_summarizer_falls_back_with_a_warning_on(&with_summarizer(
+            &db,
+            "#!/bin/sh\necho 'model overloaded' >&2\nexit 3\n",
+            10,
+        ));
+    }
+}
+
+fn a_failing_summarizer_falls_back_with_a_warning_on(sb: &Sandbox) {
     let out = sb.run(&["consolidate", "a"]).success();
     assert!(out.stderr.starts_with("warning: summarizer `sh ./summarize.sh` failed"), "{}", out.stderr);
     assert!(out.stderr.contains("model overloaded"));
@@ -106,13 +134,18 @@ fn a_failing_summarizer_falls_back_with_a_warning() {
         "{text}"
     );
     // --quiet silences the warning; the command still succeeds.
-    let quiet = with_summarizer("#!/bin/sh\nexit 1\n", 10);
+    let quiet = with_summarizer(&Db::Sqlite, "#!/bin/sh\nexit 1\n", 10);
     assert_eq!(quiet.run(&["--quiet", "consolidate", "a"]).success().stderr, "");
 }
 
 #[test]
 fn a_hanging_summarizer_times_out_and_falls_back() {
-    let sb = with_summarizer("#!/bin/sh\nsleep 30\n", 1);
+    for db in backends("a_hanging_summarizer_times_out_and_falls_back") {
+        a_hanging_summarizer_times_out_and_falls_back_on(&with_summarizer(&db, "#!/bin/sh\nsleep 30\n", 1));
+    }
+}
+
+fn a_hanging_summarizer_times_out_and_falls_back_on(sb: &Sandbox) {
     let started = std::time::Instant::now();
     let out = sb.run(&["consolidate", "a"]).success();
     assert!(started.elapsed().as_secs() < 20, "the timeout ends the call");

@@ -478,6 +478,19 @@ pub fn event_texts(value: &Value) -> Vec<String> {
     array(value, "events").iter().map(|e| string(e, "text").to_string()).collect()
 }
 
+/// The first column, as text, of the rows of `sql` (one the schema's tables answer alike on
+/// both backends) in the sandbox's database.
+pub fn texts_of(sb: &Sandbox, sql: &str) -> Vec<String> {
+    match &sb.db {
+        Db::Postgres(url) => postgres::texts(url, sql),
+        Db::Sqlite => {
+            let conn = rusqlite::Connection::open(sb.file("memory.sqlite")).expect("open the database");
+            let mut stmt = conn.prepare(sql).unwrap();
+            stmt.query_map([], |r| r.get(0)).unwrap().collect::<rusqlite::Result<_>>().unwrap()
+        }
+    }
+}
+
 /// Every row of every table (FTS shadow tables, `meta` and the `ops` journal included), each
 /// table's rows sorted, plus `user_version`: equal dumps mean an unchanged database. Opened
 /// read-only, between two commands.

@@ -223,6 +223,13 @@ pub fn dump(url: &str) -> Vec<(String, Vec<String>)> {
     out
 }
 
+/// The first column, as text, of the rows of `sql` on memctl's schema at `url`.
+pub fn texts(url: &str, sql: &str) -> Vec<String> {
+    let mut client = url.parse::<::postgres::Config>().unwrap().connect(::postgres::NoTls).unwrap();
+    client.batch_execute("SET search_path TO memctl").unwrap();
+    client.query(sql, &[]).unwrap().iter().map(|r| r.get(0)).collect()
+}
+
 /// The directory holding `initdb`, `pg_ctl` and `psql`.
 fn server_binaries() -> Option<PathBuf> {
     let has_tools = |dir: &Path| ["initdb", "pg_ctl", "psql"].iter().all(|t| dir.join(t).is_file());
