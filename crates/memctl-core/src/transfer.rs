@@ -6,7 +6,7 @@
 //! transaction, and the check runs inside it: a copy that does not read as its source is rolled
 //! back, leaving no row in the destination.
 
-use crate::db::{params, Params, Row, Value, ValueRef};
+use crate::db::{params, Params, Row, Value};
 use crate::error::{Error, Result};
 use crate::query;
 use crate::schema::{self, RunTable, RUN_TABLES};
@@ -91,7 +91,7 @@ fn copy_table(from: &Store, to: &Tx<'_>, table: &RunTable) -> Result<usize> {
     let mut last: Option<Vec<Value<'static>>> = None;
     loop {
         let read = |r: &Row<'_>| -> Result<Vec<Value<'static>>> {
-            (0..table.columns.len()).map(|i| Ok(owned(r.value(i)?))).collect()
+            (0..table.columns.len()).map(|i| Ok(r.value(i)?.to_value())).collect()
         };
         let page = match &last {
             None => from.conn.query(&first_page, params![], read)?,
@@ -115,18 +115,8 @@ fn copy_table(from: &Store, to: &Tx<'_>, table: &RunTable) -> Result<usize> {
     }
 }
 
-fn owned(value: ValueRef<'_>) -> Value<'static> {
-    match value {
-        ValueRef::Null => Value::Null,
-        ValueRef::Int(v) => Value::Int(v),
-        ValueRef::Real(v) => Value::Real(v),
-        ValueRef::Text(v) => Value::from(v.to_string()),
-        ValueRef::Blob(v) => Value::from(v.to_vec()),
-    }
-}
-
 /// What the copied rows need around them: the counters, the next branch id (PostgreSQL), the
-/// search index (SQLite).
+/// search index (FTS5, or PostgreSQL's words).
 fn finish_copy(tx: &Tx<'_>, next_seq: i64, collections: i64, branches: bool) -> Result<()> {
     tx.continue_from(next_seq)?;
     if collections > 0 {

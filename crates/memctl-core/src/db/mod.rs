@@ -1,7 +1,7 @@
 //! The one seam between the engine and its database: SQL text and parameters in, rows out, on
 //! SQLite (the embedded default) or PostgreSQL (runs spanning hosts). Everything above speaks
-//! one SQL; the few spellings the two disagree on are settled here (placeholders, the temporary
-//! schema) or asked of [`Backend`] where a statement is written.
+//! one SQL; the few spellings the two disagree on are settled here (placeholders, planner
+//! hints) or asked of [`Backend`] where a statement is written.
 //!
 //! SQLite statements run as written, through rusqlite's statement cache. PostgreSQL statements
 //! are translated once per text (postgres.rs), sent with their parameters' types on their first

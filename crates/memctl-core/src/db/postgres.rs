@@ -18,19 +18,38 @@ pub(crate) fn is_url(location: &str) -> bool {
     ["postgres://", "postgresql://"].iter().any(|scheme| location.starts_with(scheme))
 }
 
+/// A URL's parts as the client reads them: the user info runs to the first `@`, wherever it is
+/// (a password may hold `/`, `?` or `#`), the hosts to the next `/` or `?`.
+struct UrlParts<'u> {
+    scheme: &'u str,
+    user_info: Option<&'u str>,
+    hosts: &'u str,
+    /// The database and the parameters.
+    tail: &'u str,
+}
+
+impl<'u> UrlParts<'u> {
+    fn of(url: &'u str) -> Option<UrlParts<'u>> {
+        let (scheme, rest) = url.split_once("://")?;
+        let (user_info, rest) = match rest.split_once('@') {
+            Some((user_info, rest)) => (Some(user_info), rest),
+            None => (None, rest),
+        };
+        let (hosts, tail) = rest.split_at(rest.find(['/', '?']).unwrap_or(rest.len()));
+        Some(UrlParts { scheme, user_info, hosts, tail })
+    }
+
+    /// `user@`, without the password (empty without user info).
+    fn user(&self) -> String {
+        self.user_info
+            .map_or(String::new(), |info| format!("{}@", info.split(':').next().unwrap_or_default()))
+    }
+}
+
 /// `url` without its password (in the user info or a `password=` parameter), to show.
 pub(crate) fn without_password(url: &str) -> String {
-    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
-    // The credentials end at the first `@`, wherever it is, as the client reads them (a
-    // password may hold `/`, `?` or `#`).
-    let (user, rest) = match rest.split_once('@') {
-        Some((user_info, rest)) => (format!("{}@", user_info.split(':').next().unwrap_or_default()), rest),
-        None => (String::new(), rest),
-    };
-    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
-    let (hosts, tail) = rest.split_at(authority_end);
-    let authority = format!("{user}{hosts}");
-    let tail = match tail.split_once('?') {
+    let Some(parts) = UrlParts::of(url) else { return url.to_string() };
+    let tail = match parts.tail.split_once('?') {
         Some((path, query)) => {
             let kept: Vec<&str> = query.split('&').filter(|p| !p.starts_with("password=")).collect();
             if kept.is_empty() {
@@ -39,9 +58,9 @@ pub(crate) fn without_password(url: &str) -> String {
                 format!("{path}?{}", kept.join("&"))
             }
         }
-        None => tail.to_string(),
+        None => parts.tail.to_string(),
     };
-    format!("{scheme}://{authority}{tail}")
+    format!("{}://{}{}{tail}", parts.scheme, parts.user(), parts.hosts)
 }
 
 /// A connection, and the engine's statements as translated for it.
@@ -209,13 +228,16 @@ impl PgClient {
 
     /// The statement `sql` and its parameters in `$n` order.
     fn bind<'p>(&self, sql: &str, params: &'p Params<'_>) -> Result<(Rc<Translated>, Vec<&'p Value<'p>>)> {
-        let statement = {
-            let mut statements = self.statements.borrow_mut();
-            let entry = statements.entry(sql.to_owned()).or_insert_with(|| {
+        let known = self.statements.borrow().get(sql).cloned();
+        let statement = match known {
+            Some(statement) => statement,
+            None => {
                 let (text, names) = self.translated(sql);
-                Rc::new(Translated { text, names, prepared: RefCell::new(None), runs: Cell::new(0) })
-            });
-            entry.clone()
+                let statement =
+                    Rc::new(Translated { text, names, prepared: RefCell::new(None), runs: Cell::new(0) });
+                self.statements.borrow_mut().insert(sql.to_owned(), statement.clone());
+                statement
+            }
         };
         let names = &statement.names;
         let values = match params {
@@ -263,13 +285,9 @@ fn with_port(url: &str, port: Option<&str>) -> String {
     let Some(port) = port.filter(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit())) else {
         return url.to_string();
     };
-    let Some((scheme, rest)) = url.split_once("://") else { return url.to_string() };
-    let end = rest.find(['/', '?']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(end);
-    let (user, hosts) = match authority.rsplit_once('@') {
-        Some((user, hosts)) => (format!("{user}@"), hosts),
-        None => (String::new(), authority),
-    };
+    let Some(parts) = UrlParts::of(url) else { return url.to_string() };
+    let UrlParts { scheme, user_info, hosts, tail } = parts;
+    let user = user_info.map_or(String::new(), |info| format!("{info}@"));
     if hosts.is_empty() {
         // Hosts as parameters (`?host=/socket/dir`): the port too, unless one is there.
         let has_port = tail.split(['?', '&']).any(|p| p.starts_with("port="));
@@ -334,7 +352,7 @@ fn apply_environment(config: &mut Config, env: impl Fn(&str) -> Option<String>) 
 }
 
 /// Rewrites the engine's SQL for PostgreSQL: `?N` → `$N`, `:name` → `$k` (numbered in order
-/// of first use, returned), `temp.` → `pg_temp.`, and SQLite's planner hints dropped: `INDEXED
+/// of first use, returned), and SQLite's planner hints dropped: `INDEXED
 /// BY name`, and `CROSS` of `CROSS JOIN … ON` (the engine writes no CROSS JOIN without ON).
 /// Quoted strings and identifiers, and comments, are copied as they are. A statement uses
 /// positional or named parameters, never both.
@@ -391,10 +409,7 @@ pub(super) fn translate(sql: &str) -> (String, Vec<String>) {
             }
             _ if !prev_is_word && c.is_ascii_alphabetic() => {
                 let word = word_at(i);
-                if word.eq_ignore_ascii_case("temp") && chars.get(i + 4) == Some(&'.') {
-                    out.push_str("pg_temp");
-                    i += 4;
-                } else if word.eq_ignore_ascii_case("cross")
+                if word.eq_ignore_ascii_case("cross")
                     && word_at(skip_spaces(&chars, i + 5)).eq_ignore_ascii_case("join")
                 {
                     // SQLite's CROSS JOIN … ON fixes the join order; PostgreSQL plans its own.
@@ -551,10 +566,9 @@ mod tests {
 
     #[test]
     fn translates_placeholders_and_sqlite_spellings() {
-        let (sql, names) = translate(
-            "SELECT ':x?1', t.a::text FROM temp.view_path p CROSS JOIN t INDEXED BY t_i ON t.b = ?2",
-        );
-        assert_eq!(sql, "SELECT ':x?1', t.a::text FROM pg_temp.view_path p  JOIN t  ON t.b = $2");
+        let (sql, names) =
+            translate("SELECT ':x?1', t.a::text FROM view_path p CROSS JOIN t INDEXED BY t_i ON t.b = ?2");
+        assert_eq!(sql, "SELECT ':x?1', t.a::text FROM view_path p  JOIN t  ON t.b = $2");
         assert!(names.is_empty());
         let (sql, names) = translate("WHERE :now > :last AND ttl < :now");
         assert_eq!(sql, "WHERE $1 > $2 AND ttl < $1");

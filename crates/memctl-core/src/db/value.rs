@@ -169,6 +169,17 @@ impl<'r> ValueRef<'r> {
         Error::internal(format!("expected {wanted}, found {}", self.kind()))
     }
 
+    /// The value, owned (to bind it elsewhere).
+    pub fn to_value(self) -> Value<'static> {
+        match self {
+            ValueRef::Null => Value::Null,
+            ValueRef::Int(v) => Value::Int(v),
+            ValueRef::Real(v) => Value::Real(v),
+            ValueRef::Text(v) => Value::from(v.to_string()),
+            ValueRef::Blob(v) => Value::from(v.to_vec()),
+        }
+    }
+
     pub fn as_str(&self) -> Result<&'r str> {
         match *self {
             ValueRef::Text(v) => Ok(v),
