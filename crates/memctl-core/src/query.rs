@@ -424,8 +424,9 @@ impl Query {
     /// The FTS5 MATCH expression of a search over a view (see fts_match.rs for the phrase
     /// order it promises): the words OR-ed in `text` and `tags`, each required ASCII tag as a
     /// phrase of its words in `tags` (a prefilter: the exact tags are checked after), and the path's
-    /// branches OR-ed in `branch`. Every word is a quoted string, so nothing is syntax.
-    /// Returns the expression and the index of its first branch phrase.
+    /// branches OR-ed in `branch` (no branch clause for no branches: every branch's rows).
+    /// Every word is a quoted string, so nothing is syntax. Returns the expression and the index
+    /// of its first branch phrase.
     pub fn fts_expression(&self, tags: &[String], branches: &[i64]) -> (String, usize) {
         let quote = |text: &str| format!("\"{}\"", text.replace('"', "\"\""));
         let word_phrases: Vec<String> = self.words.iter().map(|w| quote(w)).collect();
@@ -439,8 +440,10 @@ impl Query {
                 phrases += 1;
             }
         }
-        let branches: Vec<String> = branches.iter().map(|bid| quote(&bid.to_string())).collect();
-        expression += &format!(" AND branch: ({})", branches.join(" OR "));
+        if !branches.is_empty() {
+            let branches: Vec<String> = branches.iter().map(|bid| quote(&bid.to_string())).collect();
+            expression += &format!(" AND branch: ({})", branches.join(" OR "));
+        }
         (expression, phrases)
     }
 
@@ -598,6 +601,8 @@ mod tests {
              AND tags: \"kind x\" AND branch: (\"7\" OR \"1\")"
         );
         assert_eq!(first_branch, 7);
+        let (expression, _) = q.fts_expression(&[], &[]);
+        assert_eq!(expression, "{text tags}: (\"mpi\" OR \"tune\" OR \"b\" OR \"c\" OR \"x\" OR \"near\")");
     }
 
     #[test]

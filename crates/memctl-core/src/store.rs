@@ -124,6 +124,13 @@ impl Store {
         Store::with_connection(Conn::Sqlite(conn), config, clock, Creation::Allowed)
     }
 
+    /// A private in-memory database with the default settings and a fixed clock, for the
+    /// crate's unit tests in layers that know neither settings nor clocks.
+    #[cfg(test)]
+    pub(crate) fn scratch() -> Store {
+        Store::open_in_memory(Config::default(), Clock::Fixed(1.7e9)).expect("an in-memory store")
+    }
+
     fn with_connection(conn: Conn, config: Config, clock: Clock, creation: Creation) -> Result<Store> {
         schema::prepare(&conn, creation)?;
         if let Conn::Sqlite(sqlite) = &conn {

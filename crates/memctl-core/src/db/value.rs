@@ -186,15 +186,6 @@ impl<'r> ValueRef<'r> {
             _ => Err(self.mismatch("text")),
         }
     }
-
-    /// A blob, or None for NULL.
-    pub fn as_blob_or_null(&self) -> Result<Option<&'r [u8]>> {
-        match *self {
-            ValueRef::Blob(v) => Ok(Some(v)),
-            ValueRef::Null => Ok(None),
-            _ => Err(self.mismatch("a blob")),
-        }
-    }
 }
 
 /// A Rust type a column converts to.

@@ -346,6 +346,16 @@ CREATE VIRTUAL TABLE archival_fts USING fts5(
 );
 "#,
     },
+    // A search that walks every match of its words (view/fts_match.rs) reads each match's
+    // branch with its length, to keep the view's: the narrow index by seq carries both.
+    Migration {
+        name: "20261126_archival_seq_branch_tokens",
+        sql: r#"
+DROP INDEX archival_seq_tokens;
+CREATE INDEX archival_seq_branch_tokens ON archival(seq, branch, tokens);
+"#,
+        fts_sql: "",
+    },
 ];
 
 /// The page size of new databases. A commit writes whole pages to the WAL (an append: three), and

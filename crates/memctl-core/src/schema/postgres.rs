@@ -40,10 +40,11 @@ struct Migration {
 }
 
 /// The migrations, in order.
-const MIGRATIONS: &[Migration] = &[Migration {
-    version: 8,
-    name: "20261125_postgres_initial",
-    sql: r#"
+const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 8,
+        name: "20261125_postgres_initial",
+        sql: r#"
 CREATE TABLE meta (
     key   TEXT PRIMARY KEY,
     value BIGINT NOT NULL
@@ -165,7 +166,16 @@ CREATE INDEX promoted_branch ON promoted(branch);
 
 INSERT INTO meta(key, value) VALUES ('next_seq', 1);
 "#,
-}];
+    },
+    Migration {
+        version: 9,
+        name: "20261126_archival_seq_branch_tokens",
+        sql: r#"
+DROP INDEX archival_seq_tokens;
+CREATE INDEX archival_seq_branch_tokens ON archival(seq, branch, tokens);
+"#,
+    },
+];
 
 /// The version the PostgreSQL migrations bring a database to: SQLite's, always.
 const VERSION: i64 = SCHEMA_VERSION;

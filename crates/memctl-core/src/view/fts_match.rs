@@ -1,50 +1,159 @@
-//! `memctl_match`, an FTS5 auxiliary function: for each row an archival search matches, whether
-//! the view holds it, and if so how often each query word occurs in it — with the row's length,
-//! stored as `archival.tokens`, what the view's bm25 (query.rs) needs. Its visibility test is a
-//! derived form of the view rule (see the view's module comment), checked against the model by
-//! tests/engine/model.rs.
+//! An archival search's matches in a view, from FTS5: which rows the view holds, and how often
+//! each query word occurs in them, with the row's length, stored as `archival.tokens` — what the
+//! view's bm25 (query.rs) needs. Its visibility test is a derived form of the view rule (see the
+//! view's module comment), checked against the model by tests/engine/model.rs.
 //!
-//! FTS5's own `bm25()` is not used because it counts, on every query, the documents of each
-//! phrase in the whole database (`xQueryPhrase`): at a million records that costs tens of
-//! milliseconds before the first row, and it makes one branch's ranking depend on its
-//! siblings' records. This function only reads the current row's position lists. Nor does it
-//! ask FTS5 for the row's size (`xColumnSize`, a statement run per row: a third of a search's
-//! time); the index keeps no sizes (`columnsize=0`), the search reads `archival.tokens`.
+//! Whether the view holds a row follows from its seq and branch: a branch's rows come after its
+//! fork, and an ancestor contributes the rows up to the fork of the path's branch below it. So
+//! the seqs between the fork of path branch j and the fork of branch j-1 can only be visible as
+//! rows of branch j (nearer branches did not exist yet; farther ones had been left), and the
+//! row is visible exactly when branch j wrote it (`path::holder`).
 //!
-//! Call: `memctl_match(archival_fts, words, first_branch, forks)`. The MATCH expression lists
-//! the query words as phrases `0..words`, then any tag phrases, then one phrase per path branch
-//! (nearest first) from `first_branch` on; `forks` holds the path's fork seqs in the same order
-//! as little-endian `i64`s. The result is NULL for a row outside the view, else a blob of
-//! little-endian `u32`s: `[tf of word 0, tf of word 1, …]`.
+//! Two walks find the same matches:
+//! - **by words**: FTS5 is asked for the rows holding a query word, each read with its branch
+//!   and length from the narrow `(seq, branch, tokens)` index, and kept when its holder wrote
+//!   it. Its cost follows the query words' matches in the whole database.
+//! - **by branches**: the MATCH also asks for the path's branches (a `branch` column), and
+//!   `memctl_match` keeps a row when it matched its holder's phrase. Its cost follows the
+//!   matches in the view, but FTS5 tests the OR of the path's branch phrases, one per level,
+//!   on every row it steps to: at depth 50 that was half of a search.
 //!
-//! Whether the view holds a row follows from its seq alone, up to one phrase check: a branch's
-//! rows come after its fork, and an ancestor contributes the rows up to the fork of the path's
-//! branch below it. So the seqs between the fork of path branch j and the fork of branch j-1
-//! can only be visible as rows of branch j (nearer branches did not exist yet; farther ones had
-//! been left), and the row is visible exactly when it matched branch j's phrase.
+//! A search walks by branches unless its path holds at least half of the branches ever created
+//! (a deep chain, whose view likely holds most of the database). Then it walks by words while
+//! at least half the rows it has read are the view's (checked from the 64th row on), and
+//! otherwise starts again by branches, having read at most about twice the view's matches
+//! found so far, which the branch walk reads anyway.
+//!
+//! `memctl_match` is an FTS5 auxiliary function. FTS5's own `bm25()` is not used because it
+//! counts, on every query, the documents of each phrase in the whole database
+//! (`xQueryPhrase`): at a million records that costs tens of milliseconds before the first row,
+//! and it makes one branch's ranking depend on its siblings' records. This function only reads
+//! the current row's position lists. Nor does it ask FTS5 for the row's size (`xColumnSize`, a
+//! statement run per row); the index keeps no sizes (`columnsize=0`).
+//!
+//! Call: `memctl_match(archival_fts, words[, first_branch, forks])`. The MATCH expression lists
+//! the query words as phrases `0..words`, then any tag phrases, then (by branches) one phrase
+//! per path branch (nearest first) from `first_branch` on; `forks` holds the path's fork seqs in
+//! the same order as little-endian `i64`s. The result is a blob of little-endian `u32`s, `[tf
+//! of word 0, tf of word 1, …]`; with `forks`, NULL for a row outside the view.
 
+use super::{path, Match};
 use crate::error::{Error, Result};
-use crate::query::TermCounts;
+use crate::query::{Query, TermCounts};
+use crate::rows::BranchPath;
 use crate::store::Store;
+use rusqlite::types::ValueRef;
 use rusqlite::{ffi, Connection};
 use std::os::raw::{c_int, c_void};
 use std::ptr;
 
-/// The name the function is registered under.
-pub(super) const FUNCTION: &str = "memctl_match";
+/// The rows a walk by words reads before it may give up for a walk by branches.
+const SAMPLE: usize = 64;
 
-/// The `forks` argument for a path's fork seqs, nearest branch first.
-pub(super) fn encode_forks(forks: impl Iterator<Item = i64>) -> Vec<u8> {
-    forks.flat_map(i64::to_le_bytes).collect()
+/// The view's matches of `query` whose rows carry the phrases of `tags` (a prefilter), every
+/// version of a record that matches, in seq order of neither walk in particular.
+pub(super) fn view_matches(
+    store: &Store,
+    path: &BranchPath,
+    query: &Query,
+    tags: &[String],
+) -> Result<Vec<Match>> {
+    let conn = store.conn.sqlite().ok_or_else(|| Error::internal("FTS5 is SQLite's"))?;
+    register(store, conn)?;
+    if holds_most_branches(conn, path)? {
+        if let Some(matches) = by_words(conn, path, query, tags, SAMPLE)? {
+            return Ok(matches);
+        }
+    }
+    by_branches(conn, path, query, tags)
 }
 
-/// The counts of a visible row of `tokens` words, from the function's blob.
-pub(super) fn decode_counts(blob: &[u8], tokens: u32) -> Option<TermCounts> {
-    if blob.len() % 4 != 0 {
-        return None;
+/// Whether the path holds at least half of the branches ever created: then its view likely
+/// holds most of the database's rows (a deep chain), and the walk by words is tried first.
+fn holds_most_branches(conn: &Connection, path: &BranchPath) -> Result<bool> {
+    let created: i64 =
+        conn.prepare_cached("SELECT max(bid) FROM branches")?.query_row([], |row| row.get(0))?;
+    Ok(2 * path.branches().len() as i64 >= created)
+}
+
+/// The walk by words (module comment), or None once fewer than half the rows read are the
+/// view's, from the `sample`th row on.
+fn by_words(
+    conn: &Connection,
+    path: &BranchPath,
+    query: &Query,
+    tags: &[String],
+    sample: usize,
+) -> Result<Option<Vec<Match>>> {
+    let (expression, _) = query.fts_expression(tags, &[]);
+    // CROSS JOIN keeps FTS5's matches the outer loop whatever the table statistics say.
+    let sql = format!(
+        "SELECT archival_fts.rowid, {FUNCTION}(archival_fts, ?2), t.branch, t.tokens
+         FROM archival_fts CROSS JOIN archival t INDEXED BY archival_seq_branch_tokens ON t.seq = archival_fts.rowid
+         WHERE archival_fts MATCH ?1 ORDER BY archival_fts.rowid DESC"
+    );
+    let mut statement = conn.prepare_cached(&sql)?;
+    let mut rows = statement.query(rusqlite::params![expression, query.word_count() as i64])?;
+    let (mut matches, mut read) = (Vec::new(), 0);
+    while let Some(row) = rows.next()? {
+        read += 1;
+        let seq: i64 = row.get(0)?;
+        if path::holder(path, seq) == Some(row.get(2)?) {
+            matches.push(Match { seq, counts: counts(blob(row.get_ref(1)?)?, row.get(3)?)? });
+        } else if read >= sample && 2 * matches.len() < read {
+            return Ok(None);
+        }
     }
-    let tf = blob.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
-    Some(TermCounts { tokens, tf })
+    Ok(Some(matches))
+}
+
+/// The walk by branches (module comment).
+fn by_branches(conn: &Connection, path: &BranchPath, query: &Query, tags: &[String]) -> Result<Vec<Match>> {
+    let bids: Vec<i64> = path.branches().iter().map(|b| b.bid).collect();
+    let (expression, first_branch) = query.fts_expression(tags, &bids);
+    let forks: Vec<u8> = path.branches().iter().flat_map(|b| b.fork_seq.to_le_bytes()).collect();
+    let sql = format!(
+        "SELECT archival_fts.rowid, {FUNCTION}(archival_fts, ?2, ?3, ?4), t.tokens
+         FROM archival_fts CROSS JOIN archival t INDEXED BY archival_seq_branch_tokens ON t.seq = archival_fts.rowid
+         WHERE archival_fts MATCH ?1"
+    );
+    let mut statement = conn.prepare_cached(&sql)?;
+    let mut rows = statement.query(rusqlite::params![
+        expression,
+        query.word_count() as i64,
+        first_branch as i64,
+        forks
+    ])?;
+    let mut matches = Vec::new();
+    while let Some(row) = rows.next()? {
+        // NULL: a row of a path branch the view does not hold (written after the path left it).
+        if let Some(blob) = blob(row.get_ref(1)?)? {
+            matches.push(Match { seq: row.get(0)?, counts: counts(Some(blob), row.get(2)?)? });
+        }
+    }
+    Ok(matches)
+}
+
+/// The name the function is registered under.
+const FUNCTION: &str = "memctl_match";
+
+/// The counts of a row of `tokens` words, from the function's blob.
+fn counts(blob: Option<&[u8]>, tokens: u32) -> Result<TermCounts> {
+    blob.filter(|blob| blob.len() % 4 == 0)
+        .map(|blob| TermCounts {
+            tokens,
+            tf: blob.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect(),
+        })
+        .ok_or_else(|| Error::internal("memctl_match returned a malformed row"))
+}
+
+/// The function's blob, or None for NULL (a row outside the view).
+fn blob(value: ValueRef<'_>) -> Result<Option<&[u8]>> {
+    match value {
+        ValueRef::Blob(blob) => Ok(Some(blob)),
+        ValueRef::Null => Ok(None),
+        _ => Err(Error::internal("memctl_match returned a malformed row")),
+    }
 }
 
 /// Whether `memctl_match` is registered on the store's connection (the store's memo forgets it
@@ -53,9 +162,8 @@ pub(super) fn decode_counts(blob: &[u8], tokens: u32) -> Option<TermCounts> {
 struct Registered(bool);
 
 /// Registers `memctl_match` on the store's connection, once.
-pub(super) fn register(store: &Store) -> Result<()> {
+fn register(store: &Store, conn: &Connection) -> Result<()> {
     if !store.memo(|registered: &mut Registered| registered.0) {
-        let conn = store.conn.sqlite().ok_or_else(|| Error::internal("FTS5 is SQLite's"))?;
         register_on(conn)?;
         store.memo(|registered: &mut Registered| registered.0 = true);
     }
@@ -128,9 +236,9 @@ unsafe extern "C" fn memctl_match(
 
 type Failure = (c_int, &'static std::ffi::CStr);
 
-const USAGE: Failure = (ffi::SQLITE_ERROR, c"memctl_match(archival_fts, words, first_branch, forks)");
+const USAGE: Failure = (ffi::SQLITE_ERROR, c"memctl_match(archival_fts, words[, first_branch, forks])");
 
-/// The current row's counts, or None when the view does not hold it.
+/// The current row's counts, or None when `forks` are given and the view does not hold it.
 unsafe fn row_counts(
     api: &ffi::Fts5ExtensionApi,
     fts: *mut ffi::Fts5Context,
@@ -142,39 +250,18 @@ unsafe fn row_counts(
     else {
         return Err((ffi::SQLITE_ERROR, c"incomplete FTS5 API"));
     };
-    if argc != 3 {
+    if argc != 1 && argc != 3 {
         return Err(USAGE);
     }
     // SAFETY: `argv` holds `argc` values; a blob's bytes stay valid until the value changes,
     // which it does not while this call runs.
-    let (words, first_branch, forks) = unsafe {
-        let args = std::slice::from_raw_parts(argv, 3);
-        let bytes = ffi::sqlite3_value_bytes(args[2]).max(0) as usize;
-        let blob = ffi::sqlite3_value_blob(args[2]).cast::<u8>();
-        let forks = if blob.is_null() { &[][..] } else { std::slice::from_raw_parts(blob, bytes) };
-        (ffi::sqlite3_value_int(args[0]), ffi::sqlite3_value_int(args[1]), forks)
-    };
-    if words < 0 || first_branch < words || forks.len() % 8 != 0 {
+    let args = unsafe { std::slice::from_raw_parts(argv, argc as usize) };
+    let words = unsafe { ffi::sqlite3_value_int(args[0]) };
+    if words < 0 {
         return Err(USAGE);
     }
-    let fork = |j: usize| i64::from_le_bytes(forks[8 * j..8 * j + 8].try_into().unwrap_or([0; 8]));
     let check =
         |rc: c_int| if rc == ffi::SQLITE_OK { Ok(()) } else { Err((rc, c"FTS5 could not read the row")) };
-    // The one path branch whose rows at this seq the view holds: the nearest forked before it.
-    let seq = unsafe { rowid(fts) };
-    let branches = forks.len() / 8;
-    let (mut low, mut high) = (0, branches);
-    while low < high {
-        let mid = (low + high) / 2;
-        if fork(mid) < seq {
-            high = mid;
-        } else {
-            low = mid + 1;
-        }
-    }
-    if low == branches {
-        return Ok(None);
-    }
     // Counts the instances of `phrase` in the current row.
     let instances = |phrase: c_int| -> std::result::Result<u32, Failure> {
         let mut iter = ffi::Fts5PhraseIter { a: ptr::null(), b: ptr::null() };
@@ -188,8 +275,32 @@ unsafe fn row_counts(
         }
         Ok(n)
     };
-    if instances(first_branch + low as c_int)? == 0 {
-        return Ok(None);
+    if let [_, first_branch, forks] = args {
+        let (first_branch, forks) = unsafe {
+            let bytes = ffi::sqlite3_value_bytes(*forks).max(0) as usize;
+            let blob = ffi::sqlite3_value_blob(*forks).cast::<u8>();
+            let forks = if blob.is_null() { &[][..] } else { std::slice::from_raw_parts(blob, bytes) };
+            (ffi::sqlite3_value_int(*first_branch), forks)
+        };
+        if first_branch < words || forks.len() % 8 != 0 {
+            return Err(USAGE);
+        }
+        // The one path branch whose rows at this seq the view holds: the nearest forked before
+        // it (as `path::holder` finds it), which must have written the row.
+        let seq = unsafe { rowid(fts) };
+        let fork = |j: usize| i64::from_le_bytes(forks[8 * j..8 * j + 8].try_into().unwrap_or([0; 8]));
+        let (mut holder, mut high) = (0, forks.len() / 8);
+        while holder < high {
+            let mid = (holder + high) / 2;
+            if fork(mid) >= seq {
+                holder = mid + 1;
+            } else {
+                high = mid;
+            }
+        }
+        if holder == forks.len() / 8 || instances(first_branch + holder as c_int)? == 0 {
+            return Ok(None);
+        }
     }
     let mut blob = Vec::with_capacity(4 * words as usize);
     for phrase in 0..words {
@@ -201,12 +312,96 @@ unsafe fn row_counts(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    type Counted = Vec<(i64, TermCounts)>;
+
+    /// Both walks on `branch`: (by words to the end, by branches), each sorted by seq.
+    fn walks(s: &Store, branch: &str, query: &str, tags: &[String]) -> (Counted, Counted) {
+        let conn = s.conn.sqlite().unwrap();
+        register(s, conn).unwrap();
+        let path = s.path(branch).unwrap();
+        let query = Query::parse(query);
+        let sorted = |matches: Vec<Match>| {
+            let mut pairs: Counted = matches.into_iter().map(|m| (m.seq, m.counts)).collect();
+            pairs.sort_by_key(|(seq, _)| *seq);
+            pairs
+        };
+        let words = by_words(conn, &path, &query, tags, usize::MAX).unwrap().unwrap();
+        (sorted(words), sorted(by_branches(conn, &path, &query, tags).unwrap()))
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(24))]
+
+        /// Random trees of forks, adds, updates and deletes: on every branch, both walks find
+        /// the same rows with the same counts.
+        #[test]
+        fn both_walks_find_the_same_matches(ops in prop::collection::vec((0u8..4, 0usize..8, 0usize..6), 1..60)) {
+            let s = Store::scratch();
+            s.create_root("b0").unwrap();
+            let (mut branches, mut records) = (vec!["b0".to_string()], vec![]);
+            let words = ["mpi", "gpu", "kernel", "cache", "tuning", "notes"];
+            for (op, pick, word) in ops {
+                let branch = branches[pick % branches.len()].clone();
+                let text = format!("{} {} x", words[word], words[(word + pick) % words.len()]);
+                match op {
+                    0 => {
+                        let child = format!("b{}", branches.len());
+                        s.fork(&branch, Some(&child)).unwrap();
+                        branches.push(child);
+                    }
+                    // Records another branch cannot see are refused; that is the view's business.
+                    1 if !records.is_empty() => {
+                        let _ = s.archival_update(&branch, records[pick % records.len()], Some(&text), None);
+                    }
+                    2 if !records.is_empty() => {
+                        let _ = s.archival_delete(&branch, records[pick % records.len()]);
+                    }
+                    _ => {
+                        let tag = words[pick % words.len()].to_string();
+                        records.push(s.archival_add(&branch, &text, &[tag]).unwrap().id);
+                    }
+                }
+            }
+            for branch in &branches {
+                for (query, tags) in [("mpi", vec![]), ("gpu kernel cache", vec![]), ("tuning", vec!["notes".to_string()])] {
+                    let (by_words, by_branches) = walks(&s, branch, query, &tags);
+                    prop_assert_eq!(by_words, by_branches, "{:?} on {}", query, branch);
+                }
+            }
+        }
+    }
+
+    /// A view holding few of the rows that match gives the walk by words up after the sample,
+    /// and the search still finds the view's matches, by branches.
+    #[test]
+    fn a_small_view_walks_by_branches() {
+        let s = Store::scratch();
+        s.create_root("root").unwrap();
+        s.fork("root", Some("busy")).unwrap();
+        s.fork("root", Some("quiet")).unwrap();
+        for i in 0..3 * SAMPLE {
+            s.archival_add("busy", &format!("mpi run {i}"), &[]).unwrap();
+        }
+        let seen = s.archival_add("quiet", "mpi once", &[]).unwrap().id;
+        let conn = s.conn.sqlite().unwrap();
+        register(&s, conn).unwrap();
+        let path = s.path("quiet").unwrap();
+        let query = Query::parse("mpi");
+        assert!(by_words(conn, &path, &query, &[], SAMPLE).unwrap().is_none());
+        let matches = view_matches(&s, &path, &query, &[]).unwrap();
+        assert_eq!(matches.iter().map(|m| m.seq).collect::<Vec<_>>(), [seen]);
+        // The busy branch's view holds all of them: the walk by words goes to the end.
+        let path = s.path("busy").unwrap();
+        assert_eq!(by_words(conn, &path, &query, &[], SAMPLE).unwrap().map(|m| m.len()), Some(3 * SAMPLE));
+    }
 
     #[test]
     fn decodes_counts() {
         let blob: Vec<u8> = [2u32, 0].iter().flat_map(|v| v.to_le_bytes()).collect();
-        assert_eq!(decode_counts(&blob, 7), Some(TermCounts { tokens: 7, tf: vec![2, 0] }));
-        assert_eq!(decode_counts(&[1, 0], 7), None);
-        assert_eq!(encode_forks([1i64, -1].into_iter()).len(), 16);
+        assert_eq!(counts(Some(&blob), 7).ok(), Some(TermCounts { tokens: 7, tf: vec![2, 0] }));
+        assert!(counts(Some(&[1, 0]), 7).is_err());
+        assert!(counts(None, 7).is_err());
     }
 }

@@ -21,7 +21,7 @@
 //!
 //! Derived implementations — faster forms of the same rule, each checked against the in-memory
 //! model of tests/engine/model.rs (and the viewer's against `memctl read`, `diff` and `why`):
-//! - fts_match.rs decides visibility of an FTS5 match from its seq and the path's fork seqs;
+//! - fts_match.rs decides visibility of an FTS5 match from its seq and branch;
 //! - [`event_count`] and [`events_written_along`] count a view's events from running ordinals
 //!   kept at write time;
 //! - the HTML viewer's JavaScript (export/viewer.html) recomputes views, diffs and per-key histories from embedded rows.
@@ -39,7 +39,7 @@ mod sql;
 pub(crate) use path::{collected_name, meeting, shared_until};
 
 use crate::db::{named, params, Backend, Params, Row};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::query::{Query, TermCounts};
 use crate::rows::{Branch, BranchPath, CoreEntry, Event, Record, Summary, STEP_KIND};
 use crate::schema::event_rid;
@@ -495,9 +495,8 @@ pub(crate) struct Match {
     pub counts: TermCounts,
 }
 
-/// FTS5: the visible, current versions matching `query` and carrying all `tags`. The index
-/// is asked only for rows of the path's branches and drops those past the cutoffs itself
-/// (fts_match.rs), so the cost follows the matches in the view, not in the database; versions
+/// FTS5: the visible, current versions matching `query` and carrying all `tags`. FTS5 finds
+/// the view's matches (fts_match.rs) at a cost that follows them, not the database; versions
 /// superseded in the view are dropped here.
 pub(crate) fn archival_fts_matches(
     store: &Store,
@@ -505,27 +504,7 @@ pub(crate) fn archival_fts_matches(
     query: &Query,
     tags: &[String],
 ) -> Result<Vec<Match>> {
-    fts_match::register(store)?;
-    let bids: Vec<i64> = path.branches().iter().map(|b| b.bid).collect();
-    let (expression, first_branch) = query.fts_expression(tags, &bids);
-    let forks = fts_match::encode_forks(path.branches().iter().map(|b| b.fork_seq));
-    // Each match's length comes from the narrow `(seq, tokens)` index: one short seek per match
-    // (CROSS JOIN keeps the index's matches the outer loop whatever the table statistics say).
-    let sql = format!(
-        "SELECT archival_fts.rowid, {}(archival_fts, ?2, ?3, ?4), t.tokens
-         FROM archival_fts CROSS JOIN archival t INDEXED BY archival_seq_tokens ON t.seq = archival_fts.rowid
-         WHERE archival_fts MATCH ?1",
-        fts_match::FUNCTION
-    );
-    let params = params![expression, query.word_count(), first_branch, forks];
-    let matches = store.conn.query(&sql, params, |row| {
-        // NULL: a row of a path branch the view does not hold (written after the path left it).
-        let Some(blob) = row.value(1)?.as_blob_or_null().ok().flatten() else { return Ok(None) };
-        let counts = fts_match::decode_counts(blob, row.get(2)?)
-            .ok_or_else(|| Error::internal("memctl_match returned a malformed row"))?;
-        Ok(Some(Match { seq: row.get(0)?, counts }))
-    })?;
-    let mut matches: Vec<Match> = matches.into_iter().flatten().collect();
+    let mut matches = fts_match::view_matches(store, path, query, tags)?;
     let superseded = superseded_versions(store, path)?;
     matches.retain(|m| !superseded.is_superseded(m.seq));
     if !tags.is_empty() {

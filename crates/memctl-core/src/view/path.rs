@@ -32,11 +32,13 @@ pub(crate) fn shared_until(a: &BranchPath, b: &BranchPath) -> i64 {
 }
 
 /// Which branch of `path` holds seq `seq` in the view: the one whose visible rows, those after
-/// its fork up to its cutoff, span it. The spans of a path's branches do not overlap.
+/// its fork up to its cutoff, span it. The spans of a path's branches do not overlap, and
+/// nearest first they descend (a branch forks after its parent): the holder is the first
+/// branch forked before `seq`, found by bisection, as a search checks each match.
 pub(crate) fn holder(path: &BranchPath, seq: i64) -> Option<i64> {
-    let position =
-        (0..path.branches().len()).find(|&i| path.branches()[i].fork_seq < seq && seq <= path.cutoff(i))?;
-    Some(path.branches()[position].bid)
+    let branches = path.branches();
+    let position = branches.partition_point(|b| b.fork_seq >= seq);
+    (position < branches.len() && seq <= path.cutoff(position)).then(|| branches[position].bid)
 }
 
 /// What the view keeps per handle (in the store's memo, cleared on rollback): paths by branch
