@@ -3,7 +3,7 @@
 
 use crate::db::{params, Backend};
 use crate::error::{Error, Result};
-use crate::query::{bm25, index_words, token_count, Query, TermCounts};
+use crate::query::{bm25, index_words, token_count, Query};
 use crate::rows::{AppendOutcome, Record};
 use crate::schema;
 use crate::store::{Store, Tx};
@@ -66,42 +66,24 @@ impl Store {
             return view::archival(self, &path, &search.tags, Some(search.k));
         }
         self.read(|| {
-            if self.uses_fts()? {
-                let matches = view::archival_fts_matches(self, &path, &query, &search.tags)?;
-                let (counts, seqs): (Vec<_>, Vec<_>) = matches.into_iter().map(|m| (m.counts, m.seq)).unzip();
-                let mut ranked: Vec<(f64, i64)> = bm25(&counts).into_iter().zip(seqs).collect();
-                // The k best, then only those sorted.
-                if ranked.len() > search.k {
-                    ranked.select_nth_unstable_by(search.k, |a, b| best_first(*a, *b));
-                    ranked.truncate(search.k);
-                }
-                ranked.sort_by(|a, b| best_first(*a, *b));
-                let seqs: Vec<i64> = ranked.iter().map(|&(_, seq)| seq).collect();
-                let mut records = view::archival_versions(self, &path, &seqs)?;
-                for (record, (score, _)) in records.iter_mut().zip(ranked) {
-                    record.score = Some(score);
-                }
-                return Ok(records);
+            let matches = if self.uses_fts()? {
+                view::archival_fts_matches(self, &path, &query, &search.tags)?
+            } else {
+                view::archival_keyword_matches(self, &path, &query, &search.tags)?
+            };
+            let (counts, seqs): (Vec<_>, Vec<_>) = matches.into_iter().map(|m| (m.counts, m.seq)).unzip();
+            let mut ranked: Vec<(f64, i64)> = bm25(&counts).into_iter().zip(seqs).collect();
+            // The k best, then only those sorted.
+            if ranked.len() > search.k {
+                ranked.select_nth_unstable_by(search.k, |a, b| best_first(*a, *b));
+                ranked.truncate(search.k);
             }
-            // The same counts FTS5 keeps: the words of the text and of the tags as stored (JSON).
-            let (counts, mut records): (Vec<TermCounts>, Vec<Record>) =
-                view::archival_candidates(self, &path, &query, &search.tags)?
-                    .into_iter()
-                    .map(|r| {
-                        (
-                            query
-                                .term_counts(&[&r.text, &serde_json::to_string(&r.tags).unwrap_or_default()]),
-                            r,
-                        )
-                    })
-                    .filter(|(counts, _)| counts.matches())
-                    .unzip();
-            for (record, score) in records.iter_mut().zip(bm25(&counts)) {
+            ranked.sort_by(|a, b| best_first(*a, *b));
+            let seqs: Vec<i64> = ranked.iter().map(|&(_, seq)| seq).collect();
+            let mut records = view::archival_versions(self, &path, &seqs)?;
+            for (record, (score, _)) in records.iter_mut().zip(ranked) {
                 record.score = Some(score);
             }
-            records
-                .sort_by(|a, b| best_first((a.score.unwrap_or(0.0), a.seq), (b.score.unwrap_or(0.0), b.seq)));
-            records.truncate(search.k);
             Ok(records)
         })
     }

@@ -451,6 +451,16 @@ impl Query {
     /// ([`token_count`]), computed from the texts. Runs over every visible record in the
     /// fallback, so ASCII text takes a faster path than comparing word by word.
     pub fn term_counts(&self, haystacks: &[&str]) -> TermCounts {
+        self.counts(haystacks, None)
+    }
+
+    /// [`Query::term_counts`] of haystacks already known to hold `tokens` words (an archival
+    /// version's stored length): ASCII text is then only searched for the query words.
+    pub fn term_counts_of(&self, haystacks: &[&str], tokens: u32) -> TermCounts {
+        self.counts(haystacks, Some(tokens))
+    }
+
+    fn counts(&self, haystacks: &[&str], tokens: Option<u32>) -> TermCounts {
         let mut counts = TermCounts { tokens: 0, tf: vec![0; self.words.len()] };
         let mut folded = String::new();
         for haystack in haystacks {
@@ -460,7 +470,9 @@ impl Query {
                 // lowered text, where an occurrence with no letter or digit on either side is
                 // one word equal to it (no ASCII word equals a query word that is not ASCII).
                 let text = haystack.as_bytes();
-                counts.tokens += ascii_word_count(text);
+                if tokens.is_none() {
+                    counts.tokens += ascii_word_count(text);
+                }
                 let lowered = text.to_ascii_lowercase();
                 for (tf, finder) in counts.tf.iter_mut().zip(&self.ascii_finders) {
                     if let Some(finder) = finder {
@@ -479,6 +491,9 @@ impl Query {
                 };
                 counts.count(&self.words, candidate.as_bytes());
             }
+        }
+        if let Some(tokens) = tokens {
+            counts.tokens = tokens;
         }
         counts
     }
@@ -573,6 +588,14 @@ mod tests {
         fn token_count_is_term_counts_length(text in "\\PC{0,40}", tags in "[a-z: é\u{301}]{0,12}") {
             let counts = Query::parse("x").term_counts(&[&text, &tags]);
             prop_assert_eq!(token_count(&[&text, &tags]), counts.tokens);
+        }
+
+        /// Counting with the stored length counts what counting everything counts.
+        #[test]
+        fn counts_of_a_known_length_are_term_counts(text in "[a-c é.]{0,40}", tags in "[a-c:]{0,12}", query in "[a-c é]{1,8}") {
+            let query = Query::parse(&query);
+            let haystacks = [text.as_str(), tags.as_str()];
+            prop_assert_eq!(query.term_counts_of(&haystacks, token_count(&haystacks)), query.term_counts(&haystacks));
         }
 
         /// The ASCII fast path counts what comparing every word with every query word counts.

@@ -440,22 +440,41 @@ fn every_current_version(
     Ok(records)
 }
 
-/// The view's records carrying all `tags` that may hold a word of `query`, for the keyword
-/// search to count: on PostgreSQL those the `words` index finds (with those whose words it
-/// cannot hold); elsewhere, or with `search.fts = "off"`, every record of the view.
-pub(crate) fn archival_candidates(
+/// The keyword search (`search.fts = "off"`, and PostgreSQL): the view's current versions that
+/// carry all `tags` and hold a word of `query`, counted from their stored text and tags (the
+/// columns FTS5 indexes) as they are read, without building records. On PostgreSQL the `words`
+/// index narrows the versions read to those holding a query word (and those whose words it
+/// cannot hold); elsewhere every version of the view is read.
+pub(crate) fn archival_keyword_matches(
     store: &Store,
     path: &BranchPath,
     query: &Query,
     tags: &[String],
-) -> Result<Vec<Record>> {
-    if !store.uses_word_index() {
-        return archival(store, path, tags, None);
-    }
+) -> Result<Vec<Match>> {
     path::load(store, path)?;
-    let filter = format!("{} AND t.words @@ CAST(CAST(?2 AS TEXT) AS tsquery)", has_tags(store.backend()));
+    let mut filter = has_tags(store.backend());
     let bids: Vec<i64> = path.branches().iter().map(|b| b.bid).collect();
-    every_current_version(store, path, &filter, params![tags_filter(tags)?, query.tsquery(&bids)])
+    let params = if store.uses_word_index() {
+        filter += " AND t.words @@ CAST(CAST(?2 AS TEXT) AS tsquery)";
+        params![tags_filter(tags)?, query.tsquery(&bids)]
+    } else {
+        params![tags_filter(tags)?]
+    };
+    let sql = format!(
+        "SELECT t.seq, t.text, t.tags, t.tokens FROM {} WHERE t.text IS NOT NULL AND {filter}",
+        visible("archival")
+    );
+    let counted = store.conn.query(&sql, params, |row| {
+        let counts = query.term_counts_of(&[row.value(1)?.as_str()?, row.value(2)?.as_str()?], row.get(3)?);
+        Ok(counts.matches().then_some((row.get(0)?, counts)))
+    })?;
+    let superseded = superseded_versions(store, path)?;
+    Ok(counted
+        .into_iter()
+        .flatten()
+        .filter(|(seq, _)| !superseded.is_superseded(*seq))
+        .map(|(seq, counts)| Match { seq, counts })
+        .collect())
 }
 
 /// The visible version of one record, or None if it is not in the view (or deleted there).
