@@ -12,6 +12,7 @@ use crate::tokens::{count_tokens, Encoding};
 use crate::view;
 use serde::Serialize;
 use serde_json::{json, Value};
+use std::cell::OnceCell;
 
 /// The message shapes of the two chat APIs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
@@ -261,16 +262,19 @@ impl Store {
         self.read(|| {
             let path = self.path(branch)?;
             let entries = pruned(conversation(self, &path)?, options);
-            let units: Vec<Vec<Value>> =
-                entries.iter().map(|e| to_messages(e, options.format, options.summary_mode)).collect();
+            // Each entry's messages, built when first wanted: a budget mostly reaches only the
+            // newest of a long conversation.
+            let build = |i: usize| to_messages(&entries[i], options.format, options.summary_mode);
+            let units: Vec<OnceCell<Vec<Value>>> = entries.iter().map(|_| OnceCell::new()).collect();
+            let unit = |i: usize| units[i].get_or_init(|| build(i));
             let mut retrieved = match options.retrieve {
                 0 => None,
                 k => self.retrieval(branch, &entries, k)?,
             };
             let (keep, tokens) = match options.budget {
-                None => (vec![true; units.len()], None),
+                None => (vec![true; entries.len()], None),
                 Some((budget, encoding)) => {
-                    let (keep, used, fits) = fit(&entries, &units, retrieved.as_ref(), budget, encoding)?;
+                    let (keep, used, fits) = fit(&entries, &unit, retrieved.as_ref(), budget, encoding)?;
                     if let Some(r) = retrieved.as_mut() {
                         r.fits = fits;
                     }
@@ -281,8 +285,9 @@ impl Store {
             let mut messages: Vec<Value> = Vec::new();
             let mut system = Vec::new();
             let mut retrieval = retrieved.filter(|r| r.fits).map(|r| r.message);
-            for (unit, _) in units.into_iter().zip(&keep).filter(|(_, k)| **k) {
-                for message in unit {
+            let kept = units.into_iter().enumerate().filter(|(i, _)| keep[*i]);
+            for (i, unit) in kept {
+                for message in unit.into_inner().unwrap_or_else(|| build(i)) {
                     if options.format == MessageFormat::Anthropic && message["role"] == "system" {
                         system.push(message["content"].as_str().unwrap_or_default().to_string());
                     } else {
@@ -342,16 +347,16 @@ fn push_retrieval(
 /// Which units fit `budget`: system and task always (an error if they alone do not fit), then
 /// the retrieval message, then user messages newest first, then the rest newest first until
 /// one does not fit. Returns the choice, the tokens used and whether the retrieval fits.
-fn fit(
+fn fit<'a>(
     entries: &[Entry],
-    units: &[Vec<Value>],
+    unit: &dyn Fn(usize) -> &'a Vec<Value>,
     retrieved: Option<&Retrieved>,
     budget: usize,
     encoding: Encoding,
 ) -> Result<(Vec<bool>, usize, bool)> {
     // Counted only for the units considered: a long conversation is mostly never reached.
-    let cost = |i: usize| tokens(&units[i], encoding);
-    let mut keep = vec![false; units.len()];
+    let cost = |i: usize| tokens(unit(i), encoding);
+    let mut keep = vec![false; entries.len()];
     let mut used = 0;
     for (i, _) in entries.iter().enumerate().filter(|(_, e)| e.pinned()) {
         keep[i] = true;
