@@ -114,7 +114,7 @@ pub(crate) fn record(store: &Store, path: &BranchPath, id: i64) -> Result<Vec<Pl
         "t.record_id = ?1",
         id.into(),
         "t.text, t.tags",
-        |r| Ok(Version { text: r.get(FIRST)?, tags: super::tags_from_json(&r.get::<String>(FIRST + 1)?) }),
+        |r| Ok(Version { text: r.get(FIRST)?, tags: super::tags_at(r, FIRST + 1)? }),
     )
 }
 
@@ -130,7 +130,7 @@ pub(crate) fn event(store: &Store, path: &BranchPath, id: i64) -> Result<Option<
             branch: r.get(0)?,
             kind: r.get(FIRST)?,
             text: r.get(FIRST + 1)?,
-            tags: super::tags_from_json(&r.get::<String>(FIRST + 2)?),
+            tags: super::tags_at(r, FIRST + 2)?,
             ts: r.get(3)?,
         })
     })?;

@@ -102,8 +102,9 @@ fn limit_param(limit: Option<usize>) -> i64 {
     limit.map_or(i64::MAX, |n| n as i64)
 }
 
-fn tags_from_json(text: &str) -> Vec<String> {
-    serde_json::from_str(text).unwrap_or_default()
+/// The tags of column `index`, stored as a JSON array, read without copying the column.
+fn tags_at(row: &Row<'_>, index: usize) -> Result<Vec<String>> {
+    Ok(serde_json::from_str(row.value(index)?.as_str()?).unwrap_or_default())
 }
 
 fn anchor_params(path: &BranchPath) -> (i64, Option<i64>) {
@@ -201,7 +202,7 @@ fn event_from_row(path: &BranchPath, row: &Row<'_>) -> Result<Event> {
         branch: path.id_of(row.get(1)?).to_string(),
         kind: row.get(2)?,
         text: row.get(3)?,
-        tags: tags_from_json(&row.get::<String>(4)?),
+        tags: tags_at(row, 4)?,
         ts: row.get(5)?,
     })
 }
@@ -390,7 +391,7 @@ fn record_from_row(path: &BranchPath, row: &Row<'_>) -> Result<Record> {
         id: row.get(0)?,
         branch: path.id_of(row.get(1)?).to_string(),
         text: row.get(2)?,
-        tags: tags_from_json(&row.get::<String>(3)?),
+        tags: tags_at(row, 3)?,
         ts: row.get(4)?,
         seq: row.get(5)?,
         score: None,
