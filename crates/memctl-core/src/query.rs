@@ -425,26 +425,23 @@ impl Query {
     /// order it promises): the words OR-ed in `text` and `tags`, each required ASCII tag as a
     /// phrase of its words in `tags` (a prefilter: the exact tags are checked after), and the path's
     /// branches OR-ed in `branch` (no branch clause for no branches: every branch's rows).
-    /// Every word is a quoted string, so nothing is syntax. Returns the expression and the index
-    /// of its first branch phrase.
-    pub fn fts_expression(&self, tags: &[String], branches: &[i64]) -> (String, usize) {
+    /// Every word is a quoted string, so nothing is syntax.
+    pub fn fts_expression(&self, tags: &[String], branches: &[i64]) -> String {
         let quote = |text: &str| format!("\"{}\"", text.replace('"', "\"\""));
         let word_phrases: Vec<String> = self.words.iter().map(|w| quote(w)).collect();
         let mut expression = format!("{{text tags}}: ({})", word_phrases.join(" OR "));
-        let mut phrases = word_phrases.len();
         // Only ASCII tags: their words are FTS5's words whatever its Unicode tables say.
         for tag in tags.iter().filter(|tag| tag.is_ascii()) {
             let tag_words: Vec<String> = words(tag).collect();
             if !tag_words.is_empty() {
                 expression += &format!(" AND tags: {}", quote(&tag_words.join(" ")));
-                phrases += 1;
             }
         }
         if !branches.is_empty() {
             let branches: Vec<String> = branches.iter().map(|bid| quote(&bid.to_string())).collect();
             expression += &format!(" AND branch: ({})", branches.join(" OR "));
         }
-        (expression, phrases)
+        expression
     }
 
     /// How often each query word occurs in `haystacks`, and how many words they hold in all
@@ -590,14 +587,6 @@ mod tests {
             prop_assert_eq!(token_count(&[&text, &tags]), counts.tokens);
         }
 
-        /// Counting with the stored length counts what counting everything counts.
-        #[test]
-        fn counts_of_a_known_length_are_term_counts(text in "[a-c é.]{0,40}", tags in "[a-c:]{0,12}", query in "[a-c é]{1,8}") {
-            let query = Query::parse(&query);
-            let haystacks = [text.as_str(), tags.as_str()];
-            prop_assert_eq!(query.term_counts_of(&haystacks, token_count(&haystacks)), query.term_counts(&haystacks));
-        }
-
         /// The ASCII fast path counts what comparing every word with every query word counts.
         #[test]
         fn ascii_counts_are_word_comparisons(text in "[a-cA-C0-9 .:-]{0,60}", query in "[a-cA-C0-9 ]{1,12}") {
@@ -617,14 +606,13 @@ mod tests {
         let q = Query::parse("\"mpi\" -tune: a/b.c 'x' NEAR");
         assert_eq!(q.words(), ["mpi", "tune", "b", "c", "x", "near"]);
         let tags = ["kind:\"x\"".into(), "!".into(), "Ⓐ".into(), "été".into()];
-        let (expression, first_branch) = q.fts_expression(&tags, &[7, 1]);
+        let expression = q.fts_expression(&tags, &[7, 1]);
         assert_eq!(
             expression,
             "{text tags}: (\"mpi\" OR \"tune\" OR \"b\" OR \"c\" OR \"x\" OR \"near\") \
              AND tags: \"kind x\" AND branch: (\"7\" OR \"1\")"
         );
-        assert_eq!(first_branch, 7);
-        let (expression, _) = q.fts_expression(&[], &[]);
+        let expression = q.fts_expression(&[], &[]);
         assert_eq!(expression, "{text tags}: (\"mpi\" OR \"tune\" OR \"b\" OR \"c\" OR \"x\" OR \"near\")");
     }
 

@@ -167,6 +167,8 @@ CREATE INDEX promoted_branch ON promoted(branch);
 INSERT INTO meta(key, value) VALUES ('next_seq', 1);
 "#,
     },
+    // SQLite's search reads this index (view/fts_match.rs); PostgreSQL's does not, but the two
+    // schemas keep the same indexes, as a copy between them (`migrate`) expects equal schemas.
     Migration {
         version: 9,
         name: "20261126_archival_seq_branch_tokens",

@@ -7,35 +7,30 @@
 //! fork, and an ancestor contributes the rows up to the fork of the path's branch below it. So
 //! the seqs between the fork of path branch j and the fork of branch j-1 can only be visible as
 //! rows of branch j (nearer branches did not exist yet; farther ones had been left), and the
-//! row is visible exactly when branch j wrote it (`path::holder`).
+//! row is visible exactly when branch j wrote it (`path::holder`). Each row FTS5 returns is read
+//! with its branch and length from the narrow `(seq, branch, tokens)` index, in one statement.
 //!
 //! Two walks find the same matches:
-//! - **by words**: FTS5 is asked for the rows holding a query word, each read with its branch
-//!   and length from the narrow `(seq, branch, tokens)` index, and kept when its holder wrote
-//!   it. Its cost follows the query words' matches in the whole database.
-//! - **by branches**: the MATCH also asks for the path's branches (a `branch` column), and
-//!   `memctl_match` keeps a row when it matched its holder's phrase. Its cost follows the
-//!   matches in the view, but FTS5 tests the OR of the path's branch phrases, one per level,
-//!   on every row it steps to: at depth 50 that was half of a search.
+//! - **by words**: FTS5 is asked for the rows holding a query word. Its cost follows the query
+//!   words' matches in the whole database.
+//! - **by branches**: the MATCH also asks for the path's branches (a `branch` column), so FTS5
+//!   skips other branches' rows. Its cost follows the matches of the path's branches, but FTS5
+//!   tests the OR of the path's branch phrases, one per level, on every row it steps to: at
+//!   depth 50 that was half of a search.
 //!
 //! A search walks by branches unless its path holds at least half of the branches ever created
 //! (a deep chain, whose view likely holds most of the database). Then it walks by words while
 //! at least half the rows it has read are the view's (checked from the 64th row on), and
-//! otherwise starts again by branches, having read at most about twice the view's matches
-//! found so far, which the branch walk reads anyway.
+//! otherwise starts again by branches, having read at most 64 rows or about twice the view's
+//! matches found so far, which the walk by branches reads anyway.
 //!
-//! `memctl_match` is an FTS5 auxiliary function. FTS5's own `bm25()` is not used because it
-//! counts, on every query, the documents of each phrase in the whole database
-//! (`xQueryPhrase`): at a million records that costs tens of milliseconds before the first row,
-//! and it makes one branch's ranking depend on its siblings' records. This function only reads
-//! the current row's position lists. Nor does it ask FTS5 for the row's size (`xColumnSize`, a
-//! statement run per row); the index keeps no sizes (`columnsize=0`).
-//!
-//! Call: `memctl_match(archival_fts, words[, first_branch, forks])`. The MATCH expression lists
-//! the query words as phrases `0..words`, then any tag phrases, then (by branches) one phrase
-//! per path branch (nearest first) from `first_branch` on; `forks` holds the path's fork seqs in
-//! the same order as little-endian `i64`s. The result is a blob of little-endian `u32`s, `[tf
-//! of word 0, tf of word 1, …]`; with `forks`, NULL for a row outside the view.
+//! `memctl_match(archival_fts, words)`, an FTS5 auxiliary function, counts the instances of
+//! each of the expression's first `words` phrases (the query words) in the current row, as a
+//! blob of little-endian `u32`s. FTS5's own `bm25()` is not used because it counts, on every
+//! query, the documents of each phrase in the whole database (`xQueryPhrase`): at a million
+//! records that costs tens of milliseconds before the first row, and it makes one branch's
+//! ranking depend on its siblings' records. Nor is FTS5 asked for the row's size
+//! (`xColumnSize`, a statement run per row); the index keeps no sizes (`columnsize=0`).
 
 use super::{path, Match};
 use crate::error::{Error, Result};
@@ -51,7 +46,7 @@ use std::ptr;
 const SAMPLE: usize = 64;
 
 /// The view's matches of `query` whose rows carry the phrases of `tags` (a prefilter), every
-/// version of a record that matches, in seq order of neither walk in particular.
+/// version of a record that matches, in no particular order.
 pub(super) fn view_matches(
     store: &Store,
     path: &BranchPath,
@@ -61,11 +56,14 @@ pub(super) fn view_matches(
     let conn = store.conn.sqlite().ok_or_else(|| Error::internal("FTS5 is SQLite's"))?;
     register(store, conn)?;
     if holds_most_branches(conn, path)? {
-        if let Some(matches) = by_words(conn, path, query, tags, SAMPLE)? {
+        let by_words = query.fts_expression(tags, &[]);
+        if let Some(matches) = walk(conn, path, &by_words, query.word_count(), Some(SAMPLE))? {
             return Ok(matches);
         }
     }
-    by_branches(conn, path, query, tags)
+    let bids: Vec<i64> = path.branches().iter().map(|b| b.bid).collect();
+    let by_branches = query.fts_expression(tags, &bids);
+    Ok(walk(conn, path, &by_branches, query.word_count(), None)?.unwrap_or_default())
 }
 
 /// Whether the path holds at least half of the branches ever created: then its view likely
@@ -76,82 +74,47 @@ fn holds_most_branches(conn: &Connection, path: &BranchPath) -> Result<bool> {
     Ok(2 * path.branches().len() as i64 >= created)
 }
 
-/// The walk by words (module comment), or None once fewer than half the rows read are the
-/// view's, from the `sample`th row on.
-fn by_words(
+/// The rows of the MATCH `expression` (its first `words` phrases the query words) that the view
+/// holds, with their counts; None once fewer than half the rows read are the view's, from the
+/// `give_up`th row on (module comment).
+fn walk(
     conn: &Connection,
     path: &BranchPath,
-    query: &Query,
-    tags: &[String],
-    sample: usize,
+    expression: &str,
+    words: usize,
+    give_up: Option<usize>,
 ) -> Result<Option<Vec<Match>>> {
-    let (expression, _) = query.fts_expression(tags, &[]);
     // CROSS JOIN keeps FTS5's matches the outer loop whatever the table statistics say.
     let sql = format!(
         "SELECT archival_fts.rowid, {FUNCTION}(archival_fts, ?2), t.branch, t.tokens
          FROM archival_fts CROSS JOIN archival t INDEXED BY archival_seq_branch_tokens ON t.seq = archival_fts.rowid
-         WHERE archival_fts MATCH ?1 ORDER BY archival_fts.rowid DESC"
+         WHERE archival_fts MATCH ?1"
     );
     let mut statement = conn.prepare_cached(&sql)?;
-    let mut rows = statement.query(rusqlite::params![expression, query.word_count() as i64])?;
+    let mut rows = statement.query(rusqlite::params![expression, words as i64])?;
     let (mut matches, mut read) = (Vec::new(), 0);
     while let Some(row) = rows.next()? {
         read += 1;
         let seq: i64 = row.get(0)?;
         if path::holder(path, seq) == Some(row.get(2)?) {
-            matches.push(Match { seq, counts: counts(blob(row.get_ref(1)?)?, row.get(3)?)? });
-        } else if read >= sample && 2 * matches.len() < read {
+            matches.push(Match { seq, counts: counts(row.get_ref(1)?, row.get(3)?)? });
+        } else if give_up.is_some_and(|sample| read >= sample && 2 * matches.len() < read) {
             return Ok(None);
         }
     }
     Ok(Some(matches))
 }
 
-/// The walk by branches (module comment).
-fn by_branches(conn: &Connection, path: &BranchPath, query: &Query, tags: &[String]) -> Result<Vec<Match>> {
-    let bids: Vec<i64> = path.branches().iter().map(|b| b.bid).collect();
-    let (expression, first_branch) = query.fts_expression(tags, &bids);
-    let forks: Vec<u8> = path.branches().iter().flat_map(|b| b.fork_seq.to_le_bytes()).collect();
-    let sql = format!(
-        "SELECT archival_fts.rowid, {FUNCTION}(archival_fts, ?2, ?3, ?4), t.tokens
-         FROM archival_fts CROSS JOIN archival t INDEXED BY archival_seq_branch_tokens ON t.seq = archival_fts.rowid
-         WHERE archival_fts MATCH ?1"
-    );
-    let mut statement = conn.prepare_cached(&sql)?;
-    let mut rows = statement.query(rusqlite::params![
-        expression,
-        query.word_count() as i64,
-        first_branch as i64,
-        forks
-    ])?;
-    let mut matches = Vec::new();
-    while let Some(row) = rows.next()? {
-        // NULL: a row of a path branch the view does not hold (written after the path left it).
-        if let Some(blob) = blob(row.get_ref(1)?)? {
-            matches.push(Match { seq: row.get(0)?, counts: counts(Some(blob), row.get(2)?)? });
-        }
-    }
-    Ok(matches)
-}
-
 /// The name the function is registered under.
 const FUNCTION: &str = "memctl_match";
 
 /// The counts of a row of `tokens` words, from the function's blob.
-fn counts(blob: Option<&[u8]>, tokens: u32) -> Result<TermCounts> {
-    blob.filter(|blob| blob.len() % 4 == 0)
-        .map(|blob| TermCounts {
+fn counts(blob: ValueRef<'_>, tokens: u32) -> Result<TermCounts> {
+    match blob {
+        ValueRef::Blob(blob) if blob.len() % 4 == 0 => Ok(TermCounts {
             tokens,
             tf: blob.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect(),
-        })
-        .ok_or_else(|| Error::internal("memctl_match returned a malformed row"))
-}
-
-/// The function's blob, or None for NULL (a row outside the view).
-fn blob(value: ValueRef<'_>) -> Result<Option<&[u8]>> {
-    match value {
-        ValueRef::Blob(blob) => Ok(Some(blob)),
-        ValueRef::Null => Ok(None),
+        }),
         _ => Err(Error::internal("memctl_match returned a malformed row")),
     }
 }
@@ -218,7 +181,7 @@ unsafe extern "C" fn memctl_match(
     // SAFETY: SQLite passes a valid API, context and `argc` values for the current row.
     let outcome = unsafe { row_counts(&*api, fts, argc, argv) };
     match outcome {
-        Ok(Some(blob)) => unsafe {
+        Ok(blob) => unsafe {
             ffi::sqlite3_result_blob(
                 ctx,
                 blob.as_ptr().cast::<c_void>(),
@@ -226,7 +189,6 @@ unsafe extern "C" fn memctl_match(
                 ffi::SQLITE_TRANSIENT(),
             )
         },
-        Ok(None) => unsafe { ffi::sqlite3_result_null(ctx) },
         Err((rc, message)) => unsafe {
             ffi::sqlite3_result_error(ctx, message.as_ptr(), -1);
             ffi::sqlite3_result_error_code(ctx, rc);
@@ -236,77 +198,45 @@ unsafe extern "C" fn memctl_match(
 
 type Failure = (c_int, &'static std::ffi::CStr);
 
-const USAGE: Failure = (ffi::SQLITE_ERROR, c"memctl_match(archival_fts, words[, first_branch, forks])");
+const USAGE: Failure = (ffi::SQLITE_ERROR, c"memctl_match(archival_fts, words)");
 
-/// The current row's counts, or None when `forks` are given and the view does not hold it.
+/// The current row's count of each of the first `words` phrases.
 unsafe fn row_counts(
     api: &ffi::Fts5ExtensionApi,
     fts: *mut ffi::Fts5Context,
     argc: c_int,
     argv: *mut *mut ffi::sqlite3_value,
-) -> std::result::Result<Option<Vec<u8>>, Failure> {
-    let (Some(rowid), Some(phrase_first), Some(phrase_next)) =
-        (api.xRowid, api.xPhraseFirst, api.xPhraseNext)
+) -> std::result::Result<Vec<u8>, Failure> {
+    let (Some(phrase_count), Some(phrase_first), Some(phrase_next)) =
+        (api.xPhraseCount, api.xPhraseFirst, api.xPhraseNext)
     else {
         return Err((ffi::SQLITE_ERROR, c"incomplete FTS5 API"));
     };
-    if argc != 1 && argc != 3 {
+    if argc != 1 {
         return Err(USAGE);
     }
-    // SAFETY: `argv` holds `argc` values; a blob's bytes stay valid until the value changes,
-    // which it does not while this call runs.
-    let args = unsafe { std::slice::from_raw_parts(argv, argc as usize) };
-    let words = unsafe { ffi::sqlite3_value_int(args[0]) };
-    if words < 0 {
+    // SAFETY: `argv` holds `argc` (1) values; `fts` is the context of the row being read.
+    let words = unsafe { ffi::sqlite3_value_int(*argv) };
+    if words < 0 || words > unsafe { phrase_count(fts) } {
         return Err(USAGE);
     }
-    let check =
-        |rc: c_int| if rc == ffi::SQLITE_OK { Ok(()) } else { Err((rc, c"FTS5 could not read the row")) };
-    // Counts the instances of `phrase` in the current row.
-    let instances = |phrase: c_int| -> std::result::Result<u32, Failure> {
+    let mut blob = Vec::with_capacity(4 * words as usize);
+    for phrase in 0..words {
         let mut iter = ffi::Fts5PhraseIter { a: ptr::null(), b: ptr::null() };
         let (mut column, mut offset) = (0, 0);
         // SAFETY: `fts` is the context of the row being read; `iter` lives across the calls.
-        check(unsafe { phrase_first(fts, phrase, &mut iter, &mut column, &mut offset) })?;
-        let mut n = 0;
+        let rc = unsafe { phrase_first(fts, phrase, &mut iter, &mut column, &mut offset) };
+        if rc != ffi::SQLITE_OK {
+            return Err((rc, c"FTS5 could not read the row"));
+        }
+        let mut n: u32 = 0;
         while column >= 0 {
             n += 1;
             unsafe { phrase_next(fts, &mut iter, &mut column, &mut offset) };
         }
-        Ok(n)
-    };
-    if let [_, first_branch, forks] = args {
-        let (first_branch, forks) = unsafe {
-            let bytes = ffi::sqlite3_value_bytes(*forks).max(0) as usize;
-            let blob = ffi::sqlite3_value_blob(*forks).cast::<u8>();
-            let forks = if blob.is_null() { &[][..] } else { std::slice::from_raw_parts(blob, bytes) };
-            (ffi::sqlite3_value_int(*first_branch), forks)
-        };
-        if first_branch < words || forks.len() % 8 != 0 {
-            return Err(USAGE);
-        }
-        // The one path branch whose rows at this seq the view holds: the nearest forked before
-        // it (as `path::holder` finds it), which must have written the row.
-        let seq = unsafe { rowid(fts) };
-        let fork = |j: usize| i64::from_le_bytes(forks[8 * j..8 * j + 8].try_into().unwrap_or([0; 8]));
-        let (mut holder, mut high) = (0, forks.len() / 8);
-        while holder < high {
-            let mid = (holder + high) / 2;
-            if fork(mid) >= seq {
-                holder = mid + 1;
-            } else {
-                high = mid;
-            }
-        }
-        if holder == forks.len() / 8 || instances(first_branch + holder as c_int)? == 0 {
-            return Ok(None);
-        }
+        blob.extend_from_slice(&n.to_le_bytes());
     }
-    let mut blob = Vec::with_capacity(4 * words as usize);
-    for phrase in 0..words {
-        blob.extend_from_slice(&instances(phrase)?.to_le_bytes());
-    }
-    Ok(Some(blob))
+    Ok(blob)
 }
 
 #[cfg(test)]
@@ -327,8 +257,12 @@ mod tests {
             pairs.sort_by_key(|(seq, _)| *seq);
             pairs
         };
-        let words = by_words(conn, &path, &query, tags, usize::MAX).unwrap().unwrap();
-        (sorted(words), sorted(by_branches(conn, &path, &query, tags).unwrap()))
+        let bids: Vec<i64> = path.branches().iter().map(|b| b.bid).collect();
+        let [by_words, by_branches] = [&[][..], &bids].map(|bids| {
+            let expression = query.fts_expression(tags, bids);
+            sorted(walk(conn, &path, &expression, query.word_count(), None).unwrap().unwrap())
+        });
+        (by_words, by_branches)
     }
 
     proptest! {
@@ -389,19 +323,20 @@ mod tests {
         register(&s, conn).unwrap();
         let path = s.path("quiet").unwrap();
         let query = Query::parse("mpi");
-        assert!(by_words(conn, &path, &query, &[], SAMPLE).unwrap().is_none());
+        let by_words = query.fts_expression(&[], &[]);
+        assert!(walk(conn, &path, &by_words, 1, Some(SAMPLE)).unwrap().is_none());
         let matches = view_matches(&s, &path, &query, &[]).unwrap();
         assert_eq!(matches.iter().map(|m| m.seq).collect::<Vec<_>>(), [seen]);
         // The busy branch's view holds all of them: the walk by words goes to the end.
         let path = s.path("busy").unwrap();
-        assert_eq!(by_words(conn, &path, &query, &[], SAMPLE).unwrap().map(|m| m.len()), Some(3 * SAMPLE));
+        assert_eq!(walk(conn, &path, &by_words, 1, Some(SAMPLE)).unwrap().map(|m| m.len()), Some(3 * SAMPLE));
     }
 
     #[test]
     fn decodes_counts() {
         let blob: Vec<u8> = [2u32, 0].iter().flat_map(|v| v.to_le_bytes()).collect();
-        assert_eq!(counts(Some(&blob), 7).ok(), Some(TermCounts { tokens: 7, tf: vec![2, 0] }));
-        assert!(counts(Some(&[1, 0]), 7).is_err());
-        assert!(counts(None, 7).is_err());
+        assert_eq!(counts(ValueRef::Blob(&blob), 7).ok(), Some(TermCounts { tokens: 7, tf: vec![2, 0] }));
+        assert!(counts(ValueRef::Blob(&[1, 0]), 7).is_err());
+        assert!(counts(ValueRef::Null, 7).is_err());
     }
 }

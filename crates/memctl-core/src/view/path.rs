@@ -34,11 +34,11 @@ pub(crate) fn shared_until(a: &BranchPath, b: &BranchPath) -> i64 {
 /// Which branch of `path` holds seq `seq` in the view: the one whose visible rows, those after
 /// its fork up to its cutoff, span it. The spans of a path's branches do not overlap, and
 /// nearest first they descend (a branch forks after its parent): the holder is the first
-/// branch forked before `seq`, found by bisection, as a search checks each match.
+/// branch forked before `seq`, found by bisection, as a search checks each match. Its cutoff,
+/// the fork of the branch before it, is at or above `seq` by that choice.
 pub(crate) fn holder(path: &BranchPath, seq: i64) -> Option<i64> {
     let branches = path.branches();
-    let position = branches.partition_point(|b| b.fork_seq >= seq);
-    (position < branches.len() && seq <= path.cutoff(position)).then(|| branches[position].bid)
+    branches.get(branches.partition_point(|b| b.fork_seq >= seq)).map(|b| b.bid)
 }
 
 /// What the view keeps per handle (in the store's memo, cleared on rollback): paths by branch
