@@ -454,9 +454,9 @@ pub(crate) fn archival_keyword_matches(
 ) -> Result<Vec<Match>> {
     path::load(store, path)?;
     let mut filter = has_tags(store.backend());
-    let bids: Vec<i64> = path.branches().iter().map(|b| b.bid).collect();
     let params = if store.uses_word_index() {
         filter += " AND t.words @@ CAST(CAST(?2 AS TEXT) AS tsquery)";
+        let bids: Vec<i64> = path.branches().iter().map(|b| b.bid).collect();
         params![tags_filter(tags)?, query.tsquery(&bids)]
     } else {
         params![tags_filter(tags)?]
