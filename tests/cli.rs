@@ -762,6 +762,24 @@ fn scenario_reads_on(sb: &Sandbox) {
     }
 }
 
+#[test]
+fn read_shows_summaries() {
+    let sb = Sandbox::with_config("recall_max_events = 2\nauto_consolidate = false\n");
+    sb.ok(&["init"]);
+    sb.ok(&["fork", "-", "root"]);
+    for text in ["a one", "b two", "c three", "d four", "e five"] {
+        sb.ok(&["recall", "append", "root", "--kind", "note", text]);
+    }
+    sb.ok(&["consolidate", "root"]);
+    // The summary's later lines are indented under its first.
+    snap_ok(&sb, "read_summaries_text", &["read", "root", "--scope", "recall"]);
+    let read = snap_json(&sb, "read_summaries_json", &["read", "root", "--scope", "recall"]);
+    let summaries = array(&read["recall"], "summaries");
+    assert_eq!(summaries.len(), 1);
+    assert_eq!(array(&summaries[0], "event_ids").len(), 3);
+    assert_eq!(event_texts(&read["recall"]), ["e five", "d four"]);
+}
+
 // ---- the operation journal (§8) -----------------------------------------------------------------
 
 #[test]

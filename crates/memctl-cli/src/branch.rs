@@ -234,7 +234,7 @@ fn show(ctx: &Context, store: &Store, name: &str) -> anyhow::Result<()> {
             ("parent", branch.parent.clone().unwrap_or_else(|| "- (root)".into())),
             ("depth", branch.depth.to_string()),
             ("fork seq", branch.fork_seq.to_string()),
-            ("created", timestamp(branch.created_at)),
+            ("created", timestamp(branch.created_at).to_string()),
             ("meta", branch.meta.to_string()),
             ("status", status_text(&branch)),
             ("path", root_first.iter().map(|b| b.id.as_str()).collect::<Vec<_>>().join(" → ")),

@@ -151,7 +151,7 @@ fn render_get(
                     e.seq.to_string(),
                     e.importance.to_string(),
                     e.ttl.map_or("-".into(), |t| format!("{t}s")),
-                    timestamp(e.ts),
+                    timestamp(e.ts).to_string(),
                 ],
                 None => vec![
                     key.clone(),

@@ -75,8 +75,9 @@ fn text(diff: &Diff) -> String {
         section(&mut out, "Core", lines);
     }
     if let Some(recall) = &diff.recall {
-        let mut lines: Vec<String> = recall.only_a.iter().map(|e| marked('-', &event_line(e))).collect();
-        lines.extend(recall.only_b.iter().map(|e| marked('+', &event_line(e))));
+        let mut lines: Vec<String> =
+            recall.only_a.iter().map(|e| marked('-', &event_line(e).to_string())).collect();
+        lines.extend(recall.only_b.iter().map(|e| marked('+', &event_line(e).to_string())));
         section(&mut out, "Recall", lines);
     }
     if let Some(summaries) = &diff.summaries {

@@ -102,7 +102,7 @@ impl Context {
     /// Prints a command's result: `json` with `--json`, else the text `text` renders.
     pub fn emit(&self, json: serde_json::Value, text: impl FnOnce() -> String) {
         if self.json {
-            output::stdout(&json.to_string());
+            output::stdout_json(&json);
         } else {
             let text = text();
             if !text.is_empty() {

@@ -33,7 +33,7 @@ pub fn run(ctx: &Context, args: LogArgs) -> anyhow::Result<()> {
             .map(|op| {
                 vec![
                     op.seq.to_string(),
-                    timestamp(op.ts),
+                    timestamp(op.ts).to_string(),
                     op.branch.clone().unwrap_or_else(dash),
                     op.op.clone(),
                     op.phase.clone().unwrap_or_else(dash),

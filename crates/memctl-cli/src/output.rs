@@ -3,13 +3,29 @@
 
 use clap::ValueEnum;
 use memctl_core::{Branch, BranchStatus, Event, Record, Summary, View};
+use std::fmt::{self, Display, Write as _};
 use std::io::Write;
 
 /// Writes one line of data to stdout. A closed pipe (`memctl … | head -1`) ends the output
 /// quietly, as for any Unix filter, instead of a panic.
 pub fn stdout(text: &str) {
+    to_stdout(|out| writeln!(out, "{text}"));
+}
+
+/// Writes `value` as one line of JSON to stdout, serialized as it is written: a whole view's
+/// JSON can run to tens of megabytes.
+pub fn stdout_json(value: &serde_json::Value) {
+    to_stdout(|out| {
+        let mut out = std::io::BufWriter::new(out);
+        serde_json::to_writer(&mut out, value)?;
+        writeln!(out)?;
+        out.flush()
+    });
+}
+
+fn to_stdout(write: impl FnOnce(&mut std::io::StdoutLock<'static>) -> std::io::Result<()>) {
     let mut out = std::io::stdout().lock();
-    if let Err(err) = writeln!(out, "{text}").and_then(|()| out.flush()) {
+    if let Err(err) = write(&mut out).and_then(|()| out.flush()) {
         if err.kind() == std::io::ErrorKind::BrokenPipe {
             std::process::exit(0);
         }
@@ -19,9 +35,7 @@ pub fn stdout(text: &str) {
 }
 
 /// `2026-01-02 03:04:05` (UTC) for epoch seconds.
-pub fn timestamp(epoch: f64) -> String {
-    memctl_core::utc_datetime(epoch)
-}
+pub use memctl_core::utc_datetime as timestamp;
 
 pub use memctl_core::tags_suffix;
 
@@ -99,48 +113,57 @@ pub enum Scope {
     Archival,
 }
 
-/// The view as text, one section per layer in `scope`.
+/// The view as text, one section per layer in `scope`: written into one buffer, as a whole
+/// view can show 100,000 events.
 pub fn view_text(view: &View, scope: Scope) -> String {
     let show = |wanted: Scope| scope == Scope::All || scope == wanted;
-    let mut out = Vec::new();
+    let mut out = String::new();
+    // Writing to a String cannot fail.
+    let mut line = |text: &dyn Display| {
+        let _ = writeln!(out, "{text}");
+    };
     if show(Scope::Core) {
-        out.push(format!("Core ({}):", count(view.core.len(), "key", "keys")));
+        line(&format_args!("Core ({}):", count(view.core.len(), "key", "keys")));
         if !view.core.is_empty() {
             let rows: Vec<Vec<String>> = view
                 .core
                 .iter()
                 .map(|e| vec![format!("  {}", e.key), one_line(&e.value), format!("← {}", e.branch)])
                 .collect();
-            out.push(table(&["  KEY", "VALUE", "FROM"], &rows));
+            line(&table(&["  KEY", "VALUE", "FROM"], &rows));
         }
     }
     if show(Scope::Recall) {
-        out.push(format!(
+        line(&format_args!(
             "Recall ({}, {}, newest first):",
             count(view.summaries.len(), "summary", "summaries"),
             count(view.events.len(), "event", "events")
         ));
-        out.extend(view.summaries.iter().map(summary_line));
-        out.extend(view.events.iter().map(event_line));
+        view.summaries.iter().for_each(|s| line(&summary_line(s)));
+        view.events.iter().for_each(|e| line(&event_line(e)));
     }
     if show(Scope::Archival) {
-        out.push(format!("Archival ({}, newest first):", count(view.archival.len(), "record", "records")));
-        out.extend(view.archival.iter().map(record_line));
+        line(&format_args!("Archival ({}, newest first):", count(view.archival.len(), "record", "records")));
+        view.archival.iter().for_each(|r| line(&record_line(r)));
     }
-    out.join("\n")
+    out.pop();
+    out
 }
 
 /// `#12  2026-01-02 03:04:05  [kind] text (tags: a, b)  ← branch`
-pub fn event_line(event: &Event) -> String {
-    format!(
-        "  #{:<5} {}  [{}] {}{}  ← {}",
-        event.id,
-        timestamp(event.ts),
-        event.kind,
-        event.text.replace('\n', "\n         "),
-        tags_suffix(&event.tags),
-        event.branch
-    )
+pub fn event_line(event: &Event) -> EventLine<'_> {
+    EventLine(event)
+}
+
+/// An event's line (see [`event_line`]), written where it is shown.
+pub struct EventLine<'a>(&'a Event);
+
+impl Display for EventLine<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let event = self.0;
+        write!(f, "  #{:<5} {}  [{}] {}", event.id, timestamp(event.ts), event.kind, Indented(&event.text))?;
+        write!(f, "{}  ← {}", tags_suffix(&event.tags), event.branch)
+    }
 }
 
 /// `#12  [summary:kind] text (replaces N events)  ← branch`
@@ -149,10 +172,25 @@ pub fn summary_line(summary: &Summary) -> String {
         "  #{:<5} [summary:{}] {} (replaces {} events)  ← {}",
         summary.id,
         summary.kind,
-        summary.text.replace('\n', "\n         "),
+        Indented(&summary.text),
         summary.event_ids.len(),
         summary.branch
     )
+}
+
+/// Text whose later lines are indented under the first line's text in a list of events.
+struct Indented<'a>(&'a str);
+
+impl Display for Indented<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, part) in self.0.split('\n').enumerate() {
+            if i > 0 {
+                f.write_str("\n         ")?;
+            }
+            f.write_str(part)?;
+        }
+        Ok(())
+    }
 }
 
 /// One line per record: id, score when searched, first line of text, tags, writer.

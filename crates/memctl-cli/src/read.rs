@@ -31,6 +31,11 @@ pub fn run(ctx: &Context, args: ReadArgs) -> anyhow::Result<()> {
     let view = store.view_window(&args.branch, events, records)?;
     let show = |scope: Scope| args.scope == Scope::All || args.scope == scope;
 
+    // A whole view can hold 100,000 events: its JSON is built only when it is printed.
+    if !ctx.json {
+        ctx.emit(Value::Null, || view_text(&view, args.scope));
+        return Ok(());
+    }
     let mut json = Map::new();
     json.insert("branch".into(), json!(view.branch.id));
     if show(Scope::Core) {
@@ -43,7 +48,6 @@ pub fn run(ctx: &Context, args: ReadArgs) -> anyhow::Result<()> {
     if show(Scope::Archival) {
         json.insert("archival".into(), json!(view.archival));
     }
-
-    ctx.emit(Value::Object(json), || view_text(&view, args.scope));
+    ctx.emit(Value::Object(json), String::new);
     Ok(())
 }

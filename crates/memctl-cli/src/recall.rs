@@ -97,7 +97,7 @@ pub fn run(ctx: &Context, command: RecallCommand) -> anyhow::Result<()> {
                     out.push(format!("{branch} sees no events"));
                 } else {
                     out.push(format!("Events, newest first ({}):", view.events.len()));
-                    out.extend(view.events.iter().map(event_line));
+                    out.extend(view.events.iter().map(|e| event_line(e).to_string()));
                 }
                 out.join("\n")
             });
@@ -108,7 +108,7 @@ pub fn run(ctx: &Context, command: RecallCommand) -> anyhow::Result<()> {
                 if events.is_empty() {
                     return format!("No event in {branch}'s view matches '{query}'");
                 }
-                events.iter().map(event_line).collect::<Vec<_>>().join("\n")
+                events.iter().map(|e| event_line(e).to_string()).collect::<Vec<_>>().join("\n")
             });
         }
         RecallCommand::Evict { branch, oldest, kind, ids } => {

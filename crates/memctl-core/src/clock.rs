@@ -2,6 +2,7 @@
 //! deterministic. Nothing orders by this clock: ordering is always by seq.
 
 use crate::error::{Error, Result};
+use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Where "now" comes from.
@@ -98,12 +99,23 @@ fn parse_rfc3339(s: &str) -> Option<f64> {
     Some(secs as f64 + fraction)
 }
 
-/// `2026-01-02 03:04:05` (UTC) for epoch seconds: how memctl shows times to people.
-pub fn utc_datetime(epoch: f64) -> String {
-    let secs = epoch.floor() as i64;
-    let (days, rest) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    let (year, month, day) = civil_from_days(days);
-    format!("{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}", rest / 3600, rest % 3600 / 60, rest % 60)
+/// `2026-01-02 03:04:05` (UTC) for epoch seconds: how memctl shows times to people. Written
+/// straight into the text around it, as a whole view shows one per event.
+pub fn utc_datetime(epoch: f64) -> UtcDateTime {
+    UtcDateTime(epoch)
+}
+
+/// A time shown to people (see [`utc_datetime`]).
+#[derive(Debug, Clone, Copy)]
+pub struct UtcDateTime(f64);
+
+impl fmt::Display for UtcDateTime {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let secs = self.0.floor() as i64;
+        let (days, rest) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+        let (year, month, day) = civil_from_days(days);
+        write!(f, "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}", rest / 3600, rest % 3600 / 60, rest % 60)
+    }
 }
 
 /// The proleptic Gregorian date of days since 1970-01-01 (Howard Hinnant's algorithm).
@@ -161,11 +173,11 @@ mod tests {
 
     #[test]
     fn formats_utc() {
-        assert_eq!(utc_datetime(0.0), "1970-01-01 00:00:00");
-        assert_eq!(utc_datetime(1_700_000_000.9), "2023-11-14 22:13:20");
-        assert_eq!(utc_datetime(951_782_400.0), "2000-02-29 00:00:00");
+        assert_eq!(utc_datetime(0.0).to_string(), "1970-01-01 00:00:00");
+        assert_eq!(utc_datetime(1_700_000_000.9).to_string(), "2023-11-14 22:13:20");
+        assert_eq!(utc_datetime(951_782_400.0).to_string(), "2000-02-29 00:00:00");
         for epoch in [0.0, 951_782_400.0, 1_700_000_000.0, -86_400.0] {
-            let date = &utc_datetime(epoch)[..10];
+            let date = &utc_datetime(epoch).to_string()[..10];
             let (y, m, d) =
                 (date[..4].parse().unwrap(), date[5..7].parse().unwrap(), date[8..].parse().unwrap());
             assert_eq!(days_from_civil(y, m, d) * 86_400, (epoch as i64).div_euclid(86_400) * 86_400);

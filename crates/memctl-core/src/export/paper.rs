@@ -316,7 +316,7 @@ impl<'v> Material<'v> {
     fn dated(&self, event: &Event) -> String {
         format!(
             "- {} · {} · [{}] {}",
-            short_time(event.ts),
+            utc_datetime(event.ts),
             self.node_of(event),
             event.kind,
             one_line(&event.text)
@@ -997,10 +997,6 @@ fn indent(text: &str) -> String {
 
 fn first_paragraph(text: &str) -> String {
     close_fence(text.trim().split("\n\n").next().unwrap_or_default().trim())
-}
-
-fn short_time(ts: f64) -> String {
-    utc_datetime(ts).replace('T', " ").trim_end_matches('Z').to_string()
 }
 
 fn list_suffix(items: &[String]) -> String {
