@@ -14,7 +14,7 @@ pub fn stdout(text: &str) {
 
 /// Writes `value` as one line of JSON to stdout, serialized as it is written: a whole view's
 /// JSON can run to tens of megabytes.
-pub fn stdout_json(value: &serde_json::Value) {
+pub fn stdout_json(value: &impl serde::Serialize) {
     to_stdout(|out| {
         let mut out = std::io::BufWriter::new(out);
         serde_json::to_writer(&mut out, value)?;

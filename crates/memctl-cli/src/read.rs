@@ -1,9 +1,11 @@
 //! `memctl read`: what a branch sees, layer by layer.
 
 use crate::invocation::Context;
-use crate::output::{view_text, Scope};
+use crate::output::{self, view_text, Scope};
 use clap::Args;
-use serde_json::{json, Map, Value};
+use memctl_core::{Event, Record, Summary};
+use serde::Serialize;
+use std::collections::BTreeMap;
 
 pub const EXAMPLES: &str = "\
 Examples:
@@ -31,23 +33,36 @@ pub fn run(ctx: &Context, args: ReadArgs) -> anyhow::Result<()> {
     let view = store.view_window(&args.branch, events, records)?;
     let show = |scope: Scope| args.scope == Scope::All || args.scope == scope;
 
-    // A whole view can hold 100,000 events: its JSON is built only when it is printed.
-    if !ctx.json {
-        ctx.emit(Value::Null, || view_text(&view, args.scope));
-        return Ok(());
+    if ctx.json {
+        let recall = RecallJson { events: &view.events, summaries: &view.summaries };
+        output::stdout_json(&ReadJson {
+            archival: show(Scope::Archival).then_some(view.archival.as_slice()),
+            branch: &view.branch.id,
+            core: show(Scope::Core)
+                .then(|| view.core.iter().map(|e| (e.key.as_str(), e.value.as_str())).collect()),
+            recall: show(Scope::Recall).then_some(recall),
+        });
+    } else {
+        output::stdout(&view_text(&view, args.scope));
     }
-    let mut json = Map::new();
-    json.insert("branch".into(), json!(view.branch.id));
-    if show(Scope::Core) {
-        let core: Map<String, Value> = view.core.iter().map(|e| (e.key.clone(), json!(e.value))).collect();
-        json.insert("core".into(), Value::Object(core));
-    }
-    if show(Scope::Recall) {
-        json.insert("recall".into(), json!({"summaries": view.summaries, "events": view.events}));
-    }
-    if show(Scope::Archival) {
-        json.insert("archival".into(), json!(view.archival));
-    }
-    ctx.emit(Value::Object(json), String::new);
     Ok(())
+}
+
+/// `read --json`, written straight from the view's rows (a whole view can hold 100,000 events):
+/// fields in alphabetical order, as memctl's JSON lists keys, and as the rows declare theirs.
+#[derive(Serialize)]
+struct ReadJson<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    archival: Option<&'a [Record]>,
+    branch: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    core: Option<BTreeMap<&'a str, &'a str>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    recall: Option<RecallJson<'a>>,
+}
+
+#[derive(Serialize)]
+struct RecallJson<'a> {
+    events: &'a [Event],
+    summaries: &'a [Summary],
 }

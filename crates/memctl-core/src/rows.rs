@@ -154,43 +154,47 @@ pub fn is_step(kind: &str) -> bool {
     kind.starts_with(STEP_KIND)
 }
 
+// The fields of the rows a view returns by the thousand are declared in alphabetical order:
+// memctl's JSON lists keys sorted (it goes through `serde_json::Value`), and a whole view is
+// written straight from these rows, without that detour (the test below holds them to it).
+
 /// One recall event.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Event {
-    pub id: i64,
     pub branch: String,
+    pub id: i64,
     pub kind: String,
-    pub text: String,
     pub tags: Vec<String>,
+    pub text: String,
     pub ts: f64,
 }
 
 /// A summary standing in for excluded events.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Summary {
-    pub id: i64,
     pub branch: String,
+    pub event_ids: Vec<i64>,
+    pub id: i64,
     pub kind: String,
     pub text: String,
-    pub event_ids: Vec<i64>,
     pub ts: f64,
 }
 
 /// The visible version of an archival record.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Record {
-    /// Stable id: the seq of the record's first version.
-    pub id: i64,
     /// The branch that wrote the visible version.
     pub branch: String,
-    pub text: String,
-    pub tags: Vec<String>,
-    pub ts: f64,
-    /// The seq of the visible version.
-    pub seq: i64,
+    /// Stable id: the seq of the record's first version.
+    pub id: i64,
     /// Search rank, higher is better (search hits only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub score: Option<f64>,
+    /// The seq of the visible version.
+    pub seq: i64,
+    pub tags: Vec<String>,
+    pub text: String,
+    pub ts: f64,
 }
 
 /// What adding an event or an archival record did: the new id, or the id of the identical row
@@ -199,4 +203,50 @@ pub struct Record {
 pub struct AppendOutcome {
     pub id: i64,
     pub skipped: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::Serialize;
+
+    /// Serialized straight, as `read --json` writes a view, a row reads as it does through
+    /// `serde_json::Value`, which sorts keys.
+    fn keys_sorted(row: &impl Serialize) {
+        let straight = serde_json::to_string(row).unwrap();
+        assert_eq!(straight, serde_json::to_value(row).unwrap().to_string());
+    }
+
+    #[test]
+    fn view_rows_serialize_with_sorted_keys() {
+        let (branch, tags) = ("b".to_string(), vec!["t".to_string()]);
+        keys_sorted(&Event {
+            branch: branch.clone(),
+            id: 1,
+            kind: "k".into(),
+            tags: tags.clone(),
+            text: "x".into(),
+            ts: 1.5,
+        });
+        keys_sorted(&Summary {
+            branch: branch.clone(),
+            event_ids: vec![1],
+            id: 2,
+            kind: "k".into(),
+            text: "s".into(),
+            ts: 2.0,
+        });
+        for score in [None, Some(0.5)] {
+            let record = Record {
+                branch: branch.clone(),
+                id: 3,
+                score,
+                seq: 4,
+                tags: tags.clone(),
+                text: "r".into(),
+                ts: 3.0,
+            };
+            keys_sorted(&record);
+        }
+    }
 }
