@@ -55,7 +55,7 @@ pub(super) fn view_matches(
 ) -> Result<Vec<Match>> {
     let conn = store.conn.sqlite().ok_or_else(|| Error::internal("FTS5 is SQLite's"))?;
     register(store, conn)?;
-    if holds_most_branches(conn, path)? {
+    if path::holds_most_branches(store, path)? {
         let by_words = query.fts_expression(tags, &[]);
         if let Some(matches) = walk(conn, path, &by_words, query.word_count(), Some(SAMPLE))? {
             return Ok(matches);
@@ -64,14 +64,6 @@ pub(super) fn view_matches(
     let bids: Vec<i64> = path.branches().iter().map(|b| b.bid).collect();
     let by_branches = query.fts_expression(tags, &bids);
     Ok(walk(conn, path, &by_branches, query.word_count(), None)?.unwrap_or_default())
-}
-
-/// Whether the path holds at least half of the branches ever created: then its view likely
-/// holds most of the database's rows (a deep chain), and the walk by words is tried first.
-fn holds_most_branches(conn: &Connection, path: &BranchPath) -> Result<bool> {
-    let created: i64 =
-        conn.prepare_cached("SELECT max(bid) FROM branches")?.query_row([], |row| row.get(0))?;
-    Ok(2 * path.branches().len() as i64 >= created)
 }
 
 /// The rows of the MATCH `expression` (its first `words` phrases the query words) that the view
@@ -96,7 +88,7 @@ fn walk(
     while let Some(row) = rows.next()? {
         read += 1;
         let seq: i64 = row.get(0)?;
-        if path::holder(path, seq) == Some(row.get(2)?) {
+        if path::holds(path, seq, row.get(2)?) {
             matches.push(Match { seq, counts: counts(row.get_ref(1)?, row.get(3)?)? });
         } else if give_up.is_some_and(|sample| read >= sample && 2 * matches.len() < read) {
             return Ok(None);

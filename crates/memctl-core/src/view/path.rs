@@ -41,6 +41,20 @@ pub(crate) fn holder(path: &BranchPath, seq: i64) -> Option<i64> {
     branches.get(branches.partition_point(|b| b.fork_seq >= seq)).map(|b| b.bid)
 }
 
+/// Whether the view holds the row that branch `bid` wrote with seq `seq` (see [`holder`]).
+pub(super) fn holds(path: &BranchPath, seq: i64, bid: i64) -> bool {
+    holder(path, seq) == Some(bid)
+}
+
+/// Whether the path holds at least half of the branches ever created: then its view likely
+/// holds most of the database's rows (a deep chain), and reading a whole table, keeping the
+/// rows the view [`holds`], costs less than one probe per path branch.
+pub(super) fn holds_most_branches(store: &Store, path: &BranchPath) -> Result<bool> {
+    let created: Option<i64> =
+        store.conn.query_one("SELECT max(bid) FROM branches", params![], |r| r.get(0))?;
+    Ok(2 * path.branches().len() as i64 >= created.unwrap_or(0))
+}
+
 /// What the view keeps per handle (in the store's memo, cleared on rollback): paths by branch
 /// id — parents never change, so a path stays valid while its branch exists — and which path
 /// `temp.view_path` holds.
