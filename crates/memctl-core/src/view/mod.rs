@@ -51,7 +51,7 @@ use crate::store::Store;
 use serde::Serialize;
 use sql::{
     anchored, current_version, has_tags, live_core, not_excluded, not_excluded_by_set, visible,
-    visible_through, NEWEST_FIRST,
+    visible_through, EVENTS_NEWEST_FIRST, NEWEST_FIRST,
 };
 use std::cmp::Reverse;
 use std::collections::{HashMap, HashSet};
@@ -229,7 +229,7 @@ fn events_by_probes(store: &Store, path: &BranchPath, limit: Option<usize>) -> R
     path::load(store, path)?;
     let sql = format!(
         "SELECT t.seq, t.branch, t.kind, t.text, t.tags, t.created_at FROM {}
-         WHERE {} ORDER BY p.pos, t.rid DESC LIMIT ?1",
+         WHERE {} {EVENTS_NEWEST_FIRST} LIMIT ?1",
         visible("events"),
         if limit.is_some() { not_excluded() } else { not_excluded_by_set() }
     );
@@ -382,7 +382,7 @@ pub(crate) fn events_after(store: &Store, path: &BranchPath, after: i64) -> Resu
     path::load(store, path)?;
     let sql = format!(
         "SELECT t.seq, t.branch, t.kind, t.text, t.tags, t.created_at FROM {}
-         AND {} ORDER BY t.seq DESC",
+         AND {} {EVENTS_NEWEST_FIRST}",
         visible_after("events"),
         not_excluded()
     );

@@ -34,6 +34,9 @@ pub(super) fn visible(table: &str) -> String {
 /// straight off the nested loop, and a window of N rows stops at the nearest ancestors.
 pub(super) const NEWEST_FIRST: &str = "ORDER BY p.pos, t.seq DESC";
 
+/// [`NEWEST_FIRST`] for events, read by rowid, which follows seq within a branch.
+pub(super) const EVENTS_NEWEST_FIRST: &str = "ORDER BY p.pos, t.rid DESC";
+
 /// Event `t` is not hidden by a visible exclusion. (A plain join: the planner starts from the
 /// exclusions of that event, not from the path.)
 pub(super) fn not_excluded() -> String {
