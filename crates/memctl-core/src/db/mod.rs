@@ -14,6 +14,7 @@ pub(crate) use postgres::{is_url, without_password, PgClient};
 pub(crate) use value::{FromValue, Params, Value, ValueRef};
 
 use crate::error::{Error, Result};
+use std::ops::ControlFlow;
 
 /// Which database a store runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -132,25 +133,44 @@ impl Conn {
         limit: usize,
         mut f: impl FnMut(&Row<'_>) -> Result<T>,
     ) -> Result<Vec<T>> {
+        let mut out = Vec::new();
+        self.each(sql, params, |row| {
+            out.push(f(row)?);
+            Ok(if out.len() < limit { ControlFlow::Continue(()) } else { ControlFlow::Break(()) })
+        })?;
+        Ok(out)
+    }
+
+    /// Runs one query and hands each row to `f`, until `f` breaks (SQLite then reads no
+    /// further).
+    pub fn each<'a>(
+        &self,
+        sql: &str,
+        params: impl Into<Params<'a>>,
+        mut f: impl FnMut(&Row<'_>) -> Result<ControlFlow<()>>,
+    ) -> Result<()> {
         match self {
             Conn::Sqlite(conn) => {
                 let mut stmt = conn.prepare_cached(sql)?;
-                let mut rows = match params {
+                let mut rows = match params.into() {
                     Params::Positional(values) => stmt.query(rusqlite::params_from_iter(values.iter()))?,
                     Params::Named(values) => stmt.query(&*value::named(&values))?,
                 };
-                let mut out = Vec::new();
-                while out.len() < limit {
-                    let Some(row) = rows.next()? else { break };
-                    out.push(f(&Row::Sqlite(row))?);
+                while let Some(row) = rows.next()? {
+                    if f(&Row::Sqlite(row))?.is_break() {
+                        break;
+                    }
                 }
-                Ok(out)
             }
             Conn::Postgres(client) => {
-                let rows = client.query(sql, &params)?;
-                rows.iter().take(limit).map(|row| f(&Row::Postgres(row))).collect()
+                for row in &client.query(sql, &params.into())? {
+                    if f(&Row::Postgres(row))?.is_break() {
+                        break;
+                    }
+                }
             }
         }
+        Ok(())
     }
 
     /// The first row of a query that always returns one, mapped with `f`.

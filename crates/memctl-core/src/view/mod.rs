@@ -25,7 +25,8 @@
 //!   FTS5's matches with it; and a read of every event or record, on a path that holds most
 //!   branches (a deep chain), scans the whole table and keeps the view's rows with it, where
 //!   one probe per path branch (3,000 at depth 1,000) costs more than reading past the other
-//!   branches' rows (checked against the probes by a unit test too);
+//!   branches' rows — giving up for the probes once it has read past two rows per path branch
+//!   ([`scanned`]; checked against the probes by a unit test too);
 //! - [`event_count`] and [`events_written_along`] count a view's events from running ordinals
 //!   kept at write time;
 //! - the HTML viewer's JavaScript (export/viewer.html) recomputes views, diffs and per-key histories from embedded rows.
@@ -55,6 +56,7 @@ use sql::{
 };
 use std::cmp::Reverse;
 use std::collections::{HashMap, HashSet};
+use std::ops::ControlFlow;
 
 /// Everything a branch sees.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -218,8 +220,10 @@ pub(crate) fn anchor_rows(store: &Store, path: &BranchPath) -> Result<Vec<i64>> 
 
 /// Visible events, newest first, at most `limit`.
 pub(crate) fn events(store: &Store, path: &BranchPath, limit: Option<usize>) -> Result<Vec<Event>> {
-    if limit.is_none() && path::holds_most_branches(store, path)? {
-        return every_event_by_scan(store, path);
+    if limit.is_none() && scans(store, path)? {
+        if let Some(events) = every_event_by_scan(store, path)? {
+            return Ok(events);
+        }
     }
     events_by_probes(store, path, limit)
 }
@@ -236,24 +240,57 @@ fn events_by_probes(store: &Store, path: &BranchPath, limit: Option<usize>) -> R
     store.conn.query(&sql, [limit_param(limit)], |row| event_from_row(path, row))
 }
 
-/// Every visible event, newest first, from one scan of the events and one of the exclusions,
-/// keeping the rows the view holds (path::holds): for a path that holds most branches.
-fn every_event_by_scan(store: &Store, path: &BranchPath) -> Result<Vec<Event>> {
-    let hidden = store.conn.query(
-        "SELECT x.seq, x.branch, x.event_id FROM inherited_exclusions x",
-        params![],
-        |r| Ok(path::holds(path, r.get(0)?, r.get(1)?).then_some(r.get::<i64>(2)?)),
-    )?;
-    let hidden: HashSet<i64> = hidden.into_iter().flatten().collect();
-    let sql = "SELECT t.seq, t.branch, t.kind, t.text, t.tags, t.created_at FROM events t";
-    let kept = store.conn.query(sql, params![], |row| {
-        let seq = row.get(0)?;
-        let shown = path::holds(path, seq, row.get(1)?) && !hidden.contains(&seq);
-        shown.then(|| event_from_row(path, row)).transpose()
+/// Whether a read of every visible row of a layer first tries one scan of the whole table
+/// ([`scanned`]) rather than one range probe per path branch: on SQLite, for a path that holds
+/// most branches (a deep chain), whose view likely holds most rows.
+fn scans(store: &Store, path: &BranchPath) -> Result<bool> {
+    Ok(store.backend() == Backend::Sqlite && path::holds_most_branches(store, path)?)
+}
+
+/// The rows of `sql`, a read of a whole layer table whose columns `at` are a row's seq and
+/// branch, that the view holds (`path::holds`), each mapped by `f`. None once it has read past
+/// more than two rows per path branch: the table then holds many other branches' rows, and the
+/// probes, one per path branch, read only the view's; what the scan read past costs about as
+/// much as the probes it gives way to.
+fn scanned<T>(
+    store: &Store,
+    path: &BranchPath,
+    sql: &str,
+    params: Params<'_>,
+    at: [usize; 2],
+    mut f: impl FnMut(&Row<'_>) -> Result<T>,
+) -> Result<Option<Vec<T>>> {
+    let bound = 2 * path.branches().len();
+    let (mut kept, mut passed) = (Vec::new(), 0);
+    store.conn.each(sql, params, |row| {
+        if path::holds(path, row.get(at[0])?, row.get(at[1])?) {
+            kept.push(f(row)?);
+        } else {
+            passed += 1;
+        }
+        Ok(if passed > bound { ControlFlow::Break(()) } else { ControlFlow::Continue(()) })
     })?;
+    Ok((passed <= bound).then_some(kept))
+}
+
+/// Every visible event, newest first, from one scan of the exclusions and one of the events
+/// ([`scanned`]); None if either gave up.
+fn every_event_by_scan(store: &Store, path: &BranchPath) -> Result<Option<Vec<Event>>> {
+    let exclusions = "SELECT x.seq, x.branch, x.event_id FROM inherited_exclusions x";
+    let Some(hidden) = scanned(store, path, exclusions, params![], [0, 1], |r| r.get::<i64>(2))? else {
+        return Ok(None);
+    };
+    let hidden: HashSet<i64> = hidden.into_iter().collect();
+    let sql = "SELECT t.seq, t.branch, t.kind, t.text, t.tags, t.created_at FROM events t";
+    let Some(kept) = scanned(store, path, sql, params![], [0, 1], |row| {
+        (!hidden.contains(&row.get(0)?)).then(|| event_from_row(path, row)).transpose()
+    })?
+    else {
+        return Ok(None);
+    };
     let mut events: Vec<Event> = kept.into_iter().flatten().collect();
     events.sort_unstable_by_key(|e| Reverse(e.id));
-    Ok(events)
+    Ok(Some(events))
 }
 
 fn event_from_row(path: &BranchPath, row: &Row<'_>) -> Result<Event> {
@@ -467,12 +504,12 @@ pub(crate) fn archival(
 ) -> Result<Vec<Record>> {
     path::load(store, path)?;
     let tags = tags_filter(tags)?;
-    let has_tags = has_tags(store.backend());
     // A window stops at its first `limit` current versions, checked one probe each; a read of
     // every record drops the superseded versions after one pass over the view's updates.
     if limit.is_none() {
-        return every_current_version(store, path, &has_tags, params![tags]);
+        return every_current_version(store, path, tags.as_deref());
     }
+    let has_tags = has_tags(store.backend());
     let sql = format!(
         "SELECT {RECORD_COLUMNS} FROM {}
          WHERE t.text IS NOT NULL AND {} AND {has_tags}
@@ -483,55 +520,44 @@ pub(crate) fn archival(
     store.conn.query(&sql, params![tags, limit_param(limit)], |row| record_from_row(path, row))
 }
 
-/// The view's current versions (not deletes) among the visible rows `filter` (SQL over `t`,
-/// with `params`) keeps, newest first.
-fn every_current_version(
-    store: &Store,
-    path: &BranchPath,
-    filter: &str,
-    params: Params<'_>,
-) -> Result<Vec<Record>> {
-    let mut records = if path::holds_most_branches(store, path)? {
-        versions_by_scan(store, path, filter, params)?
-    } else {
-        versions_by_probes(store, path, filter, params)?
+/// The view's current versions (not deletes) carrying all tags of `tags` (see [`has_tags`]),
+/// newest first.
+fn every_current_version(store: &Store, path: &BranchPath, tags: Option<&str>) -> Result<Vec<Record>> {
+    let scan = if scans(store, path)? { versions_by_scan(store, path, tags)? } else { None };
+    let mut records = match scan {
+        Some(records) => records,
+        None => versions_by_probes(store, path, tags)?,
     };
     let superseded = superseded_versions(store, path)?;
     records.retain(|r| !superseded.is_superseded(r.seq));
     Ok(records)
 }
 
-/// The visible versions (not deletes) that `filter` keeps, newest first, from one scan of the
-/// table, keeping the rows the view holds: for a path that holds most branches.
-fn versions_by_scan(
-    store: &Store,
-    path: &BranchPath,
-    filter: &str,
-    params: Params<'_>,
-) -> Result<Vec<Record>> {
-    let sql = format!("SELECT {RECORD_COLUMNS} FROM archival t WHERE t.text IS NOT NULL AND {filter}");
-    let kept = store.conn.query(&sql, params, |row| {
-        let shown = path::holds(path, row.get(5)?, row.get(1)?);
-        shown.then(|| record_from_row(path, row)).transpose()
-    })?;
-    let mut records: Vec<Record> = kept.into_iter().flatten().collect();
+/// The visible versions (not deletes) carrying `tags`, newest first, from one scan of the
+/// table ([`scanned`]); None if it gave up.
+fn versions_by_scan(store: &Store, path: &BranchPath, tags: Option<&str>) -> Result<Option<Vec<Record>>> {
+    let sql = format!(
+        "SELECT {RECORD_COLUMNS} FROM archival t WHERE t.text IS NOT NULL AND {}",
+        has_tags(store.backend())
+    );
+    let Some(mut records) =
+        scanned(store, path, &sql, params![tags], [5, 1], |row| record_from_row(path, row))?
+    else {
+        return Ok(None);
+    };
     records.sort_unstable_by_key(|r| Reverse(r.seq));
-    Ok(records)
+    Ok(Some(records))
 }
 
 /// [`versions_by_scan`] by one range probe per path branch.
-fn versions_by_probes(
-    store: &Store,
-    path: &BranchPath,
-    filter: &str,
-    params: Params<'_>,
-) -> Result<Vec<Record>> {
+fn versions_by_probes(store: &Store, path: &BranchPath, tags: Option<&str>) -> Result<Vec<Record>> {
     path::load(store, path)?;
     let sql = format!(
-        "SELECT {RECORD_COLUMNS} FROM {} WHERE t.text IS NOT NULL AND {filter} {NEWEST_FIRST}",
+        "SELECT {RECORD_COLUMNS} FROM {} WHERE t.text IS NOT NULL AND {} {NEWEST_FIRST}",
         visible("archival"),
+        has_tags(store.backend())
     );
-    store.conn.query(&sql, params, |row| record_from_row(path, row))
+    store.conn.query(&sql, params![tags], |row| record_from_row(path, row))
 }
 
 /// The keyword search (`search.fts = "off"`, and PostgreSQL): the view's current versions that
@@ -688,6 +714,32 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    /// A chain's leaf reads its whole view by scans; a branch whose siblings wrote most rows
+    /// gives the scans up after two rows per path branch, and reads by probes.
+    #[test]
+    fn scans_give_up_on_other_branches_rows() {
+        let s = Store::scratch();
+        let write = |branch: &str, text: &str| {
+            s.recall_append(branch, "note", text, &[]).unwrap();
+            s.archival_add(branch, text, &[]).unwrap();
+        };
+        s.create_root("root").unwrap();
+        write("root", "root's");
+        s.fork("root", Some("leaf")).unwrap();
+        s.fork("root", Some("busy")).unwrap();
+        write("leaf", "leaf's");
+        let leaf = s.path("leaf").unwrap();
+        assert_eq!(every_event_by_scan(&s, &leaf).unwrap().map(|e| e.len()), Some(2));
+        assert_eq!(versions_by_scan(&s, &leaf, None).unwrap().map(|r| r.len()), Some(2));
+        let before = s.view("leaf").unwrap();
+        for i in 0..5 {
+            write("busy", &format!("busy {i}"));
+        }
+        assert!(every_event_by_scan(&s, &leaf).unwrap().is_none());
+        assert!(versions_by_scan(&s, &leaf, None).unwrap().is_none());
+        assert_eq!(s.view("leaf").unwrap(), before, "the probes read the same view");
+    }
+
     #[test]
     fn parses_tags_as_json_does() {
         for json in [
@@ -742,10 +794,12 @@ mod tests {
             }
             for branch in &branches {
                 let path = s.path(branch).unwrap();
-                prop_assert_eq!(every_event_by_scan(&s, &path).unwrap(), events_by_probes(&s, &path, None).unwrap());
-                let [scanned, probed] = [versions_by_scan, versions_by_probes]
-                    .map(|read| read(&s, &path, "1 = 1", params![]).unwrap());
-                prop_assert_eq!(scanned, probed);
+                if let Some(scanned) = every_event_by_scan(&s, &path).unwrap() {
+                    prop_assert_eq!(scanned, events_by_probes(&s, &path, None).unwrap());
+                }
+                if let Some(scanned) = versions_by_scan(&s, &path, None).unwrap() {
+                    prop_assert_eq!(scanned, versions_by_probes(&s, &path, None).unwrap());
+                }
             }
         }
 
