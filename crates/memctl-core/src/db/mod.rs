@@ -134,6 +134,9 @@ impl Conn {
         mut f: impl FnMut(&Row<'_>) -> Result<T>,
     ) -> Result<Vec<T>> {
         let mut out = Vec::new();
+        if limit == 0 {
+            return Ok(out);
+        }
         self.each(sql, params, |row| {
             out.push(f(row)?);
             Ok(if out.len() < limit { ControlFlow::Continue(()) } else { ControlFlow::Break(()) })

@@ -4,7 +4,8 @@
 //! the rows with `seq <= fork_seq(b(i-1))`. That rule is written once in each form it takes:
 //! - path.rs builds the path and its cutoffs (`cutoffs`) and loads them into `temp.view_path`;
 //! - sql.rs turns them into the one SQL predicate (`visible_through`) that every query here
-//!   and every "is there a visible row that …" sub-query is built from.
+//!   and every "is there a visible row that …" sub-query is built from, but for the derived
+//!   forms below.
 //!
 //! On top of it, per layer:
 //! - core: per key the visible row with the greatest seq, among rows whose TTL has not run out;
@@ -22,11 +23,12 @@
 //! Derived implementations — faster forms of the same rule, each checked against the in-memory
 //! model of tests/engine/model.rs (and the viewer's against `memctl read`, `diff` and `why`):
 //! - `path::holds` decides visibility of a row from its seq and branch. fts_match.rs keeps
-//!   FTS5's matches with it; and a read of every event or record, on a path that holds most
-//!   branches (a deep chain), scans the whole table and keeps the view's rows with it, where
-//!   one probe per path branch (3,000 at depth 1,000) costs more than reading past the other
-//!   branches' rows — giving up for the probes once it has read past two rows per path branch
-//!   ([`scanned`]; checked against the probes by a unit test too);
+//!   FTS5's matches with it; and on SQLite a read of every event or record, on a path that
+//!   holds most branches (a deep chain), scans the whole tables and keeps the view's rows with
+//!   it, where one probe per path branch and table (3,000 at depth 1,000: events, exclusions,
+//!   records) costs more than reading past the other branches' rows — giving up for the probes
+//!   once it has read past two rows per path branch ([`scanned`]; checked against the probes
+//!   by a unit test too);
 //! - [`event_count`] and [`events_written_along`] count a view's events from running ordinals
 //!   kept at write time;
 //! - the HTML viewer's JavaScript (export/viewer.html) recomputes views, diffs and per-key histories from embedded rows.
@@ -250,8 +252,9 @@ fn scans(store: &Store, path: &BranchPath) -> Result<bool> {
 /// The rows of `sql`, a read of a whole layer table whose columns `at` are a row's seq and
 /// branch, that the view holds (`path::holds`), each mapped by `f`. None once it has read past
 /// more than two rows per path branch: the table then holds many other branches' rows, and the
-/// probes, one per path branch, read only the view's; what the scan read past costs about as
-/// much as the probes it gives way to.
+/// probes, one per path branch, read only the view's. A scan given up costs at most about what
+/// the probes cost: the rows read past, about as much as the probes' seeks, and the view's rows
+/// read before it gave up, which the probes read again.
 fn scanned<T>(
     store: &Store,
     path: &BranchPath,
@@ -274,8 +277,12 @@ fn scanned<T>(
 }
 
 /// Every visible event, newest first, from one scan of the exclusions and one of the events
-/// ([`scanned`]); None if either gave up.
+/// ([`scanned`]), in one snapshot; None if either gave up.
 fn every_event_by_scan(store: &Store, path: &BranchPath) -> Result<Option<Vec<Event>>> {
+    store.read(|| events_by_scans(store, path))
+}
+
+fn events_by_scans(store: &Store, path: &BranchPath) -> Result<Option<Vec<Event>>> {
     let exclusions = "SELECT x.seq, x.branch, x.event_id FROM inherited_exclusions x";
     let Some(hidden) = scanned(store, path, exclusions, params![], [0, 1], |r| r.get::<i64>(2))? else {
         return Ok(None);
@@ -521,8 +528,12 @@ pub(crate) fn archival(
 }
 
 /// The view's current versions (not deletes) carrying all tags of `tags` (see [`has_tags`]),
-/// newest first.
+/// newest first, read in one snapshot.
 fn every_current_version(store: &Store, path: &BranchPath, tags: Option<&str>) -> Result<Vec<Record>> {
+    store.read(|| current_versions(store, path, tags))
+}
+
+fn current_versions(store: &Store, path: &BranchPath, tags: Option<&str>) -> Result<Vec<Record>> {
     let scan = if scans(store, path)? { versions_by_scan(store, path, tags)? } else { None };
     let mut records = match scan {
         Some(records) => records,
@@ -763,9 +774,12 @@ mod tests {
         #![proptest_config(ProptestConfig::with_cases(24))]
 
         /// Random trees of forks, events, exclusions and archival writes: on every branch, the
-        /// scans that read whole layers find the rows the probes find, in the same order.
+        /// scans that read whole layers find the rows the probes find, in the same order. A
+        /// chain forked last, long enough that its leaf's scans never give up, makes sure they
+        /// are compared at least there.
         #[test]
         fn scans_read_what_probes_read(ops in prop::collection::vec((0u8..6, 0usize..8), 1..60)) {
+            let writes = ops.len();
             let s = Store::scratch();
             s.create_root("b0").unwrap();
             let (mut branches, mut events, mut records) = (vec!["b0".to_string()], vec![], vec![]);
@@ -792,12 +806,22 @@ mod tests {
                     _ => records.push(s.archival_add(&branch, &text, &[]).unwrap().id),
                 }
             }
-            for branch in &branches {
+            let mut parent = branches[branches.len() / 2].clone();
+            // Each op writes at most one row: the leaf's bound, two per path branch, exceeds them all.
+            for _ in 0..=writes {
+                let child = format!("b{}", branches.len());
+                s.fork(&parent, Some(&child)).unwrap();
+                branches.push(child.clone());
+                parent = child;
+            }
+            for (i, branch) in branches.iter().enumerate() {
                 let path = s.path(branch).unwrap();
-                if let Some(scanned) = every_event_by_scan(&s, &path).unwrap() {
+                let scans = (every_event_by_scan(&s, &path).unwrap(), versions_by_scan(&s, &path, None).unwrap());
+                prop_assert!(i + 1 < branches.len() || (scans.0.is_some() && scans.1.is_some()), "the chain's leaf");
+                if let Some(scanned) = scans.0 {
                     prop_assert_eq!(scanned, events_by_probes(&s, &path, None).unwrap());
                 }
-                if let Some(scanned) = versions_by_scan(&s, &path, None).unwrap() {
+                if let Some(scanned) = scans.1 {
                     prop_assert_eq!(scanned, versions_by_probes(&s, &path, None).unwrap());
                 }
             }

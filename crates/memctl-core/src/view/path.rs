@@ -34,8 +34,9 @@ pub(crate) fn shared_until(a: &BranchPath, b: &BranchPath) -> i64 {
 /// Which branch of `path` holds seq `seq` in the view: the one whose visible rows, those after
 /// its fork up to its cutoff, span it. The spans of a path's branches do not overlap, and
 /// nearest first they descend (a branch forks after its parent): the holder is the first
-/// branch forked before `seq`, found by bisection, as a search checks each match. Its cutoff,
-/// the fork of the branch before it, is at or above `seq` by that choice.
+/// branch forked before `seq`, found by bisection, as a search checks each match and a scan
+/// each row ([`holds`]). Its cutoff, the fork of the branch before it, is at or above `seq` by
+/// that choice.
 pub(crate) fn holder(path: &BranchPath, seq: i64) -> Option<i64> {
     let branches = path.branches();
     branches.get(branches.partition_point(|b| b.fork_seq >= seq)).map(|b| b.bid)
