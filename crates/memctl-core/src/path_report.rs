@@ -19,45 +19,49 @@ pub struct PathReport {
     pub nodes: Vec<NodeDelta>,
 }
 
+// The fields of the report are declared in alphabetical order: memctl's JSON lists keys
+// sorted, and a report at depth 1,000 is written straight from these types (the test below
+// holds them to it).
+
 /// What one node of the path contributed to the branch's view.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct NodeDelta {
+    pub archival: ArchivalDelta,
     pub branch: Branch,
-    /// The newest seq of this node the view holds; None for the branch itself (all its rows).
-    pub sees_up_to: Option<i64>,
     pub core: CoreDelta,
     pub recall: RecallDelta,
-    pub archival: ArchivalDelta,
+    /// The newest seq of this node the view holds; None for the branch itself (all its rows).
+    pub sees_up_to: Option<i64>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct CoreDelta {
-    /// Keys without a value before this node.
-    pub set: Vec<KeyWrite>,
-    /// Keys whose earlier value this node replaced.
-    pub overridden: Vec<KeyWrite>,
     /// Keys this node deleted.
     pub deleted: Vec<KeyWrite>,
+    /// Keys whose earlier value this node replaced.
+    pub overridden: Vec<KeyWrite>,
+    /// Keys without a value before this node.
+    pub set: Vec<KeyWrite>,
 }
 
 /// A node's last write of a key.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct KeyWrite {
     pub key: String,
-    /// None for a delete.
-    pub value: Option<String>,
-    pub seq: i64,
     /// The value it replaced (or deleted), from an earlier node.
     pub previous: Option<Previous>,
+    pub seq: i64,
     /// Whether the branch's view shows this very write.
     pub shown: bool,
+    /// None for a delete.
+    pub value: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Previous {
-    pub value: String,
     pub branch: String,
     pub seq: i64,
+    pub value: String,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -66,24 +70,24 @@ pub struct RecallDelta {
     pub added: usize,
     /// The first and last of them (ids).
     pub added_ids: Option<[i64; 2]>,
-    /// Ids of the events the node excluded (evicted or consolidated).
-    pub excluded: Vec<i64>,
     /// The summaries the node wrote.
     pub consolidated: Vec<Consolidation>,
+    /// Ids of the events the node excluded (evicted or consolidated).
+    pub excluded: Vec<i64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Consolidation {
-    pub summary: i64,
-    pub kind: String,
     pub events: usize,
+    pub kind: String,
+    pub summary: i64,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct ArchivalDelta {
     pub added: Vec<i64>,
-    pub updated: Vec<i64>,
     pub deleted: Vec<i64>,
+    pub updated: Vec<i64>,
 }
 
 impl NodeDelta {
@@ -318,5 +322,39 @@ fn count(n: usize, one: &str) -> String {
         format!("1 {one}")
     } else {
         format!("{n} {one}s")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rows::tests::{branch, keys_sorted};
+
+    #[test]
+    fn reports_serialize_with_sorted_keys() {
+        let write = KeyWrite {
+            key: "k".into(),
+            previous: Some(Previous { branch: "root".into(), seq: 1, value: "old".into() }),
+            seq: 4,
+            shown: true,
+            value: Some("new".into()),
+        };
+        let node = NodeDelta {
+            archival: ArchivalDelta { added: vec![5], deleted: vec![6], updated: vec![7] },
+            branch: branch(),
+            core: CoreDelta {
+                deleted: vec![write.clone()],
+                overridden: vec![write.clone()],
+                set: vec![write],
+            },
+            recall: RecallDelta {
+                added: 2,
+                added_ids: Some([8, 9]),
+                consolidated: vec![Consolidation { events: 3, kind: "note".into(), summary: 10 }],
+                excluded: vec![11],
+            },
+            sees_up_to: Some(12),
+        };
+        keys_sorted(&PathReport { branch: "b".into(), nodes: vec![node] });
     }
 }

@@ -5,24 +5,25 @@
 use serde::Serialize;
 use std::collections::HashMap;
 
-/// A branch as callers see it.
+/// A branch as callers see it. Its serialized fields are declared in alphabetical order, as
+/// the view's rows are (see the comment above `Event`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Branch {
     #[serde(skip)]
     pub(crate) bid: i64,
-    pub id: String,
-    pub node_uid: Option<String>,
-    pub parent: Option<String>,
     pub depth: i64,
     pub fork_seq: i64,
-    #[serde(rename = "ts")]
-    pub created_at: f64,
+    pub id: String,
     /// The runner's own data about the node (a JSON object), e.g. its score.
     pub meta: serde_json::Value,
+    pub node_uid: Option<String>,
+    pub parent: Option<String>,
     /// Where the search stands with it (`branch mark`).
     pub status: BranchStatus,
     /// Why, in the words of whoever marked it.
     pub status_note: Option<String>,
+    #[serde(rename = "ts")]
+    pub created_at: f64,
     /// Whether the branch holds its parent's view's anchor rows (view.rs).
     #[serde(skip)]
     pub(crate) anchored: bool,
@@ -206,13 +207,13 @@ pub struct AppendOutcome {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use serde::Serialize;
 
     /// Serialized straight, as `read --json` writes a view, a row reads as it does through
     /// `serde_json::Value`, which sorts keys.
-    fn keys_sorted(row: &impl Serialize) {
+    pub(crate) fn keys_sorted(row: &impl Serialize) {
         let straight = serde_json::to_string(row).unwrap();
         assert_eq!(straight, serde_json::to_value(row).unwrap().to_string());
     }
@@ -247,6 +248,28 @@ mod tests {
                 ts: 3.0,
             };
             keys_sorted(&record);
+        }
+    }
+
+    #[test]
+    fn branches_serialize_with_sorted_keys() {
+        keys_sorted(&branch());
+    }
+
+    /// A branch with every field set.
+    pub(crate) fn branch() -> Branch {
+        Branch {
+            bid: 2,
+            depth: 1,
+            fork_seq: 3,
+            id: "b".into(),
+            meta: serde_json::json!({"score": 0.5, "arm": "gpu"}),
+            node_uid: Some("n".into()),
+            parent: Some("root".into()),
+            status: BranchStatus::Best,
+            status_note: Some("why".into()),
+            created_at: 1.5,
+            anchored: false,
         }
     }
 }
