@@ -22,15 +22,19 @@ impl Layer {
     pub const ALL: [Layer; 4] = [Layer::Core, Layer::Recall, Layer::Summaries, Layer::Archival];
 }
 
+// The fields of a diff are declared in alphabetical order: memctl's JSON lists keys sorted,
+// and a diff of thousands of rows is written straight from these types (the test below holds
+// them to it).
+
 /// Where the two branches' paths meet.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CommonAncestor {
-    /// The deepest branch on both paths (A or B itself when one descends from the other).
-    pub branch: String,
     /// The newest seq of that branch each side sees (None: all of its rows, i.e. the side is
     /// that branch itself).
     pub a_sees_up_to: Option<i64>,
     pub b_sees_up_to: Option<i64>,
+    /// The deepest branch on both paths (A or B itself when one descends from the other).
+    pub branch: String,
 }
 
 /// A value or version both sides see, but differently.
@@ -50,6 +54,8 @@ pub struct Sides<T> {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Diff {
     pub a: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub archival: Option<ArchivalDiff>,
     pub b: String,
     pub common_ancestor: Option<CommonAncestor>,
     /// Keys only in one view, and keys whose visible values differ (value, writer or seq).
@@ -59,23 +65,21 @@ pub struct Diff {
     pub recall: Option<Sides<Event>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub summaries: Option<Sides<Summary>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub archival: Option<ArchivalDiff>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CoreDiff {
+    pub changed: Vec<Changed<CoreEntry>>,
     pub only_a: Vec<CoreEntry>,
     pub only_b: Vec<CoreEntry>,
-    pub changed: Vec<Changed<CoreEntry>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ArchivalDiff {
-    pub only_a: Vec<Record>,
-    pub only_b: Vec<Record>,
     /// Records both see, at different versions.
     pub changed: Vec<Changed<Record>>,
+    pub only_a: Vec<Record>,
+    pub only_b: Vec<Record>,
 }
 
 impl Diff {
@@ -239,4 +243,32 @@ fn core_diff(a: &[CoreEntry], b: &[CoreEntry]) -> CoreDiff {
         .map(|(ea, eb)| Changed { a: ea.clone(), b: eb.clone() })
         .collect();
     CoreDiff { only_a, only_b, changed }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rows::tests::{core_entry, event, keys_sorted, record, summary};
+
+    #[test]
+    fn diffs_serialize_with_sorted_keys() {
+        let common = CommonAncestor { a_sees_up_to: Some(1), b_sees_up_to: None, branch: "root".into() };
+        keys_sorted(&Diff {
+            a: "a".into(),
+            archival: Some(ArchivalDiff {
+                changed: vec![Changed { a: record(None), b: record(Some(1.0)) }],
+                only_a: vec![record(None)],
+                only_b: vec![],
+            }),
+            b: "b".into(),
+            common_ancestor: Some(common),
+            core: Some(CoreDiff {
+                changed: vec![Changed { a: core_entry(), b: core_entry() }],
+                only_a: vec![core_entry()],
+                only_b: vec![],
+            }),
+            recall: Some(Sides { only_a: vec![event()], only_b: vec![] }),
+            summaries: Some(Sides { only_a: vec![], only_b: vec![summary()] }),
+        });
+    }
 }

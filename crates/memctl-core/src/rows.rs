@@ -120,18 +120,19 @@ impl BranchPath {
     }
 }
 
-/// One visible core key.
+/// One visible core key. Its fields are declared in alphabetical order, as the view's rows are
+/// (see the comment above `Event`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CoreEntry {
-    pub key: String,
-    pub value: String,
     /// The branch that wrote the visible value.
     pub branch: String,
-    pub seq: i64,
     pub importance: u8,
+    pub key: String,
+    pub seq: i64,
+    pub ts: f64,
     /// Seconds after `ts` at which the value expires.
     pub ttl: Option<f64>,
-    pub ts: f64,
+    pub value: String,
 }
 
 impl CoreEntry {
@@ -219,44 +220,48 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn view_rows_serialize_with_sorted_keys() {
-        let (branch, tags) = ("b".to_string(), vec!["t".to_string()]);
-        keys_sorted(&Event {
-            branch: branch.clone(),
-            id: 1,
-            kind: "k".into(),
-            tags: tags.clone(),
-            text: "x".into(),
-            ts: 1.5,
-        });
-        keys_sorted(&Summary {
-            branch: branch.clone(),
-            event_ids: vec![1],
-            id: 2,
-            kind: "k".into(),
-            text: "s".into(),
-            ts: 2.0,
-        });
-        for score in [None, Some(0.5)] {
-            let record = Record {
-                branch: branch.clone(),
-                id: 3,
-                score,
-                seq: 4,
-                tags: tags.clone(),
-                text: "r".into(),
-                ts: 3.0,
-            };
-            keys_sorted(&record);
-        }
-    }
-
-    #[test]
-    fn branches_serialize_with_sorted_keys() {
+    fn rows_serialize_with_sorted_keys() {
+        keys_sorted(&core_entry());
+        keys_sorted(&event());
+        keys_sorted(&summary());
+        keys_sorted(&record(None));
+        keys_sorted(&record(Some(0.5)));
         keys_sorted(&branch());
     }
 
-    /// A branch with every field set.
+    // Rows with every field set.
+
+    pub(crate) fn core_entry() -> CoreEntry {
+        CoreEntry {
+            branch: "b".into(),
+            importance: 2,
+            key: "k".into(),
+            seq: 1,
+            ts: 1.5,
+            ttl: Some(60.0),
+            value: "v".into(),
+        }
+    }
+
+    pub(crate) fn event() -> Event {
+        Event {
+            branch: "b".into(),
+            id: 1,
+            kind: "k".into(),
+            tags: vec!["t".into()],
+            text: "x".into(),
+            ts: 1.5,
+        }
+    }
+
+    pub(crate) fn summary() -> Summary {
+        Summary { branch: "b".into(), event_ids: vec![1], id: 2, kind: "k".into(), text: "s".into(), ts: 2.0 }
+    }
+
+    pub(crate) fn record(score: Option<f64>) -> Record {
+        Record { branch: "b".into(), id: 3, score, seq: 4, tags: vec!["t".into()], text: "r".into(), ts: 3.0 }
+    }
+
     pub(crate) fn branch() -> Branch {
         Branch {
             bid: 2,
