@@ -194,8 +194,11 @@ fn path_text_json_and_markdown_on(sb: &Sandbox) {
     snap!("path_a1_text", &sb.run(&["path", "a1"]).success());
     snap!("path_a1_json", &sb.run(&["--json", "path", "a1"]).success());
     snap!("path_b_md", &sb.run(&["path", "b", "--format", "md"]).success());
-    // The same JSON, byte for byte (keys sorted), either way it is asked for.
-    assert_eq!(sb.ok(&["--json", "path", "a1"]), sb.ok(&["path", "a1", "--format", "json"]));
+    // The same JSON, byte for byte (keys sorted), however it is asked for: --json wins over
+    // another format.
+    let json = sb.ok(&["--json", "path", "a1"]);
+    assert_eq!(sb.ok(&["path", "a1", "--format", "json"]), json);
+    assert_eq!(sb.ok(&["--json", "path", "a1", "--format", "md"]), json);
     snap!("path_unknown_branch_text", &sb.run(&["path", "nope"]).exit(3));
 }
 

@@ -36,8 +36,8 @@ pub fn run(ctx: &Context, args: PathArgs) -> anyhow::Result<()> {
     // JSON is written straight from the report, whose fields are declared in sorted order as
     // memctl's JSON keys are: at depth 1,000 building it as a `Value` first took as long again.
     match args.format {
-        _ if ctx.json => stdout_json(&report),
         Format::Json => stdout_json(&report),
+        _ if ctx.json => stdout_json(&report),
         Format::Md => stdout(&report.markdown()),
         Format::Text => ctx.emit(serde_json::Value::Null, || text(&report)),
     }

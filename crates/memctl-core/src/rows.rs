@@ -156,9 +156,10 @@ pub fn is_step(kind: &str) -> bool {
     kind.starts_with(STEP_KIND)
 }
 
-// The fields of the rows a view returns by the thousand are declared in alphabetical order:
-// memctl's JSON lists keys sorted (it goes through `serde_json::Value`), and a whole view is
-// written straight from these rows, without that detour (the test below holds them to it).
+// The fields of the rows a view returns by the thousand are declared in the sorted order of
+// their serialized names: memctl's JSON lists keys sorted (as `serde_json::Value`, a BTreeMap,
+// writes them), and large results (`read`, `path`, `diff`) are written straight from these
+// types, without building a Value (the tests below hold them to it).
 
 /// One recall event.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -212,8 +213,8 @@ pub(crate) mod tests {
     use super::*;
     use serde::Serialize;
 
-    /// Serialized straight, as `read --json` writes a view, a row reads as it does through
-    /// `serde_json::Value`, which sorts keys.
+    /// Serialized straight, as `read`, `path` and `diff` write their JSON, `row` reads as it
+    /// does through `serde_json::Value`, which sorts keys.
     pub(crate) fn keys_sorted(row: &impl Serialize) {
         let straight = serde_json::to_string(row).unwrap();
         assert_eq!(straight, serde_json::to_value(row).unwrap().to_string());
