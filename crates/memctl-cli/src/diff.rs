@@ -1,7 +1,7 @@
 //! `memctl diff A B`: what B's view has that A's does not, and the reverse, layer by layer.
 
 use crate::invocation::Context;
-use crate::output::{event_line, one_line, record_line, stdout_json, summary_line};
+use crate::output::{event_line, one_line, record_line, summary_line};
 use clap::{Args, ValueEnum};
 use memctl_core::{CoreEntry, Diff, Layer, Record};
 
@@ -48,13 +48,7 @@ pub fn run(ctx: &Context, args: DiffArgs) -> anyhow::Result<()> {
     let store = ctx.open()?;
     let layers: Vec<Layer> = args.layers.iter().map(|&l| l.into()).collect();
     let diff = store.diff(&args.a, &args.b, &layers)?;
-    // JSON is written straight from the diff, whose fields are declared in sorted order as
-    // memctl's JSON keys are: a diff can hold thousands of rows.
-    if ctx.json {
-        stdout_json(&diff);
-    } else {
-        ctx.emit(serde_json::Value::Null, || text(&diff));
-    }
+    ctx.emit_sorted(&diff, || text(&diff));
     Ok(())
 }
 

@@ -101,14 +101,8 @@ impl Context {
 
     /// Prints a command's result: `json` with `--json`, else the text `text` renders.
     pub fn emit(&self, json: serde_json::Value, text: impl FnOnce() -> String) {
-        if self.json {
-            output::stdout_json(&json);
-        } else {
-            let text = text();
-            if !text.is_empty() {
-                output::stdout(text.trim_end_matches('\n'));
-            }
-        }
+        // A Value lists its keys sorted.
+        self.emit_sorted(&json, text);
     }
 
     /// [`Context::emit`] for a result that serializes itself, converted only with `--json` (a
@@ -121,9 +115,29 @@ impl Context {
         if self.json {
             self.emit(serde_json::to_value(result)?, String::new);
         } else {
-            self.emit(serde_json::Value::Null, text);
+            self.print_text(text);
         }
         Ok(())
+    }
+
+    /// [`Context::emit_serialized`] for a result whose type lists its JSON keys in sorted order
+    /// itself (its fields declared so, each type held to it by a `keys_sorted` test): written
+    /// straight to stdout, without building a `Value` first — a whole view, path or diff runs
+    /// to megabytes.
+    pub fn emit_sorted<T: serde::Serialize>(&self, result: &T, text: impl FnOnce() -> String) {
+        if self.json {
+            output::stdout_json(result);
+        } else {
+            self.print_text(text);
+        }
+    }
+
+    /// The text a result renders, on stdout without trailing line breaks (nothing if empty).
+    fn print_text(&self, text: impl FnOnce() -> String) {
+        let text = text();
+        if !text.is_empty() {
+            output::stdout(text.trim_end_matches('\n'));
+        }
     }
 
     /// A warning on stderr (JSON output too has it, as a message): silent only with `--quiet`.

@@ -33,13 +33,10 @@ pub enum Format {
 
 pub fn run(ctx: &Context, args: PathArgs) -> anyhow::Result<()> {
     let report = ctx.open()?.path_report(&args.branch)?;
-    // JSON is written straight from the report, whose fields are declared in sorted order as
-    // memctl's JSON keys are: at depth 1,000 building it as a `Value` first took as long again.
     match args.format {
         Format::Json => stdout_json(&report),
-        _ if ctx.json => stdout_json(&report),
-        Format::Md => stdout(&report.markdown()),
-        Format::Text => ctx.emit(serde_json::Value::Null, || text(&report)),
+        Format::Md if !ctx.json => stdout(&report.markdown()),
+        _ => ctx.emit_sorted(&report, || text(&report)),
     }
     Ok(())
 }

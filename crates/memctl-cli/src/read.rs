@@ -1,7 +1,7 @@
 //! `memctl read`: what a branch sees, layer by layer.
 
 use crate::invocation::Context;
-use crate::output::{self, view_text, Scope};
+use crate::output::{view_text, Scope};
 use clap::Args;
 use memctl_core::{Event, Record, Summary};
 use serde::Serialize;
@@ -33,23 +33,20 @@ pub fn run(ctx: &Context, args: ReadArgs) -> anyhow::Result<()> {
     let view = store.view_window(&args.branch, events, records)?;
     let show = |scope: Scope| args.scope == Scope::All || args.scope == scope;
 
-    if ctx.json {
-        let recall = RecallJson { events: &view.events, summaries: &view.summaries };
-        output::stdout_json(&ReadJson {
-            archival: show(Scope::Archival).then_some(view.archival.as_slice()),
-            branch: &view.branch.id,
-            core: show(Scope::Core)
-                .then(|| view.core.iter().map(|e| (e.key.as_str(), e.value.as_str())).collect()),
-            recall: show(Scope::Recall).then_some(recall),
-        });
-    } else {
-        output::stdout(&view_text(&view, args.scope));
-    }
+    let recall = RecallJson { events: &view.events, summaries: &view.summaries };
+    let json = ReadJson {
+        archival: show(Scope::Archival).then_some(view.archival.as_slice()),
+        branch: &view.branch.id,
+        core: show(Scope::Core)
+            .then(|| view.core.iter().map(|e| (e.key.as_str(), e.value.as_str())).collect()),
+        recall: show(Scope::Recall).then_some(recall),
+    };
+    ctx.emit_sorted(&json, || view_text(&view, args.scope));
     Ok(())
 }
 
-/// `read --json`, written straight from the view's rows (a whole view can hold 100,000 events):
-/// fields in alphabetical order, as memctl's JSON lists keys, and as the rows declare theirs.
+/// `read --json`, written straight from the view's rows (`Context::emit_sorted`): fields in
+/// sorted order, as the rows declare theirs.
 #[derive(Serialize)]
 struct ReadJson<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
