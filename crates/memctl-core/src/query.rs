@@ -444,22 +444,46 @@ impl Query {
         expression
     }
 
+    /// A counter of this query's words, for one text after another.
+    pub fn counter(&self) -> Counter<'_> {
+        let counts = TermCounts { tokens: 0, tf: vec![0; self.words.len()] };
+        Counter { query: self, counts, lowered: Vec::new(), folded: String::new() }
+    }
+
     /// How often each query word occurs in `haystacks`, and how many words they hold in all
-    /// ([`token_count`]), computed from the texts. Runs over every visible record in the
-    /// fallback, so ASCII text takes a faster path than comparing word by word.
+    /// ([`token_count`]).
+    #[cfg(test)]
     pub fn term_counts(&self, haystacks: &[&str]) -> TermCounts {
-        self.counts(haystacks, None)
+        self.counter().count(haystacks, None).clone()
+    }
+}
+
+/// Counts a query's words in text after text (the fallback counts every visible record),
+/// reusing its buffers: only a text that holds a query word gets counts of its own.
+pub struct Counter<'q> {
+    query: &'q Query,
+    /// The counts of the text counted last.
+    counts: TermCounts,
+    lowered: Vec<u8>,
+    folded: String,
+}
+
+impl Counter<'_> {
+    /// The counts of `haystacks` ([`Query::term_counts`]), if they hold a query word.
+    pub fn matches(&mut self, haystacks: &[&str]) -> Option<TermCounts> {
+        self.count(haystacks, None).matches().then(|| self.counts.clone())
     }
 
-    /// [`Query::term_counts`] of haystacks already known to hold `tokens` words (an archival
+    /// [`Counter::matches`] of haystacks already known to hold `tokens` words (an archival
     /// version's stored length): ASCII text is then only searched for the query words.
-    pub fn term_counts_of(&self, haystacks: &[&str], tokens: u32) -> TermCounts {
-        self.counts(haystacks, Some(tokens))
+    pub fn matches_of(&mut self, haystacks: &[&str], tokens: u32) -> Option<TermCounts> {
+        self.count(haystacks, Some(tokens)).matches().then(|| self.counts.clone())
     }
 
-    fn counts(&self, haystacks: &[&str], tokens: Option<u32>) -> TermCounts {
-        let mut counts = TermCounts { tokens: 0, tf: vec![0; self.words.len()] };
-        let mut folded = String::new();
+    fn count(&mut self, haystacks: &[&str], tokens: Option<u32>) -> &TermCounts {
+        let counts = &mut self.counts;
+        counts.tokens = 0;
+        counts.tf.fill(0);
         for haystack in haystacks {
             if haystack.is_ascii() {
                 // Most text: words are runs of ASCII letters and digits. Rather than compare every
@@ -470,10 +494,12 @@ impl Query {
                 if tokens.is_none() {
                     counts.tokens += ascii_word_count(text);
                 }
-                let lowered = text.to_ascii_lowercase();
-                for (tf, finder) in counts.tf.iter_mut().zip(&self.ascii_finders) {
+                self.lowered.clear();
+                self.lowered.extend_from_slice(text);
+                self.lowered.make_ascii_lowercase();
+                for (tf, finder) in counts.tf.iter_mut().zip(&self.query.ascii_finders) {
                     if let Some(finder) = finder {
-                        *tf += ascii_occurrences(&lowered, finder);
+                        *tf += ascii_occurrences(&self.lowered, finder);
                     }
                 }
                 continue;
@@ -482,11 +508,11 @@ impl Query {
                 let candidate = if word.is_ascii() {
                     word
                 } else {
-                    folded.clear();
-                    folded.extend(word.chars().map(fold));
-                    folded.as_str()
+                    self.folded.clear();
+                    self.folded.extend(word.chars().map(fold));
+                    self.folded.as_str()
                 };
-                counts.count(&self.words, candidate.as_bytes());
+                counts.count(&self.query.words, candidate.as_bytes());
             }
         }
         if let Some(tokens) = tokens {
@@ -685,6 +711,21 @@ mod tests {
         let counts = q.term_counts(&["GPU gpu, no été", "[\"cache\"]"]);
         assert_eq!(counts, TermCounts { tokens: 5, tf: vec![2, 1, 1] });
         assert!(!q.term_counts(&["gpus"]).matches());
+    }
+
+    /// A counter reused over texts counts each as a fresh one does, and gives counts only to
+    /// texts holding a query word.
+    #[test]
+    fn a_reused_counter_counts_each_text_afresh() {
+        let q = Query::parse("gpu été");
+        let mut counter = q.counter();
+        let texts: [&[&str]; 4] = [&["GPU gpu, a long text"], &["nothing here"], &["été"], &["gpu"]];
+        for haystacks in texts {
+            let fresh = q.term_counts(haystacks);
+            assert_eq!(counter.matches(haystacks), fresh.matches().then_some(fresh));
+        }
+        let counts = counter.matches_of(&["gpu"], 7).unwrap();
+        assert_eq!(counts, TermCounts { tokens: 7, tf: vec![1, 0] });
     }
 
     #[test]

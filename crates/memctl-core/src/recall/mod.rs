@@ -75,14 +75,14 @@ impl Store {
         if query.is_blank() {
             return Ok(events.into_iter().take(k).collect());
         }
+        let mut counter = query.counter();
         let (counts, events): (Vec<TermCounts>, Vec<Event>) = events
             .into_iter()
-            .map(|e| {
+            .filter_map(|e| {
                 let mut haystacks: Vec<&str> = vec![&e.text, &e.kind];
                 haystacks.extend(e.tags.iter().map(String::as_str));
-                (query.term_counts(&haystacks), e)
+                Some((counter.matches(&haystacks)?, e))
             })
-            .filter(|(counts, _)| counts.matches())
             .unzip();
         let mut scored: Vec<(f64, Event)> = bm25(&counts).into_iter().zip(events).collect();
         // Events come newest first, and a stable sort keeps ties in that order.

@@ -575,7 +575,8 @@ fn versions_by_probes(store: &Store, path: &BranchPath, tags: Option<&str>) -> R
 /// carry all `tags` and hold a word of `query`, counted from their stored text and tags (the
 /// columns FTS5 indexes) as they are read, without building records. On PostgreSQL the `words`
 /// index narrows the versions read to those holding a query word (and those whose words it
-/// cannot hold); elsewhere every version of the view is read.
+/// cannot hold); elsewhere every version of the view is read: by one scan of the table where
+/// the view likely holds most of it ([`scans`]), else by one range probe per path branch.
 pub(crate) fn archival_keyword_matches(
     store: &Store,
     path: &BranchPath,
@@ -583,6 +584,32 @@ pub(crate) fn archival_keyword_matches(
     tags: &[String],
 ) -> Result<Vec<Match>> {
     path::load(store, path)?;
+    let scanned = match scans(store, path)? {
+        true => counted_versions(store, path, query, tags, true)?,
+        false => None,
+    };
+    let counted = match scanned {
+        Some(counted) => counted,
+        None => counted_versions(store, path, query, tags, false)?.unwrap_or_default(),
+    };
+    let superseded = superseded_versions(store, path)?;
+    Ok(counted
+        .into_iter()
+        .filter(|(seq, _)| !superseded.is_superseded(*seq))
+        .map(|(seq, counts)| Match { seq, counts })
+        .collect())
+}
+
+/// The seq and counts of each visible version (current or not) that carries all `tags` and
+/// holds a word of `query`: read by one scan of the table ([`scanned`]; None if it gave up)
+/// or, without `scan`, by one range probe per path branch.
+fn counted_versions(
+    store: &Store,
+    path: &BranchPath,
+    query: &Query,
+    tags: &[String],
+    scan: bool,
+) -> Result<Option<Vec<(i64, TermCounts)>>> {
     let mut filter = has_tags(store.backend());
     let params = if store.uses_word_index() {
         filter += " AND t.words @@ CAST(CAST(?2 AS TEXT) AS tsquery)";
@@ -591,21 +618,22 @@ pub(crate) fn archival_keyword_matches(
     } else {
         params![tags_filter(tags)?]
     };
-    let sql = format!(
-        "SELECT t.seq, t.text, t.tags, t.tokens FROM {} WHERE t.text IS NOT NULL AND {filter}",
-        visible("archival")
-    );
-    let counted = store.conn.query(&sql, params, |row| {
-        let counts = query.term_counts_of(&[row.value(1)?.as_str()?, row.value(2)?.as_str()?], row.get(3)?);
-        Ok(counts.matches().then_some((row.get(0)?, counts)))
-    })?;
-    let superseded = superseded_versions(store, path)?;
-    Ok(counted
-        .into_iter()
-        .flatten()
-        .filter(|(seq, _)| !superseded.is_superseded(*seq))
-        .map(|(seq, counts)| Match { seq, counts })
-        .collect())
+    let mut counter = query.counter();
+    let count = |row: &Row<'_>| -> Result<Option<(i64, TermCounts)>> {
+        let haystacks = [row.value(2)?.as_str()?, row.value(3)?.as_str()?];
+        let Some(counts) = counter.matches_of(&haystacks, row.get(4)?) else { return Ok(None) };
+        Ok(Some((row.get(0)?, counts)))
+    };
+    let columns = "t.seq, t.branch, t.text, t.tags, t.tokens";
+    let counted = if scan {
+        let sql = format!("SELECT {columns} FROM archival t WHERE t.text IS NOT NULL AND {filter}");
+        scanned(store, path, &sql, params, [0, 1], count)?
+    } else {
+        let sql =
+            format!("SELECT {columns} FROM {} WHERE t.text IS NOT NULL AND {filter}", visible("archival"));
+        Some(store.conn.query(&sql, params, count)?)
+    };
+    Ok(counted.map(|counted| counted.into_iter().flatten().collect()))
 }
 
 /// The visible version of one record, or None if it is not in the view (or deleted there).
@@ -774,7 +802,8 @@ mod tests {
         #![proptest_config(ProptestConfig::with_cases(24))]
 
         /// Random trees of forks, events, exclusions and archival writes: on every branch, the
-        /// scans that read whole layers find the rows the probes find, in the same order. A
+        /// scans that read whole layers find the rows the probes find, in the same order (and
+        /// the keyword search's scan counts the versions its probes count). A
         /// chain forked last, long enough that its leaf's scans never give up, makes sure they
         /// are compared at least there.
         #[test]
@@ -823,6 +852,13 @@ mod tests {
                 }
                 if let Some(scanned) = scans.1 {
                     prop_assert_eq!(scanned, versions_by_probes(&s, &path, None).unwrap());
+                }
+                let query = Query::parse("row 1 2");
+                if let Some(mut scanned) = counted_versions(&s, &path, &query, &[], true).unwrap() {
+                    let mut probed = counted_versions(&s, &path, &query, &[], false).unwrap().unwrap();
+                    scanned.sort_by_key(|(seq, _)| *seq);
+                    probed.sort_by_key(|(seq, _)| *seq);
+                    prop_assert_eq!(scanned, probed);
                 }
             }
         }
