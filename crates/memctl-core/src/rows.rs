@@ -69,21 +69,13 @@ pub struct BranchPath {
     positions: HashMap<i64, usize>,
     /// Each branch's cutoff, in path order.
     cutoffs: Vec<i64>,
-    /// `[[bid, cutoff], …]` in path order, as the view loads it into its path table.
-    cutoffs_json: String,
 }
 
 impl BranchPath {
     /// A path of `branches` (nearest first) with their cutoffs, in the same order.
     pub(crate) fn new(branches: Vec<Branch>, cutoffs: &[i64]) -> BranchPath {
-        let pairs: Vec<[i64; 2]> = branches.iter().zip(cutoffs).map(|(b, &cutoff)| [b.bid, cutoff]).collect();
         let positions = branches.iter().enumerate().map(|(i, b)| (b.bid, i)).collect();
-        BranchPath {
-            branches,
-            positions,
-            cutoffs: cutoffs.to_vec(),
-            cutoffs_json: serde_json::json!(pairs).to_string(),
-        }
+        BranchPath { branches, positions, cutoffs: cutoffs.to_vec() }
     }
 
     pub fn branch(&self) -> &Branch {
@@ -110,8 +102,11 @@ impl BranchPath {
         self.positions.get(&bid).copied()
     }
 
-    pub(crate) fn cutoffs_json(&self) -> &str {
-        &self.cutoffs_json
+    /// `[[bid, cutoff], …]` in path order, as PostgreSQL's view reads the path from a setting.
+    pub(crate) fn cutoffs_json(&self) -> String {
+        let pairs: Vec<[i64; 2]> =
+            self.branches.iter().zip(&self.cutoffs).map(|(b, &c)| [b.bid, c]).collect();
+        serde_json::json!(pairs).to_string()
     }
 
     /// The id of a branch on this path, by bid.

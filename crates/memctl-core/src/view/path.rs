@@ -99,11 +99,14 @@ pub(crate) fn load(store: &Store, path: &BranchPath) -> Result<()> {
                 store.conn.execute(PATH_TABLE, params![])?;
             }
             store.conn.execute("DELETE FROM temp.view_path", params![])?;
-            store.conn.execute(
-                "INSERT INTO temp.view_path(pos, bid, cutoff)
-                 SELECT key, value ->> 0, value ->> 1 FROM json_each(?1)",
-                params![path.cutoffs_json()],
-            )?;
+            // One prepared insert per branch: taking the rows apart from JSON in SQL cost a
+            // third more (`value ->> 0` parses each pair again).
+            for (pos, branch) in path.branches().iter().enumerate() {
+                store.conn.execute(
+                    "INSERT INTO temp.view_path(pos, bid, cutoff) VALUES (?1, ?2, ?3)",
+                    params![pos as i64, branch.bid, path.cutoff(pos)],
+                )?;
+            }
         }
         // A setting of the session instead of a table: creating a temporary table writes the
         // catalogue, milliseconds on every new connection. Undone by a rollback, as a table's
