@@ -59,7 +59,7 @@ fn branch_entry(bid: i64) -> String {
 
 /// How many words `haystacks` hold in all, as the FTS5 index splits them: a record's length for
 /// bm25, stored with it (`archival.tokens`) so a search reads it with the row's seq. Counts what
-/// [`Query::term_counts`] counts.
+/// [`TermCounter`] counts.
 pub fn token_count(haystacks: &[&str]) -> u32 {
     let words = |h: &&str| match h.is_ascii() {
         true => ascii_word_count(h.as_bytes()),
@@ -374,7 +374,7 @@ fn in_ranges(ranges: &[(u32, u32)], c: char) -> bool {
 #[derive(Debug, Clone)]
 pub struct Query {
     words: Vec<String>,
-    /// A searcher for each ASCII word, for ASCII text (see [`Query::term_counts`]).
+    /// A searcher for each ASCII word, for ASCII text (see [`TermCounter`]).
     ascii_finders: Vec<Option<Finder<'static>>>,
     blank: bool,
 }
@@ -445,36 +445,38 @@ impl Query {
     }
 
     /// A counter of this query's words, for one text after another.
-    pub fn counter(&self) -> Counter<'_> {
+    pub fn term_counter(&self) -> TermCounter<'_> {
         let counts = TermCounts { tokens: 0, tf: vec![0; self.words.len()] };
-        Counter { query: self, counts, lowered: Vec::new(), folded: String::new() }
+        TermCounter { query: self, counts, lowered: Vec::new(), folded: String::new() }
     }
 
-    /// How often each query word occurs in `haystacks`, and how many words they hold in all
-    /// ([`token_count`]).
+    /// [`TermCounter::matches`], counts given whether or not a query word is there.
     #[cfg(test)]
     pub fn term_counts(&self, haystacks: &[&str]) -> TermCounts {
-        self.counter().count(haystacks, None).clone()
+        self.term_counter().count(haystacks, None).clone()
     }
 }
 
 /// Counts a query's words in text after text (the fallback counts every visible record),
 /// reusing its buffers: only a text that holds a query word gets counts of its own.
-pub struct Counter<'q> {
+pub struct TermCounter<'q> {
     query: &'q Query,
     /// The counts of the text counted last.
     counts: TermCounts,
+    /// The ASCII haystack being counted, lowered.
     lowered: Vec<u8>,
+    /// The non-ASCII word being compared, folded.
     folded: String,
 }
 
-impl Counter<'_> {
-    /// The counts of `haystacks` ([`Query::term_counts`]), if they hold a query word.
+impl TermCounter<'_> {
+    /// How often each query word occurs in `haystacks`, and how many words they hold in all
+    /// ([`token_count`]), if they hold a query word.
     pub fn matches(&mut self, haystacks: &[&str]) -> Option<TermCounts> {
         self.count(haystacks, None).matches().then(|| self.counts.clone())
     }
 
-    /// [`Counter::matches`] of haystacks already known to hold `tokens` words (an archival
+    /// [`TermCounter::matches`] of haystacks already known to hold `tokens` words (an archival
     /// version's stored length): ASCII text is then only searched for the query words.
     pub fn matches_of(&mut self, haystacks: &[&str], tokens: u32) -> Option<TermCounts> {
         self.count(haystacks, Some(tokens)).matches().then(|| self.counts.clone())
@@ -718,7 +720,7 @@ mod tests {
     #[test]
     fn a_reused_counter_counts_each_text_afresh() {
         let q = Query::parse("gpu été");
-        let mut counter = q.counter();
+        let mut counter = q.term_counter();
         let texts: [&[&str]; 4] = [&["GPU gpu, a long text"], &["nothing here"], &["été"], &["gpu"]];
         for haystacks in texts {
             let fresh = q.term_counts(haystacks);

@@ -75,7 +75,7 @@ impl Store {
         if query.is_blank() {
             return Ok(events.into_iter().take(k).collect());
         }
-        let mut counter = query.counter();
+        let mut counter = query.term_counter();
         let (counts, events): (Vec<TermCounts>, Vec<Event>) = events
             .into_iter()
             .filter_map(|e| {

@@ -23,8 +23,9 @@
 //! Derived implementations — faster forms of the same rule, each checked against the in-memory
 //! model of tests/engine/model.rs (and the viewer's against `memctl read`, `diff` and `why`):
 //! - `path::holds` decides visibility of a row from its seq and branch. fts_match.rs keeps
-//!   FTS5's matches with it; and on SQLite a read of every event or record, on a path that
-//!   holds most branches (a deep chain), scans the whole tables and keeps the view's rows with
+//!   FTS5's matches with it; and on SQLite a read of every event or record (and the keyword
+//!   search's count of every record), on a path that holds most branches (a deep chain),
+//!   scans the whole tables and keeps the view's rows with
 //!   it, where one probe per path branch and table (3,000 at depth 1,000: events, exclusions,
 //!   records) costs more than reading past the other branches' rows — giving up for the probes
 //!   once it has read past two rows per path branch ([`scanned`]; checked against the probes
@@ -47,7 +48,7 @@ pub(crate) use path::{collected_name, meeting, shared_until};
 
 use crate::db::{named, params, Backend, Params, Row};
 use crate::error::Result;
-use crate::query::{Query, TermCounts};
+use crate::query::{Query, TermCounter, TermCounts};
 use crate::rows::{Branch, BranchPath, CoreEntry, Event, Record, Summary, STEP_KIND};
 use crate::schema::event_rid;
 use crate::store::Store;
@@ -573,43 +574,41 @@ fn versions_by_probes(store: &Store, path: &BranchPath, tags: Option<&str>) -> R
 
 /// The keyword search (`search.fts = "off"`, and PostgreSQL): the view's current versions that
 /// carry all `tags` and hold a word of `query`, counted from their stored text and tags (the
-/// columns FTS5 indexes) as they are read, without building records. On PostgreSQL the `words`
-/// index narrows the versions read to those holding a query word (and those whose words it
-/// cannot hold); elsewhere every version of the view is read: by one scan of the table where
-/// the view likely holds most of it ([`scans`]), else by one range probe per path branch.
+/// columns FTS5 indexes) as they are read, without building records, in one snapshot. On
+/// PostgreSQL the `words` index narrows the versions read to those holding a query word (and
+/// those whose words it cannot hold); elsewhere every version of the view is read: by one scan
+/// of the table where the view likely holds most of it ([`scans`]), else by one range probe per
+/// path branch.
 pub(crate) fn archival_keyword_matches(
     store: &Store,
     path: &BranchPath,
     query: &Query,
     tags: &[String],
 ) -> Result<Vec<Match>> {
-    path::load(store, path)?;
-    let scanned = match scans(store, path)? {
-        true => counted_versions(store, path, query, tags, true)?,
-        false => None,
-    };
-    let counted = match scanned {
-        Some(counted) => counted,
-        None => counted_versions(store, path, query, tags, false)?.unwrap_or_default(),
-    };
-    let superseded = superseded_versions(store, path)?;
-    Ok(counted
-        .into_iter()
-        .filter(|(seq, _)| !superseded.is_superseded(*seq))
-        .map(|(seq, counts)| Match { seq, counts })
-        .collect())
+    store.read(|| {
+        let scanned = if scans(store, path)? { counted_by_scan(store, path, query, tags)? } else { None };
+        let counted = match scanned {
+            Some(counted) => counted,
+            None => counted_by_probes(store, path, query, tags)?,
+        };
+        let superseded = superseded_versions(store, path)?;
+        Ok(counted
+            .into_iter()
+            .filter(|(seq, _)| !superseded.is_superseded(*seq))
+            .map(|(seq, counts)| Match { seq, counts })
+            .collect())
+    })
 }
 
-/// The seq and counts of each visible version (current or not) that carries all `tags` and
-/// holds a word of `query`: read by one scan of the table ([`scanned`]; None if it gave up)
-/// or, without `scan`, by one range probe per path branch.
-fn counted_versions(
+/// The keyword search's statement over `from` (the whole table, or the view's probes), reading
+/// each version's seq, branch, text, tags and length, with its parameters.
+fn keyword_statement(
     store: &Store,
     path: &BranchPath,
     query: &Query,
     tags: &[String],
-    scan: bool,
-) -> Result<Option<Vec<(i64, TermCounts)>>> {
+    from: &str,
+) -> Result<(String, Params<'static>)> {
     let mut filter = has_tags(store.backend());
     let params = if store.uses_word_index() {
         filter += " AND t.words @@ CAST(CAST(?2 AS TEXT) AS tsquery)";
@@ -618,22 +617,45 @@ fn counted_versions(
     } else {
         params![tags_filter(tags)?]
     };
-    let mut counter = query.counter();
-    let count = |row: &Row<'_>| -> Result<Option<(i64, TermCounts)>> {
-        let haystacks = [row.value(2)?.as_str()?, row.value(3)?.as_str()?];
-        let Some(counts) = counter.matches_of(&haystacks, row.get(4)?) else { return Ok(None) };
-        Ok(Some((row.get(0)?, counts)))
-    };
-    let columns = "t.seq, t.branch, t.text, t.tags, t.tokens";
-    let counted = if scan {
-        let sql = format!("SELECT {columns} FROM archival t WHERE t.text IS NOT NULL AND {filter}");
-        scanned(store, path, &sql, params, [0, 1], count)?
-    } else {
-        let sql =
-            format!("SELECT {columns} FROM {} WHERE t.text IS NOT NULL AND {filter}", visible("archival"));
-        Some(store.conn.query(&sql, params, count)?)
-    };
+    let sql = format!(
+        "SELECT t.seq, t.branch, t.text, t.tags, t.tokens FROM {from} WHERE t.text IS NOT NULL AND {filter}"
+    );
+    Ok((sql, params))
+}
+
+/// The seq and counts of a version [`keyword_statement`] read, if it holds a query word.
+fn counted(counter: &mut TermCounter<'_>, row: &Row<'_>) -> Result<Option<(i64, TermCounts)>> {
+    let haystacks = [row.value(2)?.as_str()?, row.value(3)?.as_str()?];
+    let Some(counts) = counter.matches_of(&haystacks, row.get(4)?) else { return Ok(None) };
+    Ok(Some((row.get(0)?, counts)))
+}
+
+/// The view's versions (current or not) that carry all `tags` and hold a query word, with their
+/// counts, from one scan of the table ([`scanned`]); None if it gave up.
+fn counted_by_scan(
+    store: &Store,
+    path: &BranchPath,
+    query: &Query,
+    tags: &[String],
+) -> Result<Option<Vec<(i64, TermCounts)>>> {
+    let (sql, params) = keyword_statement(store, path, query, tags, "archival t")?;
+    let mut counter = query.term_counter();
+    let counted = scanned(store, path, &sql, params, [0, 1], |row| counted(&mut counter, row))?;
     Ok(counted.map(|counted| counted.into_iter().flatten().collect()))
+}
+
+/// [`counted_by_scan`] by one range probe per path branch.
+fn counted_by_probes(
+    store: &Store,
+    path: &BranchPath,
+    query: &Query,
+    tags: &[String],
+) -> Result<Vec<(i64, TermCounts)>> {
+    path::load(store, path)?;
+    let (sql, params) = keyword_statement(store, path, query, tags, &visible("archival"))?;
+    let mut counter = query.term_counter();
+    let counted = store.conn.query(&sql, params, |row| counted(&mut counter, row))?;
+    Ok(counted.into_iter().flatten().collect())
 }
 
 /// The visible version of one record, or None if it is not in the view (or deleted there).
@@ -832,7 +854,7 @@ mod tests {
                     4 if !records.is_empty() => {
                         let _ = s.archival_delete(&branch, records[pick % records.len()]);
                     }
-                    _ => records.push(s.archival_add(&branch, &text, &[]).unwrap().id),
+                    _ => records.push(s.archival_add(&branch, &text, &[format!("t{}", pick % 2)]).unwrap().id),
                 }
             }
             let mut parent = branches[branches.len() / 2].clone();
@@ -853,12 +875,17 @@ mod tests {
                 if let Some(scanned) = scans.1 {
                     prop_assert_eq!(scanned, versions_by_probes(&s, &path, None).unwrap());
                 }
-                let query = Query::parse("row 1 2");
-                if let Some(mut scanned) = counted_versions(&s, &path, &query, &[], true).unwrap() {
-                    let mut probed = counted_versions(&s, &path, &query, &[], false).unwrap().unwrap();
-                    scanned.sort_by_key(|(seq, _)| *seq);
-                    probed.sort_by_key(|(seq, _)| *seq);
-                    prop_assert_eq!(scanned, probed);
+                // Texts "row 1" to "row 7" hold a query word, the others none.
+                let query = Query::parse("1 2 3 4 5 6 7");
+                for tags in [vec![], vec!["t0".to_string()]] {
+                    let scanned = counted_by_scan(&s, &path, &query, &tags).unwrap();
+                    prop_assert!(i + 1 < branches.len() || scanned.is_some(), "the chain's leaf");
+                    if let Some(mut scanned) = scanned {
+                        let mut probed = counted_by_probes(&s, &path, &query, &tags).unwrap();
+                        scanned.sort_by_key(|(seq, _)| *seq);
+                        probed.sort_by_key(|(seq, _)| *seq);
+                        prop_assert_eq!(scanned, probed);
+                    }
                 }
             }
         }

@@ -98,14 +98,20 @@ pub(crate) fn load(store: &Store, path: &BranchPath) -> Result<()> {
             if loaded.is_none() {
                 store.conn.execute(PATH_TABLE, params![])?;
             }
-            store.conn.execute("DELETE FROM temp.view_path", params![])?;
-            // One prepared insert per branch: taking the rows apart from JSON in SQL cost a
-            // third more (`value ->> 0` parses each pair again).
-            for (pos, branch) in path.branches().iter().enumerate() {
-                store.conn.execute(
-                    "INSERT INTO temp.view_path(pos, bid, cutoff) VALUES (?1, ?2, ?3)",
-                    params![pos as i64, branch.bid, path.cutoff(pos)],
-                )?;
+            // Outside a transaction, in a savepoint of its own, so that the inserts commit once.
+            // Within one no savepoint is needed (it would journal every page it changes): a
+            // load that fails leaves the path unloaded, and the next one starts by emptying the
+            // table.
+            if store.conn.is_autocommit() {
+                store.conn.execute("SAVEPOINT view_path", params![])?;
+                let filled = fill_path_table(store, path);
+                if filled.is_err() {
+                    store.conn.execute("ROLLBACK TO view_path", params![])?;
+                }
+                store.conn.execute("RELEASE view_path", params![])?;
+                filled?;
+            } else {
+                fill_path_table(store, path)?;
             }
         }
         // A setting of the session instead of a table: creating a temporary table writes the
@@ -123,6 +129,19 @@ pub(crate) fn load(store: &Store, path: &BranchPath) -> Result<()> {
         }
     }
     store.memo(|state: &mut PathState| state.loaded = Some(wanted));
+    Ok(())
+}
+
+/// Replaces the rows of `temp.view_path` with `path`, by one prepared insert per branch: taking
+/// the rows apart from JSON in SQL cost a third more (`value ->> 0` parses each pair again).
+fn fill_path_table(store: &Store, path: &BranchPath) -> Result<()> {
+    store.conn.execute("DELETE FROM temp.view_path", params![])?;
+    for (pos, branch) in path.branches().iter().enumerate() {
+        store.conn.execute(
+            "INSERT INTO temp.view_path(pos, bid, cutoff) VALUES (?1, ?2, ?3)",
+            params![pos as i64, branch.bid, path.cutoff(pos)],
+        )?;
+    }
     Ok(())
 }
 
