@@ -305,9 +305,15 @@ impl Store {
                  SELECT b.parent, up.step + 1 FROM up JOIN branches b ON b.bid = up.bid
                  WHERE b.parent IS NOT NULL AND NOT (?2 = 1 AND b.anchored = 1)
              )
-             SELECT {columns} FROM up JOIN branches b ON b.bid = up.bid ORDER BY up.step"
+             SELECT {columns}, up.step FROM up JOIN branches b ON b.bid = up.bid"
         );
-        let mut branches = self.conn.query(&sql, params![branch.bid, stop_at_anchor], branch_from_row)?;
+        // Sorted here, not by an ORDER BY: SQL sorts the rows (a thousand at depth 1,000) through
+        // a temporary b-tree, at a fifth of a deep path's cost; sorting their steps here is cheap.
+        let mut steps = self.conn.query(&sql, params![branch.bid, stop_at_anchor], |row| {
+            Ok((row.get::<i64>(11)?, branch_from_row(row)?))
+        })?;
+        steps.sort_by_key(|(step, _)| *step);
+        let mut branches: Vec<Branch> = steps.into_iter().map(|(_, branch)| branch).collect();
         for i in 1..branches.len() {
             branches[i - 1].parent = Some(branches[i].id.clone());
         }
