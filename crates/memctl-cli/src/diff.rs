@@ -4,6 +4,7 @@ use crate::invocation::Context;
 use crate::output::{event_line, one_line, record_line, summary_line};
 use clap::{Args, ValueEnum};
 use memctl_core::{CoreEntry, Diff, Layer, Record};
+use std::fmt::{Display, Write};
 
 pub const EXAMPLES: &str = "\
 Examples:
@@ -53,16 +54,17 @@ pub fn run(ctx: &Context, args: DiffArgs) -> anyhow::Result<()> {
 }
 
 fn text(diff: &Diff) -> String {
-    let mut out = vec![heading(diff)];
+    let mut out = heading(diff);
     if diff.is_empty() {
-        out.push(format!("No differences: {} and {} see the same memory.", diff.a, diff.b));
-        return out.join("\n");
+        out += &format!("\nNo differences: {} and {} see the same memory.", diff.a, diff.b);
+        return out;
     }
     if let Some(core) = &diff.core {
-        let mut lines: Vec<String> = core.only_a.iter().map(|e| format!("  - {}", core_line(e))).collect();
-        lines.extend(core.only_b.iter().map(|e| format!("  + {}", core_line(e))));
-        lines.extend(core.changed.iter().map(|c| {
-            format!(
+        let mut section = Section::new(&mut out, "Core");
+        core.only_a.iter().for_each(|e| section.line(format_args!("  - {}", core_line(e))));
+        core.only_b.iter().for_each(|e| section.line(format_args!("  + {}", core_line(e))));
+        for c in &core.changed {
+            section.line(format_args!(
                 "  ~ {}: {} → {}  (← {} seq {} / ← {} seq {})",
                 c.a.key,
                 one_line(&c.a.value),
@@ -71,33 +73,67 @@ fn text(diff: &Diff) -> String {
                 c.a.seq,
                 c.b.branch,
                 c.b.seq
-            )
-        }));
-        section(&mut out, "Core", lines);
+            ));
+        }
     }
     if let Some(recall) = &diff.recall {
-        let mut lines: Vec<String> =
-            recall.only_a.iter().map(|e| marked('-', &event_line(e).to_string())).collect();
-        lines.extend(recall.only_b.iter().map(|e| marked('+', &event_line(e).to_string())));
-        section(&mut out, "Recall", lines);
+        let mut section = Section::new(&mut out, "Recall");
+        recall.only_a.iter().for_each(|e| section.marked('-', event_line(e)));
+        recall.only_b.iter().for_each(|e| section.marked('+', event_line(e)));
     }
     if let Some(summaries) = &diff.summaries {
-        let mut lines: Vec<String> = summaries.only_a.iter().map(|s| marked('-', &summary_line(s))).collect();
-        lines.extend(summaries.only_b.iter().map(|s| marked('+', &summary_line(s))));
-        section(&mut out, "Summaries", lines);
+        let mut section = Section::new(&mut out, "Summaries");
+        summaries.only_a.iter().for_each(|s| section.marked('-', summary_line(s)));
+        summaries.only_b.iter().for_each(|s| section.marked('+', summary_line(s)));
     }
     if let Some(archival) = &diff.archival {
-        let mut lines: Vec<String> = archival.only_a.iter().map(|r| marked('-', &record_line(r))).collect();
-        lines.extend(archival.only_b.iter().map(|r| marked('+', &record_line(r))));
-        lines.extend(
-            archival
-                .changed
-                .iter()
-                .map(|c| format!("  ~ #{}: {} → {}", c.a.id, version(&c.a), version(&c.b))),
-        );
-        section(&mut out, "Archival", lines);
+        let mut section = Section::new(&mut out, "Archival");
+        archival.only_a.iter().for_each(|r| section.marked('-', record_line(r)));
+        archival.only_b.iter().for_each(|r| section.marked('+', record_line(r)));
+        for c in &archival.changed {
+            section.line(format_args!("  ~ #{}: {} → {}", c.a.id, version(&c.a), version(&c.b)));
+        }
     }
-    out.join("\n")
+    out
+}
+
+/// A layer's lines, written straight into the output (a diff can hold tens of thousands), under
+/// the layer's heading, which is written with the first line: a layer without lines shows nothing.
+struct Section<'a> {
+    out: &'a mut String,
+    name: &'static str,
+    started: bool,
+}
+
+impl<'a> Section<'a> {
+    fn new(out: &'a mut String, name: &'static str) -> Section<'a> {
+        Section { out, name, started: false }
+    }
+
+    fn line(&mut self, line: impl Display) {
+        self.start();
+        // Writing to a String cannot fail.
+        let _ = write!(self.out, "\n{line}");
+    }
+
+    /// A line of output.rs, which starts with two spaces, with a marker after them: `  - #12 …`.
+    fn marked(&mut self, marker: char, line: impl Display) {
+        self.start();
+        let at = self.out.len() + 3;
+        let _ = write!(self.out, "\n{line}");
+        debug_assert_eq!(&self.out[at - 2..at], "  ", "output.rs lines start with two spaces");
+        self.out.insert(at, ' ');
+        self.out.insert(at, marker);
+    }
+
+    fn start(&mut self) {
+        if !self.started {
+            self.out.push('\n');
+            self.out.push_str(self.name);
+            self.out.push(':');
+            self.started = true;
+        }
+    }
 }
 
 fn heading(diff: &Diff) -> String {
@@ -118,14 +154,6 @@ fn heading(diff: &Diff) -> String {
     )
 }
 
-/// A layer's heading and lines, if it has any.
-fn section(out: &mut Vec<String>, name: &str, lines: Vec<String>) {
-    if !lines.is_empty() {
-        out.push(format!("{name}:"));
-        out.extend(lines);
-    }
-}
-
 fn core_line(entry: &CoreEntry) -> String {
     format!("{}: {}  (← {} seq {})", entry.key, one_line(&entry.value), entry.branch, entry.seq)
 }
@@ -134,7 +162,23 @@ fn version(record: &Record) -> String {
     format!("seq {} by {}: {}", record.seq, record.branch, crate::output::excerpt(&record.text, 60))
 }
 
-/// A line of output.rs (which starts with two spaces) with a marker in front.
-fn marked(marker: char, line: &str) -> String {
-    format!("  {marker}{}", line.strip_prefix(' ').unwrap_or(line))
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The marker goes after the first line's two spaces, whatever the lines after it hold, and
+    /// the heading comes with the first line only.
+    #[test]
+    fn sections_mark_lines_after_their_indent() {
+        let mut out = "heading".to_string();
+        let mut section = Section::new(&mut out, "Recall");
+        section.marked('-', "  #1     text\n         more\n  #9");
+        section.marked('+', "  #2     next");
+        section.line("  ~ changed");
+        Section::new(&mut out, "Empty");
+        assert_eq!(
+            out,
+            "heading\nRecall:\n  - #1     text\n         more\n  #9\n  + #2     next\n  ~ changed"
+        );
+    }
 }

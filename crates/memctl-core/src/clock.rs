@@ -114,7 +114,22 @@ impl fmt::Display for UtcDateTime {
         let secs = self.0.floor() as i64;
         let (days, rest) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
         let (year, month, day) = civil_from_days(days);
-        write!(f, "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}", rest / 3600, rest % 3600 / 60, rest % 60)
+        let (hour, minute, second) = (rest / 3600, rest % 3600 / 60, rest % 60);
+        if !(0..=9999).contains(&year) {
+            return write!(f, "{year:04}-{month:02}-{day:02} {hour:02}:{minute:02}:{second:02}");
+        }
+        // The digits put in place by hand: a listing writes thousands of times, and `write!`'s
+        // padded integers cost ten times as much.
+        let mut text = *b"0000-00-00 00:00:00";
+        for (at, width, mut n) in
+            [(0, 4, year), (5, 2, month), (8, 2, day), (11, 2, hour), (14, 2, minute), (17, 2, second)]
+        {
+            for digit in text[at..at + width].iter_mut().rev() {
+                *digit = b'0' + (n % 10) as u8;
+                n /= 10;
+            }
+        }
+        f.write_str(std::str::from_utf8(&text).expect("ASCII digits"))
     }
 }
 
@@ -182,6 +197,27 @@ mod tests {
                 (date[..4].parse().unwrap(), date[5..7].parse().unwrap(), date[8..].parse().unwrap());
             assert_eq!(days_from_civil(y, m, d) * 86_400, (epoch as i64).div_euclid(86_400) * 86_400);
         }
+    }
+
+    /// The digits put in place by hand read as `write!`'s padded integers, and years outside
+    /// 0000–9999 are written by it.
+    #[test]
+    fn formats_as_padded_integers() {
+        let padded = |epoch: f64| {
+            let secs = epoch.floor() as i64;
+            let (days, rest) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+            let (y, m, d) = civil_from_days(days);
+            format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}", rest / 3600, rest % 3600 / 60, rest % 60)
+        };
+        let mut epoch = -62_200_000_000.0;
+        while epoch < 253_500_000_000.0 {
+            assert_eq!(utc_datetime(epoch).to_string(), padded(epoch), "{epoch}");
+            epoch += 987_654_321.123;
+        }
+        assert_eq!(utc_datetime(253_402_300_799.0).to_string(), "9999-12-31 23:59:59");
+        assert_eq!(utc_datetime(253_402_300_800.0).to_string(), "10000-01-01 00:00:00");
+        assert_eq!(utc_datetime(-62_167_219_200.0).to_string(), "0000-01-01 00:00:00");
+        assert_eq!(utc_datetime(-62_167_219_201.0).to_string(), "-001-12-31 23:59:59");
     }
 
     #[test]
