@@ -4,6 +4,7 @@ use crate::invocation::Context;
 use crate::output::{stdout, stdout_json, timestamp};
 use clap::{Args, ValueEnum};
 use memctl_core::PathReport;
+use std::fmt::Write;
 
 pub const EXAMPLES: &str = "\
 Examples:
@@ -43,21 +44,23 @@ pub fn run(ctx: &Context, args: PathArgs) -> anyhow::Result<()> {
 
 fn text(report: &PathReport) -> String {
     let chain: Vec<&str> = report.nodes.iter().map(|n| n.branch.id.as_str()).collect();
-    let mut out = vec![format!("Path {} ({} nodes)", chain.join(" → "), chain.len())];
+    let mut out = format!("Path {} ({} nodes)", chain.join(" → "), chain.len());
     for node in &report.nodes {
         let b = &node.branch;
-        let sees = match node.sees_up_to {
-            Some(seq) => format!("{} sees its rows up to seq {seq}", report.branch),
-            None => "all of its rows".to_string(),
-        };
         let uid = b.node_uid.as_ref().map_or(String::new(), |u| format!(" ({u})"));
-        out.push(String::new());
-        out.push(format!("{}{uid}  depth {} · {} · {sees}", b.id, b.depth, timestamp(b.created_at)));
+        // Writing to a String cannot fail.
+        let _ = write!(out, "\n\n{}{uid}  depth {} · {} · ", b.id, b.depth, timestamp(b.created_at));
+        let _ = match node.sees_up_to {
+            Some(seq) => write!(out, "{} sees its rows up to seq {seq}", report.branch),
+            None => write!(out, "all of its rows"),
+        };
         let lines = node.lines();
         if lines.is_empty() {
-            out.push("  no memory written".to_string());
+            out += "\n  no memory written";
         }
-        out.extend(lines.into_iter().map(|l| format!("  {l}")));
+        lines.iter().for_each(|line| {
+            let _ = write!(out, "\n  {line}");
+        });
     }
-    out.join("\n")
+    out
 }

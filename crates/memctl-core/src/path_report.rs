@@ -251,20 +251,12 @@ impl NodeDelta {
     /// The delta as short lines of text (plain, and valid markdown), one per kind of change.
     pub fn lines(&self) -> Vec<String> {
         let mut lines = Vec::new();
-        let value = |v: &str| {
-            let one: String = v.split_whitespace().collect::<Vec<_>>().join(" ");
-            if one.chars().count() > 80 {
-                format!("{}…", one.chars().take(80).collect::<String>())
-            } else {
-                one
-            }
-        };
         let core = &self.core;
         if !core.set.is_empty() {
             let keys: Vec<String> = core
                 .set
                 .iter()
-                .map(|w| format!("{} = {}", w.key, value(w.value.as_deref().unwrap_or(""))))
+                .map(|w| format!("{} = {}", w.key, shortened(w.value.as_deref().unwrap_or(""))))
                 .collect();
             lines.push(format!("Core set: {}", keys.join("; ")));
         }
@@ -273,9 +265,11 @@ impl NodeDelta {
                 .overridden
                 .iter()
                 .map(|w| {
-                    let was =
-                        w.previous.as_ref().map_or(String::new(), |p| format!(" (was {})", value(&p.value)));
-                    format!("{} = {}{was}", w.key, value(w.value.as_deref().unwrap_or("")))
+                    let was = w
+                        .previous
+                        .as_ref()
+                        .map_or(String::new(), |p| format!(" (was {})", shortened(&p.value)));
+                    format!("{} = {}{was}", w.key, shortened(w.value.as_deref().unwrap_or("")))
                 })
                 .collect();
             lines.push(format!("Core overridden: {}", keys.join("; ")));
@@ -317,6 +311,25 @@ impl NodeDelta {
     }
 }
 
+/// `text` on one line, its words joined by single spaces, cut after 80 characters (marked `…`).
+/// Built as it goes: a path report shortens a value per level, and values can be long.
+fn shortened(text: &str) -> String {
+    const MAX: usize = 80;
+    let mut out = String::with_capacity(text.len().min(4 * MAX + 3));
+    let mut chars = 0;
+    for (i, word) in text.split_whitespace().enumerate() {
+        for c in (i > 0).then_some(' ').into_iter().chain(word.chars()) {
+            if chars == MAX {
+                out.push('…');
+                return out;
+            }
+            out.push(c);
+            chars += 1;
+        }
+    }
+    out
+}
+
 fn count(n: usize, one: &str) -> String {
     if n == 1 {
         format!("1 {one}")
@@ -329,6 +342,26 @@ fn count(n: usize, one: &str) -> String {
 mod tests {
     use super::*;
     use crate::rows::tests::{branch, keys_sorted};
+
+    #[test]
+    fn values_are_shortened_to_one_line_of_80_characters() {
+        let joined = |t: &str| t.split_whitespace().collect::<Vec<_>>().join(" ");
+        for text in [
+            "",
+            "  a \n b\t",
+            &"x".repeat(80),
+            &"é".repeat(81),
+            &"word ".repeat(30),
+            &format!("{} yz", "a".repeat(78)),
+        ] {
+            let one = joined(text);
+            let expected = match one.chars().count() > 80 {
+                true => format!("{}…", one.chars().take(80).collect::<String>()),
+                false => one,
+            };
+            assert_eq!(shortened(text), expected, "{text:?}");
+        }
+    }
 
     #[test]
     fn reports_serialize_with_sorted_keys() {
