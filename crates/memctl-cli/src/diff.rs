@@ -61,8 +61,12 @@ fn text(diff: &Diff) -> String {
     }
     if let Some(core) = &diff.core {
         let mut section = Section::new(&mut out, "Core");
-        core.only_a.iter().for_each(|e| section.line(format_args!("  - {}", core_line(e))));
-        core.only_b.iter().for_each(|e| section.line(format_args!("  + {}", core_line(e))));
+        for entry in &core.only_a {
+            section.line(format_args!("  - {}", core_line(entry)));
+        }
+        for entry in &core.only_b {
+            section.line(format_args!("  + {}", core_line(entry)));
+        }
         for c in &core.changed {
             section.line(format_args!(
                 "  ~ {}: {} → {}  (← {} seq {} / ← {} seq {})",
@@ -78,18 +82,30 @@ fn text(diff: &Diff) -> String {
     }
     if let Some(recall) = &diff.recall {
         let mut section = Section::new(&mut out, "Recall");
-        recall.only_a.iter().for_each(|e| section.marked('-', event_line(e)));
-        recall.only_b.iter().for_each(|e| section.marked('+', event_line(e)));
+        for event in &recall.only_a {
+            section.marked('-', event_line(event));
+        }
+        for event in &recall.only_b {
+            section.marked('+', event_line(event));
+        }
     }
     if let Some(summaries) = &diff.summaries {
         let mut section = Section::new(&mut out, "Summaries");
-        summaries.only_a.iter().for_each(|s| section.marked('-', summary_line(s)));
-        summaries.only_b.iter().for_each(|s| section.marked('+', summary_line(s)));
+        for summary in &summaries.only_a {
+            section.marked('-', summary_line(summary));
+        }
+        for summary in &summaries.only_b {
+            section.marked('+', summary_line(summary));
+        }
     }
     if let Some(archival) = &diff.archival {
         let mut section = Section::new(&mut out, "Archival");
-        archival.only_a.iter().for_each(|r| section.marked('-', record_line(r)));
-        archival.only_b.iter().for_each(|r| section.marked('+', record_line(r)));
+        for record in &archival.only_a {
+            section.marked('-', record_line(record));
+        }
+        for record in &archival.only_b {
+            section.marked('+', record_line(record));
+        }
         for c in &archival.changed {
             section.line(format_args!("  ~ #{}: {} → {}", c.a.id, version(&c.a), version(&c.b)));
         }

@@ -58,9 +58,9 @@ fn text(report: &PathReport) -> String {
         if lines.is_empty() {
             out += "\n  no memory written";
         }
-        lines.iter().for_each(|line| {
+        for line in &lines {
             let _ = write!(out, "\n  {line}");
-        });
+        }
     }
     out
 }

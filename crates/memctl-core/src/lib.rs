@@ -30,6 +30,7 @@ mod export;
 mod gc;
 mod journal;
 mod legacy;
+mod one_line;
 mod path_report;
 mod pressure;
 mod progress;

@@ -5,6 +5,7 @@
 
 use crate::clock::utc_datetime;
 use crate::error::Result;
+use crate::one_line::shortened;
 use crate::rows::Branch;
 use crate::store::Store;
 use crate::view;
@@ -89,6 +90,9 @@ pub struct ArchivalDelta {
     pub deleted: Vec<i64>,
     pub updated: Vec<i64>,
 }
+
+/// The most characters a report quotes of a core value.
+const VALUE_CHARS: usize = 80;
 
 impl NodeDelta {
     pub fn is_empty(&self) -> bool {
@@ -256,7 +260,7 @@ impl NodeDelta {
             let keys: Vec<String> = core
                 .set
                 .iter()
-                .map(|w| format!("{} = {}", w.key, shortened(w.value.as_deref().unwrap_or(""))))
+                .map(|w| format!("{} = {}", w.key, shortened(w.value.as_deref().unwrap_or(""), VALUE_CHARS)))
                 .collect();
             lines.push(format!("Core set: {}", keys.join("; ")));
         }
@@ -268,8 +272,8 @@ impl NodeDelta {
                     let was = w
                         .previous
                         .as_ref()
-                        .map_or(String::new(), |p| format!(" (was {})", shortened(&p.value)));
-                    format!("{} = {}{was}", w.key, shortened(w.value.as_deref().unwrap_or("")))
+                        .map_or(String::new(), |p| format!(" (was {})", shortened(&p.value, VALUE_CHARS)));
+                    format!("{} = {}{was}", w.key, shortened(w.value.as_deref().unwrap_or(""), VALUE_CHARS))
                 })
                 .collect();
             lines.push(format!("Core overridden: {}", keys.join("; ")));
@@ -311,25 +315,6 @@ impl NodeDelta {
     }
 }
 
-/// `text` on one line, its words joined by single spaces, cut after 80 characters (marked `…`).
-/// Built as it goes: a path report shortens a value per level, and values can be long.
-fn shortened(text: &str) -> String {
-    const MAX: usize = 80;
-    let mut out = String::with_capacity(text.len().min(4 * MAX + 3));
-    let mut chars = 0;
-    for (i, word) in text.split_whitespace().enumerate() {
-        for c in (i > 0).then_some(' ').into_iter().chain(word.chars()) {
-            if chars == MAX {
-                out.push('…');
-                return out;
-            }
-            out.push(c);
-            chars += 1;
-        }
-    }
-    out
-}
-
 fn count(n: usize, one: &str) -> String {
     if n == 1 {
         format!("1 {one}")
@@ -342,26 +327,6 @@ fn count(n: usize, one: &str) -> String {
 mod tests {
     use super::*;
     use crate::rows::tests::{branch, keys_sorted};
-
-    #[test]
-    fn values_are_shortened_to_one_line_of_80_characters() {
-        let joined = |t: &str| t.split_whitespace().collect::<Vec<_>>().join(" ");
-        for text in [
-            "",
-            "  a \n b\t",
-            &"x".repeat(80),
-            &"é".repeat(81),
-            &"word ".repeat(30),
-            &format!("{} yz", "a".repeat(78)),
-        ] {
-            let one = joined(text);
-            let expected = match one.chars().count() > 80 {
-                true => format!("{}…", one.chars().take(80).collect::<String>()),
-                false => one,
-            };
-            assert_eq!(shortened(text), expected, "{text:?}");
-        }
-    }
 
     #[test]
     fn reports_serialize_with_sorted_keys() {

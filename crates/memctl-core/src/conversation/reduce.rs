@@ -8,6 +8,7 @@ use super::step::StepType;
 use super::{RESET_KIND, SUMMARY_KIND};
 use crate::archival::ArchivalWrite;
 use crate::error::{Error, Result};
+use crate::one_line::shortened;
 use crate::store::Tx;
 use crate::summarizer::{Answer, Mode, Request, Task};
 use crate::tokens::Encoding;
@@ -252,11 +253,5 @@ impl Tx<'_> {
 
 /// One line of the deterministic extract of a step.
 fn extract_line(step_type: StepType, text: &str) -> String {
-    let one_line: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    let short: String = if one_line.chars().count() > EXTRACT_LINE_CHARS {
-        format!("{}…", one_line.chars().take(EXTRACT_LINE_CHARS).collect::<String>())
-    } else {
-        one_line
-    };
-    format!("- {}: {short}", step_type.as_str())
+    format!("- {}: {}", step_type.as_str(), shortened(text, EXTRACT_LINE_CHARS))
 }

@@ -155,6 +155,9 @@ const BRANCH_COLUMNS_UNJOINED: &str =
     "b.bid, b.id, b.node_uid, NULL, b.depth, b.fork_seq, b.created_at, b.meta, b.anchored, \
                               b.status, b.status_note";
 
+/// How many columns [`branch_from_row`] reads: a column after them is the caller's.
+const BRANCH_COLUMN_COUNT: usize = 11;
+
 fn branch_from_row(row: &Row<'_>) -> Result<Branch> {
     Ok(Branch {
         bid: row.get(0)?,
@@ -310,7 +313,7 @@ impl Store {
         // Sorted here, not by an ORDER BY: SQL sorts the rows (a thousand at depth 1,000) through
         // a temporary b-tree, at a fifth of a deep path's cost; sorting their steps here is cheap.
         let mut steps = self.conn.query(&sql, params![branch.bid, stop_at_anchor], |row| {
-            Ok((row.get::<i64>(11)?, branch_from_row(row)?))
+            Ok((row.get::<i64>(BRANCH_COLUMN_COUNT)?, branch_from_row(row)?))
         })?;
         steps.sort_by_key(|(step, _)| *step);
         let mut branches: Vec<Branch> = steps.into_iter().map(|(_, branch)| branch).collect();
