@@ -118,7 +118,7 @@ impl fmt::Display for UtcDateTime {
         if !(0..=9999).contains(&year) {
             return write!(f, "{year:04}-{month:02}-{day:02} {hour:02}:{minute:02}:{second:02}");
         }
-        // The digits put in place by hand: a listing writes thousands of times, and `write!`'s
+        // The digits put in place by hand: a listing shows thousands of times, and `write!`'s
         // padded integers cost ten times as much.
         let mut text = *b"0000-00-00 00:00:00";
         for (at, width, mut n) in

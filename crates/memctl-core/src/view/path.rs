@@ -105,10 +105,13 @@ pub(crate) fn load(store: &Store, path: &BranchPath) -> Result<()> {
             if store.conn.is_autocommit() {
                 store.conn.execute("SAVEPOINT view_path", params![])?;
                 let filled = fill_path_table(store, path);
-                if filled.is_err() {
-                    store.conn.execute("ROLLBACK TO view_path", params![])?;
-                }
+                // Released whatever happens: an open savepoint would hold the next statements.
+                let undone = match filled {
+                    Ok(()) => Ok(0),
+                    Err(_) => store.conn.execute("ROLLBACK TO view_path", params![]),
+                };
                 store.conn.execute("RELEASE view_path", params![])?;
+                undone?;
                 filled?;
             } else {
                 fill_path_table(store, path)?;
