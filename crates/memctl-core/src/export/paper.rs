@@ -11,6 +11,7 @@
 
 use crate::clock::utc_datetime;
 use crate::error::{Error, Result};
+use crate::one_line::one_line;
 use crate::path_report::PathReport;
 use crate::rows::{Branch, Event, Record};
 use crate::store::Store;
@@ -974,10 +975,6 @@ fn name(branch: &Branch) -> String {
         Some(uid) => format!("`{uid}`"),
         None => format!("`{}`", branch.id),
     }
-}
-
-fn one_line(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 fn bullet(text: &str) -> String {
