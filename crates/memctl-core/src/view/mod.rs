@@ -144,6 +144,35 @@ fn plain_tags(json: &str) -> Option<Vec<String>> {
     Some(tags)
 }
 
+/// Loads the branches an anchored read ([`anchored`]) of `path` reads: down to its nearest
+/// anchor, or all of them.
+fn load_to_anchor(store: &Store, path: &BranchPath) -> Result<()> {
+    let count = path.anchor().map_or(path.branches().len(), |(position, _)| position + 1);
+    path::load_nearest(store, path, count).map(|_| ())
+}
+
+/// How many of a path's nearest branches a window of its newest rows is first read over.
+const WINDOW_BRANCHES: usize = 32;
+
+/// The rows of `read`, a query of at most `limit` of the view's rows nearest branch first
+/// (`NEWEST_FIRST`), over `temp.view_path`: first over the path's [`WINDOW_BRANCHES`] nearest
+/// branches, whose visible rows are all newer than the farther branches' (`path::holder`),
+/// then, only if they hold fewer than `limit`, over the whole path.
+fn windowed<T>(
+    store: &Store,
+    path: &BranchPath,
+    limit: usize,
+    read: impl Fn() -> Result<Vec<T>>,
+) -> Result<Vec<T>> {
+    let held = path::load_nearest(store, path, WINDOW_BRANCHES)?;
+    let rows = read()?;
+    if rows.len() >= limit || held == path.branches().len() {
+        return Ok(rows);
+    }
+    path::load(store, path)?;
+    read()
+}
+
 fn anchor_params(path: &BranchPath) -> (i64, Option<i64>) {
     match path.anchor() {
         Some((position, bid)) => (position as i64, Some(bid)),
@@ -155,7 +184,7 @@ const CORE_COLUMNS: &str = "t.key, t.value, t.branch, t.seq, t.importance, t.ttl
 
 /// Visible core entries (tombstones and expired rows resolved), oldest write first.
 pub(crate) fn core(store: &Store, path: &BranchPath) -> Result<Vec<CoreEntry>> {
-    path::load(store, path)?;
+    load_to_anchor(store, path)?;
     // Per key, the row with the greatest seq: SQLite takes a bare column's value from the row
     // `max` picks; PostgreSQL says the same with DISTINCT ON.
     let rows = anchored("core", CORE_COLUMNS);
@@ -195,7 +224,7 @@ pub(crate) fn core(store: &Store, path: &BranchPath) -> Result<Vec<CoreEntry>> {
 /// Branches deeper down read at most `anchor_every` levels plus these rows, whatever their
 /// depth; the anchor copies no data, only names rows by seq.
 pub(crate) fn anchor_rows(store: &Store, path: &BranchPath) -> Result<Vec<i64>> {
-    path::load(store, path)?;
+    load_to_anchor(store, path)?;
     let sql = format!(
         "SELECT key, seq, value IS NULL, ttl_s IS NULL FROM ({}) r ORDER BY key, seq DESC",
         anchored("core", CORE_COLUMNS)
@@ -233,14 +262,20 @@ pub(crate) fn events(store: &Store, path: &BranchPath, limit: Option<usize>) -> 
 
 /// [`events`] by one range probe per path branch, nearest first, stopping at `limit`.
 fn events_by_probes(store: &Store, path: &BranchPath, limit: Option<usize>) -> Result<Vec<Event>> {
-    path::load(store, path)?;
     let sql = format!(
         "SELECT t.seq, t.branch, t.kind, t.text, t.tags, t.created_at FROM {}
          WHERE {} {EVENTS_NEWEST_FIRST} LIMIT ?1",
         visible("events"),
         if limit.is_some() { not_excluded() } else { not_excluded_by_set() }
     );
-    store.conn.query(&sql, [limit_param(limit)], |row| event_from_row(path, row))
+    let read = || store.conn.query(&sql, [limit_param(limit)], |row| event_from_row(path, row));
+    match limit {
+        Some(limit) => windowed(store, path, limit, read),
+        None => {
+            path::load(store, path)?;
+            read()
+        }
+    }
 }
 
 /// Whether a read of every visible row of a layer first tries one scan of the whole table
@@ -338,7 +373,7 @@ pub(crate) fn steps(store: &Store, path: &BranchPath) -> Result<Vec<StoredStep>>
 /// are read once and the folded ones dropped here: checking each row in SQL against every
 /// other row's list was quadratic in the rows a path accumulates.
 pub(crate) fn summaries(store: &Store, path: &BranchPath) -> Result<Vec<Summary>> {
-    path::load(store, path)?;
+    load_to_anchor(store, path)?;
     let columns = "t.seq, t.branch, t.kind, t.summary_text, t.summarized_event_ids, t.created_at, \
                    t.replaced_summary_ids";
     let (last, anchor) = anchor_params(path);
@@ -510,13 +545,12 @@ pub(crate) fn archival(
     tags: &[String],
     limit: Option<usize>,
 ) -> Result<Vec<Record>> {
-    path::load(store, path)?;
     let tags = tags_filter(tags)?;
     // A window stops at its first `limit` current versions, checked one probe each; a read of
     // every record drops the superseded versions after one pass over the view's updates.
-    if limit.is_none() {
+    let Some(limit) = limit else {
         return every_current_version(store, path, tags.as_deref());
-    }
+    };
     let has_tags = has_tags(store.backend());
     let sql = format!(
         "SELECT {RECORD_COLUMNS} FROM {}
@@ -525,7 +559,9 @@ pub(crate) fn archival(
         visible("archival"),
         current_version()
     );
-    store.conn.query(&sql, params![tags, limit_param(limit)], |row| record_from_row(path, row))
+    windowed(store, path, limit, || {
+        store.conn.query(&sql, params![tags.as_deref(), limit as i64], |row| record_from_row(path, row))
+    })
 }
 
 /// The view's current versions (not deletes) carrying all tags of `tags` (see [`has_tags`]),
@@ -886,6 +922,62 @@ mod tests {
                         probed.sort_by_key(|(seq, _)| *seq);
                         prop_assert_eq!(scanned, probed);
                     }
+                }
+            }
+        }
+
+        /// Chains deeper than [`WINDOW_BRANCHES`], with branches that write nothing, exclusions,
+        /// updates and deletes of rows far up the path, and anchors or none: a window of the
+        /// newest n events and records, read first over the nearest branches only, is the
+        /// whole view's first n, and its core and summaries are the whole view's.
+        #[test]
+        fn windows_read_the_whole_views_newest_rows(
+            anchor_every in prop::sample::select(vec![0i64, 1, 16]),
+            ops in prop::collection::vec((0u8..6, 0usize..64, 0usize..3), 1..80),
+        ) {
+            let config = crate::config::Config { anchor_every, ..Default::default() };
+            let s = Store::open_in_memory(config, crate::clock::Clock::Fixed(1.7e9)).unwrap();
+            s.create_root("b0").unwrap();
+            let (mut chain, mut events, mut records) = (vec!["b0".to_string()], vec![], vec![]);
+            for (i, (op, pick, forks)) in ops.into_iter().enumerate() {
+                let tip = chain.last().unwrap().clone();
+                let text = format!("row {i}");
+                // Rows the tip cannot see are refused; that is the view's business.
+                match op {
+                    0 => events.push(s.recall_append(&tip, "note", &text, &[]).unwrap().id),
+                    1 if !events.is_empty() => {
+                        let _ = s.recall_exclude(&tip, &[events[pick % events.len()]]);
+                    }
+                    2 if !records.is_empty() => {
+                        let _ = s.archival_update(&tip, records[pick % records.len()], Some(&text), None);
+                    }
+                    3 if !records.is_empty() => {
+                        let _ = s.archival_delete(&tip, records[pick % records.len()]);
+                    }
+                    4 if !events.is_empty() => {
+                        let _ = s.recall_summarize(&tip, "summary", &text, &[events[pick % events.len()]]);
+                    }
+                    _ => records.push(s.archival_add(&tip, &text, &[]).unwrap().id),
+                }
+                // A level or two after most writes, none after some: chains pass the window's
+                // branches, and some levels write nothing.
+                for _ in 0..forks {
+                    let child = format!("b{}", chain.len());
+                    s.fork(chain.last().unwrap(), Some(&child)).unwrap();
+                    chain.push(child);
+                }
+            }
+            for branch in chain.iter().rev().step_by(7) {
+                // Read first, while the path table holds another branch's path: the whole
+                // view would leave all of this one's there.
+                let windows: Vec<(usize, View)> =
+                    [0, 1, 3, 8, 1000].into_iter().map(|n| (n, s.view_window(branch, Some(n), Some(n)).unwrap())).collect();
+                let whole = s.view(branch).unwrap();
+                for (n, window) in windows {
+                    prop_assert_eq!(&window.events[..], &whole.events[..n.min(whole.events.len())]);
+                    prop_assert_eq!(&window.archival[..], &whole.archival[..n.min(whole.archival.len())]);
+                    prop_assert_eq!(&window.core, &whole.core);
+                    prop_assert_eq!(&window.summaries, &whole.summaries);
                 }
             }
         }

@@ -8,6 +8,7 @@ use crate::error::{Error, Result, Topic};
 use crate::rows::{Branch, BranchPath, BranchStatus};
 use crate::store::Store;
 use std::collections::HashMap;
+use std::ops::Range;
 use std::rc::Rc;
 
 /// The rule: a branch sees all of its own rows, and from each ancestor the rows up to the fork
@@ -66,8 +67,9 @@ struct PathState {
     /// checked on every call), and how many times `gc` had collected branches then: a path is
     /// valid only while its branch is not collected.
     checked: Option<(Option<u32>, i64)>,
-    /// The branch whose path is loaded, and how many branches of it (a path may stop at an
-    /// anchor); None when the table may be missing or stale.
+    /// The branch whose path is loaded, and how many of its branches, nearest first: every
+    /// path of a branch (to its root, to an anchor) is a prefix of its path to the root, with
+    /// the same cutoffs. None when the table may be missing or stale.
     loaded: Option<(i64, usize)>,
 }
 
@@ -87,13 +89,28 @@ const PATH_FROM_SETTING: &str =
 
 /// Puts `path` into `temp.view_path` unless it is already there.
 pub(crate) fn load(store: &Store, path: &BranchPath) -> Result<()> {
-    let wanted = (path.branch().bid, path.branches().len());
+    load_nearest(store, path, path.branches().len()).map(|_| ())
+}
+
+/// Puts at least the `count` nearest branches of `path` into `temp.view_path`: enough for a
+/// read of those branches' rows alone, as every view row that can hide or replace one of them
+/// (an exclusion, a newer version) was written by the same branch or a nearer one. On
+/// SQLite the table grows by the branches it lacks, so a read of the nearest few at depth
+/// 1,000 does not insert a thousand rows; on PostgreSQL the whole path is set at once. Returns
+/// how many of the nearest branches the table holds.
+pub(crate) fn load_nearest(store: &Store, path: &BranchPath, count: usize) -> Result<usize> {
+    let bid = path.branch().bid;
+    let count = count.min(path.branches().len());
     let loaded = store.memo(|state: &mut PathState| state.loaded.take());
-    if loaded == Some(wanted) {
+    let held = match loaded {
+        Some((loaded_bid, held)) if loaded_bid == bid => held,
+        _ => 0,
+    };
+    if loaded.is_some() && held >= count {
         store.memo(|state: &mut PathState| state.loaded = loaded);
-        return Ok(());
+        return Ok(held);
     }
-    match store.backend() {
+    let wanted = match store.backend() {
         Backend::Sqlite => {
             if loaded.is_none() {
                 store.conn.execute(PATH_TABLE, params![])?;
@@ -104,7 +121,7 @@ pub(crate) fn load(store: &Store, path: &BranchPath) -> Result<()> {
             // table.
             if store.conn.is_autocommit() {
                 store.conn.execute("SAVEPOINT view_path", params![])?;
-                let filled = fill_path_table(store, path);
+                let filled = fill_path_table(store, path, held..count);
                 // Released whatever happens: an open savepoint would hold the next statements.
                 let undone = match filled {
                     Ok(()) => Ok(0),
@@ -114,8 +131,9 @@ pub(crate) fn load(store: &Store, path: &BranchPath) -> Result<()> {
                 undone?;
                 filled?;
             } else {
-                fill_path_table(store, path)?;
+                fill_path_table(store, path, held..count)?;
             }
+            count
         }
         // A setting of the session instead of a table: creating a temporary table writes the
         // catalogue, milliseconds on every new connection. Undone by a rollback, as a table's
@@ -129,20 +147,25 @@ pub(crate) fn load(store: &Store, path: &BranchPath) -> Result<()> {
                 params![path.cutoffs_json()],
                 |_| Ok(()),
             )?;
+            path.branches().len()
         }
-    }
-    store.memo(|state: &mut PathState| state.loaded = Some(wanted));
-    Ok(())
+    };
+    store.memo(|state: &mut PathState| state.loaded = Some((bid, wanted)));
+    Ok(wanted)
 }
 
-/// Replaces the rows of `temp.view_path` with `path`, by one prepared insert per branch: taking
-/// the rows apart from JSON in SQL cost a third more (`value ->> 0` parses each pair again).
-fn fill_path_table(store: &Store, path: &BranchPath) -> Result<()> {
-    store.conn.execute("DELETE FROM temp.view_path", params![])?;
-    for (pos, branch) in path.branches().iter().enumerate() {
+/// Puts the branches of `path` at `positions` into `temp.view_path`, by one prepared insert
+/// per branch (taking the rows apart from JSON in SQL cost a third more: `value ->> 0` parses
+/// each pair again). From position 0 the table is emptied first; from further down it holds
+/// the branches before them.
+fn fill_path_table(store: &Store, path: &BranchPath, positions: Range<usize>) -> Result<()> {
+    if positions.start == 0 {
+        store.conn.execute("DELETE FROM temp.view_path", params![])?;
+    }
+    for pos in positions {
         store.conn.execute(
             "INSERT INTO temp.view_path(pos, bid, cutoff) VALUES (?1, ?2, ?3)",
-            params![pos as i64, branch.bid, path.cutoff(pos)],
+            params![pos as i64, path.branches()[pos].bid, path.cutoff(pos)],
         )?;
     }
     Ok(())
