@@ -199,7 +199,7 @@ fn branch_from_row(row: &Row<'_>) -> Result<Branch> {
             text => serde_json::from_str(text).unwrap_or_default(),
         },
         anchored: row.get(8)?,
-        status: BranchStatus::parse(&row.get::<String>(9)?).unwrap_or(BranchStatus::Alive),
+        status: BranchStatus::parse(row.value(9)?.as_str()?).unwrap_or(BranchStatus::Alive),
         status_note: row.get(10)?,
     })
 }
