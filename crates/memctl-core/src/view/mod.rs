@@ -107,11 +107,6 @@ fn tags_filter(tags: &[String]) -> Result<Option<String>> {
     Ok(if tags.is_empty() { None } else { Some(serde_json::to_string(tags)?) })
 }
 
-/// A LIMIT of `limit` rows, None: all.
-fn limit_param(limit: Option<usize>) -> i64 {
-    limit.map_or(i64::MAX, |n| n as i64)
-}
-
 /// The tags of column `index`, stored as a JSON array, read without copying the column.
 fn tags_at(row: &Row<'_>, index: usize) -> Result<Vec<String>> {
     Ok(parse_tags(row.value(index)?.as_str()?))
@@ -144,47 +139,48 @@ fn plain_tags(json: &str) -> Option<Vec<String>> {
     Some(tags)
 }
 
-/// Loads the branches an anchored read ([`anchored`]) of `path` reads: down to its nearest
-/// anchor, or all of them.
-fn load_to_anchor(store: &Store, path: &BranchPath) -> Result<()> {
-    let count = path.anchor().map_or(path.branches().len(), |(position, _)| position + 1);
-    path::load_nearest(store, path, count).map(|_| ())
+/// Loads the branches an anchored read ([`anchored`]) of `path` reads — down to its nearest
+/// anchor, or all of them — and returns the read's `:last` (the anchor's position) and
+/// `:anchor` (its bid).
+fn load_to_anchor(store: &Store, path: &BranchPath) -> Result<(i64, Option<i64>)> {
+    let (count, params) = match path.anchor() {
+        Some((position, bid)) => (position + 1, (position as i64, Some(bid))),
+        None => (path.branches().len(), (i64::MAX, None)),
+    };
+    path::load_nearest(store, path, count)?;
+    Ok(params)
 }
 
 /// How many of a path's nearest branches a window of its newest rows is first read over.
 const WINDOW_BRANCHES: usize = 32;
 
-/// The rows of `read`, a query of at most `limit` of the view's rows nearest branch first
-/// (`NEWEST_FIRST`), over `temp.view_path`: first over the path's [`WINDOW_BRANCHES`] nearest
-/// branches, whose visible rows are all newer than the farther branches' (`path::holder`),
-/// then, only if they hold fewer than `limit`, over the whole path.
+/// At most `limit` of the view's rows, nearest branch first, from `read(from, limit)`: at most
+/// `limit` rows of the path branches at positions `from` and beyond that `temp.view_path`
+/// holds, in that order. They are read first over the table as it is, holding at least the
+/// [`WINDOW_BRANCHES`] nearest branches, whose visible rows are all newer than the farther
+/// branches' (`path::holder`) and can be hidden or replaced only by rows of their own
+/// (`path::load_nearest`); only if those hold fewer than `limit` is the whole path loaded, and
+/// the rest read from the branches after them.
 fn windowed<T>(
     store: &Store,
     path: &BranchPath,
     limit: usize,
-    read: impl Fn() -> Result<Vec<T>>,
+    read: impl Fn(usize, usize) -> Result<Vec<T>>,
 ) -> Result<Vec<T>> {
     let held = path::load_nearest(store, path, WINDOW_BRANCHES)?;
-    let rows = read()?;
-    if rows.len() >= limit || held == path.branches().len() {
-        return Ok(rows);
+    let mut rows = read(0, limit)?;
+    if rows.len() < limit && held < path.branches().len() {
+        path::load(store, path)?;
+        rows.extend(read(held, limit - rows.len())?);
     }
-    path::load(store, path)?;
-    read()
-}
-
-fn anchor_params(path: &BranchPath) -> (i64, Option<i64>) {
-    match path.anchor() {
-        Some((position, bid)) => (position as i64, Some(bid)),
-        None => (i64::MAX, None),
-    }
+    Ok(rows)
 }
 
 const CORE_COLUMNS: &str = "t.key, t.value, t.branch, t.seq, t.importance, t.ttl_s, t.created_at";
 
 /// Visible core entries (tombstones and expired rows resolved), oldest write first.
 pub(crate) fn core(store: &Store, path: &BranchPath) -> Result<Vec<CoreEntry>> {
-    load_to_anchor(store, path)?;
+    let (last, anchor) = load_to_anchor(store, path)?;
     // Per key, the row with the greatest seq: SQLite takes a bare column's value from the row
     // `max` picks; PostgreSQL says the same with DISTINCT ON.
     let rows = anchored("core", CORE_COLUMNS);
@@ -200,7 +196,6 @@ pub(crate) fn core(store: &Store, path: &BranchPath) -> Result<Vec<CoreEntry>> {
              ORDER BY seq"
         ),
     };
-    let (last, anchor) = anchor_params(path);
     let params = named![":now" => store.clock.now(), ":last" => last, ":anchor" => anchor];
     let entries = store.conn.query(&sql, params, |row| {
         let Some(value) = row.get::<Option<String>>(1)? else { return Ok(None) };
@@ -224,12 +219,11 @@ pub(crate) fn core(store: &Store, path: &BranchPath) -> Result<Vec<CoreEntry>> {
 /// Branches deeper down read at most `anchor_every` levels plus these rows, whatever their
 /// depth; the anchor copies no data, only names rows by seq.
 pub(crate) fn anchor_rows(store: &Store, path: &BranchPath) -> Result<Vec<i64>> {
-    load_to_anchor(store, path)?;
+    let (last, anchor) = load_to_anchor(store, path)?;
     let sql = format!(
         "SELECT key, seq, value IS NULL, ttl_s IS NULL FROM ({}) r ORDER BY key, seq DESC",
         anchored("core", CORE_COLUMNS)
     );
-    let (last, anchor) = anchor_params(path);
     let mut seqs = Vec::new();
     let mut settled: Option<String> = None;
     store.conn.query(&sql, named![":last" => last, ":anchor" => anchor], |row| {
@@ -262,20 +256,24 @@ pub(crate) fn events(store: &Store, path: &BranchPath, limit: Option<usize>) -> 
 
 /// [`events`] by one range probe per path branch, nearest first, stopping at `limit`.
 fn events_by_probes(store: &Store, path: &BranchPath, limit: Option<usize>) -> Result<Vec<Event>> {
+    let columns = "t.seq, t.branch, t.kind, t.text, t.tags, t.created_at";
+    let Some(limit) = limit else {
+        path::load(store, path)?;
+        let sql = format!(
+            "SELECT {columns} FROM {} WHERE {} {EVENTS_NEWEST_FIRST}",
+            visible("events"),
+            not_excluded_by_set()
+        );
+        return store.conn.query(&sql, params![], |row| event_from_row(path, row));
+    };
     let sql = format!(
-        "SELECT t.seq, t.branch, t.kind, t.text, t.tags, t.created_at FROM {}
-         WHERE {} {EVENTS_NEWEST_FIRST} LIMIT ?1",
+        "SELECT {columns} FROM {} WHERE p.pos >= ?1 AND {} {EVENTS_NEWEST_FIRST} LIMIT ?2",
         visible("events"),
-        if limit.is_some() { not_excluded() } else { not_excluded_by_set() }
+        not_excluded()
     );
-    let read = || store.conn.query(&sql, [limit_param(limit)], |row| event_from_row(path, row));
-    match limit {
-        Some(limit) => windowed(store, path, limit, read),
-        None => {
-            path::load(store, path)?;
-            read()
-        }
-    }
+    windowed(store, path, limit, |from, limit| {
+        store.conn.query(&sql, params![from as i64, limit as i64], |row| event_from_row(path, row))
+    })
 }
 
 /// Whether a read of every visible row of a layer first tries one scan of the whole table
@@ -373,10 +371,9 @@ pub(crate) fn steps(store: &Store, path: &BranchPath) -> Result<Vec<StoredStep>>
 /// are read once and the folded ones dropped here: checking each row in SQL against every
 /// other row's list was quadratic in the rows a path accumulates.
 pub(crate) fn summaries(store: &Store, path: &BranchPath) -> Result<Vec<Summary>> {
-    load_to_anchor(store, path)?;
+    let (last, anchor) = load_to_anchor(store, path)?;
     let columns = "t.seq, t.branch, t.kind, t.summary_text, t.summarized_event_ids, t.created_at, \
                    t.replaced_summary_ids";
-    let (last, anchor) = anchor_params(path);
     let sql = format!("{} ORDER BY 1", anchored("inherited_summaries", columns));
     let rows = store.conn.query(&sql, named![":last" => last, ":anchor" => anchor], |row| {
         let folded: Vec<i64> = serde_json::from_str(&row.get::<String>(6)?).unwrap_or_default();
@@ -554,13 +551,14 @@ pub(crate) fn archival(
     let has_tags = has_tags(store.backend());
     let sql = format!(
         "SELECT {RECORD_COLUMNS} FROM {}
-         WHERE t.text IS NOT NULL AND {} AND {has_tags}
-         {NEWEST_FIRST} LIMIT ?2",
+         WHERE p.pos >= ?2 AND t.text IS NOT NULL AND {} AND {has_tags}
+         {NEWEST_FIRST} LIMIT ?3",
         visible("archival"),
         current_version()
     );
-    windowed(store, path, limit, || {
-        store.conn.query(&sql, params![tags.as_deref(), limit as i64], |row| record_from_row(path, row))
+    windowed(store, path, limit, |from, limit| {
+        let params = params![tags.as_deref(), from as i64, limit as i64];
+        store.conn.query(&sql, params, |row| record_from_row(path, row))
     })
 }
 
@@ -837,6 +835,36 @@ mod tests {
         assert_eq!(s.view("leaf").unwrap(), before, "the probes read the same view");
     }
 
+    /// At depth 40, a window that the leaf's own rows fill reads over the nearest
+    /// [`WINDOW_BRANCHES`] branches only; one they do not fill reads on past them, the rest
+    /// from the root.
+    #[test]
+    fn a_window_reads_past_the_nearest_branches_only_when_they_fall_short() {
+        let s = Store::scratch();
+        s.create_root("b0").unwrap();
+        for i in 0..5 {
+            s.recall_append("b0", "note", &format!("root {i}"), &[]).unwrap();
+        }
+        for level in 1..=40 {
+            s.fork(&format!("b{}", level - 1), Some(&format!("b{level}"))).unwrap();
+        }
+        for i in 0..3 {
+            s.recall_append("b40", "note", &format!("leaf {i}"), &[]).unwrap();
+        }
+        let path = s.path("b40").unwrap();
+        let held = || {
+            s.conn.query_one("SELECT count(*) FROM temp.view_path", params![], |r| r.get::<i64>(0)).unwrap()
+        };
+        let texts = |events: Vec<Event>| events.into_iter().map(|e| e.text).collect::<Vec<_>>();
+        assert_eq!(texts(events(&s, &path, Some(3)).unwrap()), ["leaf 2", "leaf 1", "leaf 0"]);
+        assert_eq!(held(), WINDOW_BRANCHES as i64);
+        assert_eq!(
+            texts(events(&s, &path, Some(5)).unwrap()),
+            ["leaf 2", "leaf 1", "leaf 0", "root 4", "root 3"]
+        );
+        assert_eq!(held(), 41);
+    }
+
     #[test]
     fn parses_tags_as_json_does() {
         for json in [
@@ -926,38 +954,50 @@ mod tests {
             }
         }
 
-        /// Chains deeper than [`WINDOW_BRANCHES`], with branches that write nothing, exclusions,
-        /// updates and deletes of rows far up the path, and anchors or none: a window of the
-        /// newest n events and records, read first over the nearest branches only, is the
-        /// whole view's first n, and its core and summaries are the whole view's.
+        /// Chains deeper than [`WINDOW_BRANCHES`], with levels that write nothing, side
+        /// branches, writes at ancestors after their child forked (rows the chain does not
+        /// see), exclusions, updates and deletes of rows far up the path, and anchors or none:
+        /// a window of the newest n events, or records (with a tags filter or none), read
+        /// while the path table holds another branch's path, is the first n of every such
+        /// row. The table then holds the nearest branches only, or the whole path.
         #[test]
-        fn windows_read_the_whole_views_newest_rows(
+        fn windows_read_the_newest_of_every_row(
             anchor_every in prop::sample::select(vec![0i64, 1, 16]),
             ops in prop::collection::vec((0u8..6, 0usize..64, 0usize..3), 1..80),
         ) {
             let config = crate::config::Config { anchor_every, ..Default::default() };
             let s = Store::open_in_memory(config, crate::clock::Clock::Fixed(1.7e9)).unwrap();
             s.create_root("b0").unwrap();
-            let (mut chain, mut events, mut records) = (vec!["b0".to_string()], vec![], vec![]);
+            let (mut chain, mut event_ids, mut records) = (vec!["b0".to_string()], vec![], vec![]);
             for (i, (op, pick, forks)) in ops.into_iter().enumerate() {
-                let tip = chain.last().unwrap().clone();
+                // Most writes at the chain's tip, some at an ancestor or a side branch off it.
+                let at = match pick % 8 {
+                    0 => chain[pick % chain.len()].clone(),
+                    1 => {
+                        let side = format!("side{i}");
+                        s.fork(&chain[pick % chain.len()], Some(&side)).unwrap();
+                        side
+                    }
+                    _ => chain.last().unwrap().clone(),
+                };
                 let text = format!("row {i}");
-                // Rows the tip cannot see are refused; that is the view's business.
+                // Rows the writer cannot see are refused; that is the view's business.
                 match op {
-                    0 => events.push(s.recall_append(&tip, "note", &text, &[]).unwrap().id),
-                    1 if !events.is_empty() => {
-                        let _ = s.recall_exclude(&tip, &[events[pick % events.len()]]);
+                    0 => event_ids.push(s.recall_append(&at, "note", &text, &[]).unwrap().id),
+                    1 if !event_ids.is_empty() => {
+                        let _ = s.recall_exclude(&at, &[event_ids[pick % event_ids.len()]]);
                     }
                     2 if !records.is_empty() => {
-                        let _ = s.archival_update(&tip, records[pick % records.len()], Some(&text), None);
+                        let _ = s.archival_update(&at, records[pick % records.len()], Some(&text), None);
                     }
                     3 if !records.is_empty() => {
-                        let _ = s.archival_delete(&tip, records[pick % records.len()]);
+                        let _ = s.archival_delete(&at, records[pick % records.len()]);
                     }
-                    4 if !events.is_empty() => {
-                        let _ = s.recall_summarize(&tip, "summary", &text, &[events[pick % events.len()]]);
+                    4 if !event_ids.is_empty() => {
+                        let id = event_ids[pick % event_ids.len()];
+                        let _ = s.recall_summarize(&at, "summary", &text, &[id]);
                     }
-                    _ => records.push(s.archival_add(&tip, &text, &[]).unwrap().id),
+                    _ => records.push(s.archival_add(&at, &text, &[format!("t{}", pick % 2)]).unwrap().id),
                 }
                 // A level or two after most writes, none after some: chains pass the window's
                 // branches, and some levels write nothing.
@@ -967,17 +1007,27 @@ mod tests {
                     chain.push(child);
                 }
             }
-            for branch in chain.iter().rev().step_by(7) {
-                // Read first, while the path table holds another branch's path: the whole
-                // view would leave all of this one's there.
-                let windows: Vec<(usize, View)> =
-                    [0, 1, 3, 8, 1000].into_iter().map(|n| (n, s.view_window(branch, Some(n), Some(n)).unwrap())).collect();
-                let whole = s.view(branch).unwrap();
-                for (n, window) in windows {
-                    prop_assert_eq!(&window.events[..], &whole.events[..n.min(whole.events.len())]);
-                    prop_assert_eq!(&window.archival[..], &whole.archival[..n.min(whole.archival.len())]);
-                    prop_assert_eq!(&window.core, &whole.core);
-                    prop_assert_eq!(&window.summaries, &whole.summaries);
+            let elsewhere = s.path("b0").unwrap();
+            let tagged = ["t1".to_string()];
+            for branch in chain.iter().rev().step_by(5) {
+                let path = s.path(branch).unwrap();
+                let every_event = events_by_probes(&s, &path, None).unwrap();
+                let every_record = versions_by_probes(&s, &path, None).unwrap();
+                let superseded = superseded_versions(&s, &path).unwrap();
+                let current: Vec<&Record> =
+                    every_record.iter().filter(|r| !superseded.is_superseded(r.seq)).collect();
+                for n in [0, 1, 3, 8, 1000] {
+                    path::load(&s, &elsewhere).unwrap();
+                    let window = events(&s, &path, Some(n)).unwrap();
+                    prop_assert_eq!(&window[..], &every_event[..n.min(every_event.len())]);
+                    for tags in [&[][..], &tagged[..]] {
+                        path::load(&s, &elsewhere).unwrap();
+                        let window = archival(&s, &path, tags, Some(n)).unwrap();
+                        let carries = |r: &&Record| tags.iter().all(|t| r.tags.contains(t));
+                        let expected: Vec<&Record> =
+                            current.iter().copied().filter(carries).take(n).collect();
+                        prop_assert_eq!(window.iter().collect::<Vec<_>>(), expected);
+                    }
                 }
             }
         }

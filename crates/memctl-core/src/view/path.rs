@@ -93,20 +93,21 @@ pub(crate) fn load(store: &Store, path: &BranchPath) -> Result<()> {
 }
 
 /// Puts at least the `count` nearest branches of `path` into `temp.view_path`: enough for a
-/// read of those branches' rows alone, as every view row that can hide or replace one of them
-/// (an exclusion, a newer version) was written by the same branch or a nearer one. On
-/// SQLite the table grows by the branches it lacks, so a read of the nearest few at depth
+/// read of those branches' rows alone. A view row that can hide or replace one of them has a
+/// greater seq — a newer version, or an exclusion, written after the event it hides was
+/// visible to its writer — so it was written by the same branch or a nearer one ([`holder`]).
+/// On SQLite the table grows by the branches it lacks, so a read of the nearest few at depth
 /// 1,000 does not insert a thousand rows; on PostgreSQL the whole path is set at once. Returns
-/// how many of the nearest branches the table holds.
+/// how many of the nearest branches the table holds: at least `count` (or all of them).
 pub(crate) fn load_nearest(store: &Store, path: &BranchPath, count: usize) -> Result<usize> {
     let bid = path.branch().bid;
-    let count = count.min(path.branches().len());
+    let count = count.clamp(1, path.branches().len());
     let loaded = store.memo(|state: &mut PathState| state.loaded.take());
     let held = match loaded {
         Some((loaded_bid, held)) if loaded_bid == bid => held,
         _ => 0,
     };
-    if loaded.is_some() && held >= count {
+    if held >= count {
         store.memo(|state: &mut PathState| state.loaded = loaded);
         return Ok(held);
     }
