@@ -167,6 +167,9 @@ fn windowed<T>(
     limit: usize,
     read: impl Fn(usize, usize) -> Result<Vec<T>>,
 ) -> Result<Vec<T>> {
+    if limit == 0 {
+        return Ok(Vec::new());
+    }
     let held = path::load_nearest(store, path, WINDOW_BRANCHES)?;
     let mut rows = read(0, limit)?;
     if rows.len() < limit && held < path.branches().len() {

@@ -347,7 +347,8 @@ impl Store {
         for i in 1..branches.len() {
             branches[i - 1].parent = Some(branches[i].id.clone());
         }
-        if let Some(last) = branches.last_mut() {
+        // A path to the root ends at a branch without a parent: nothing to look up.
+        if let Some(last) = branches.last_mut().filter(|last| last.depth > 0) {
             last.parent = self.conn.query_opt(
                 "SELECT p.id FROM branches b JOIN branches p ON p.bid = b.parent WHERE b.bid = ?1",
                 [last.bid],
