@@ -57,14 +57,12 @@ fn main() {
 
     let cl100k = tiktoken_rs::cl100k_base().expect("tiktoken-rs builds cl100k_base");
     write_vocab(&out.join("cl100k_base.vocab"), &cl100k, 100_256);
-    write_dfa(&out.join("cl100k_base.dfa"), CL100K_PATTERN, big_endian);
-    write_ascii_dfa(&out.join("cl100k_base.ascii.dfa"), CL100K_PATTERN, big_endian);
+    write_dfas(&out, "cl100k_base", CL100K_PATTERN, big_endian);
     drop(cl100k);
 
     let o200k = tiktoken_rs::o200k_base().expect("tiktoken-rs builds o200k_base");
     write_vocab(&out.join("o200k_base.vocab"), &o200k, 199_998);
-    write_dfa(&out.join("o200k_base.dfa"), O200K_PATTERN, big_endian);
-    write_ascii_dfa(&out.join("o200k_base.ascii.dfa"), O200K_PATTERN, big_endian);
+    write_dfas(&out, "o200k_base", O200K_PATTERN, big_endian);
 }
 
 /// Layout, all integers u32 little-endian: `n`, `slot_bits`, `max_token_len`, then `n + 1` offsets
@@ -117,36 +115,29 @@ fn write_vocab(path: &Path, bpe: &tiktoken_rs::CoreBPE, expected: usize) {
     fs::write(path, data).expect("write vocabulary table");
 }
 
-/// Pattern 0 is the split pattern, pattern 1 `\s+`; leftmost-first priority between them is that
-/// of the alternation they stand for. Only anchored searches are needed.
-fn write_dfa(path: &Path, pattern: &str, big_endian: bool) {
-    let dfa = dfa_builder().build_many(&[pattern, WHITESPACE]).expect("split pattern compiles");
-    write(path, &dfa, big_endian);
+/// Writes `<name>.dfa`, whose pattern 0 is the split pattern and pattern 1 `\s+` (leftmost-first
+/// priority between them is that of the alternation they stand for; only anchored searches are
+/// needed), and `<name>.ascii.dfa`, the same patterns as parsed cut down to ASCII
+/// ([`ascii_only`]): on ASCII text a match never takes a non-ASCII branch, so it finds the same
+/// matches, with the same priorities.
+fn write_dfas(out: &Path, name: &str, pattern: &str, big_endian: bool) {
+    let parse = |p: &str| regex_syntax::parse(p).expect("split pattern parses");
+    let hirs = [parse(pattern), parse(r"\s+")];
+    write_dfa(&out.join(format!("{name}.dfa")), &hirs, big_endian);
+    write_dfa(&out.join(format!("{name}.ascii.dfa")), &hirs.each_ref().map(ascii_only), big_endian);
 }
 
-/// [`write_dfa`]'s patterns cut down to ASCII ([`ascii_only`]). On ASCII text a match never
-/// takes a non-ASCII branch, so this DFA finds the same matches, with the same priorities.
-fn write_ascii_dfa(path: &Path, pattern: &str, big_endian: bool) {
-    let parse = |p: &str| regex_syntax::parse(p).expect("split pattern parses");
-    let hirs = [parse(pattern), parse(WHITESPACE)].map(|hir| ascii_only(&hir));
+/// Compiles `hirs` as `dense::Builder::build_many` compiles patterns (no captures: a DFA has
+/// none) into a DFA for anchored searches, and writes it.
+fn write_dfa(path: &Path, hirs: &[Hir], big_endian: bool) {
     let nfa = thompson::Compiler::new()
         .configure(thompson::Config::new().which_captures(thompson::WhichCaptures::None))
-        .build_many_from_hir(&hirs)
-        .expect("ASCII split pattern compiles");
-    let dfa = dfa_builder().build_from_nfa(&nfa).expect("ASCII split DFA builds");
-    write(path, &dfa, big_endian);
-}
-
-/// The second pattern of both DFAs.
-const WHITESPACE: &str = r"\s+";
-
-fn dfa_builder() -> dense::Builder {
-    let mut builder = dense::Builder::new();
-    builder.configure(dense::Config::new().start_kind(StartKind::Anchored));
-    builder
-}
-
-fn write(path: &Path, dfa: &dense::DFA<Vec<u32>>, big_endian: bool) {
+        .build_many_from_hir(hirs)
+        .expect("split pattern compiles");
+    let dfa = dense::Builder::new()
+        .configure(dense::Config::new().start_kind(StartKind::Anchored))
+        .build_from_nfa(&nfa)
+        .expect("split DFA builds");
     let (bytes, pad) = if big_endian { dfa.to_bytes_big_endian() } else { dfa.to_bytes_little_endian() };
     fs::write(path, &bytes[pad..]).expect("write split DFA");
 }
@@ -168,11 +159,14 @@ fn ascii_only(hir: &Hir) -> Hir {
             class.intersect(&ClassBytes::new([ClassBytesRange::new(0, 0x7f)]));
             Hir::class(Class::Bytes(class))
         }
-        HirKind::Repetition(repetition) => {
-            Hir::repetition(Repetition { sub: Box::new(ascii_only(&repetition.sub)), ..repetition.clone() })
-        }
-        HirKind::Capture(capture) => {
-            Hir::capture(Capture { sub: Box::new(ascii_only(&capture.sub)), ..capture.clone() })
+        HirKind::Repetition(Repetition { min, max, greedy, sub }) => Hir::repetition(Repetition {
+            min: *min,
+            max: *max,
+            greedy: *greedy,
+            sub: Box::new(ascii_only(sub)),
+        }),
+        HirKind::Capture(Capture { index, name, sub }) => {
+            Hir::capture(Capture { index: *index, name: name.clone(), sub: Box::new(ascii_only(sub)) })
         }
         HirKind::Concat(parts) => Hir::concat(parts.iter().map(ascii_only).collect()),
         HirKind::Alternation(branches) => Hir::alternation(branches.iter().map(ascii_only).collect()),

@@ -287,14 +287,12 @@ fn scans(store: &Store, path: &BranchPath) -> Result<bool> {
 }
 
 /// The rows of `sql`, a read of a whole layer table whose columns `at` are a row's seq and
-/// branch, that the view holds (`path::holds`), each mapped by `f`, which may leave a row out
-/// (None). The rows kept go straight into the vector returned: collecting a vector of options
-/// into another allocated fresh pages for every row again, a tenth of a whole view's time at
-/// depth 1,000. None once it has read past
-/// more than two rows per path branch: the table then holds many other branches' rows, and the
-/// probes, one per path branch, read only the view's. A scan given up costs at most about what
-/// the probes cost: the rows read past, about as much as the probes' seeks, and the view's rows
-/// read before it gave up, which the probes read again.
+/// branch, that the view holds (`path::holds`), each mapped by `f`, which may leave one out
+/// (None: it still counts as held). None once it has read past more than two rows per path
+/// branch: the table then holds many other branches' rows, and the probes, one per path branch,
+/// read only the view's. A scan given up costs at most about what the probes cost: the rows
+/// read past, about as much as the probes' seeks, and the view's rows read before it gave up,
+/// which the probes read again.
 fn scanned<T>(
     store: &Store,
     path: &BranchPath,

@@ -347,7 +347,9 @@ impl Store {
         for i in 1..branches.len() {
             branches[i - 1].parent = Some(branches[i].id.clone());
         }
-        // A path to the root ends at a branch without a parent: nothing to look up.
+        // A path to the root ends at a branch without a parent, nothing to look up: a branch
+        // has a parent exactly when its depth is above 0 (`create_branch`, the one writer of
+        // branches, sets both).
         if let Some(last) = branches.last_mut().filter(|last| last.depth > 0) {
             last.parent = self.conn.query_opt(
                 "SELECT p.id FROM branches b JOIN branches p ON p.bid = b.parent WHERE b.bid = ?1",
