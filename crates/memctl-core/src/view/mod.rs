@@ -458,9 +458,14 @@ fn visible_after(table: &str) -> String {
     format!("{} AND p.cutoff > ?1 WHERE t.seq > ?1", visible(table))
 }
 
+/// Loads the path's branches that hold the view's rows with a seq above `after`.
+fn load_above(store: &Store, path: &BranchPath, after: i64) -> Result<()> {
+    path::load_nearest(store, path, path::nearest_holding(path, after.saturating_add(1))).map(|_| ())
+}
+
 /// Visible events with a seq above `after`, newest first.
 pub(crate) fn events_after(store: &Store, path: &BranchPath, after: i64) -> Result<Vec<Event>> {
-    path::load(store, path)?;
+    load_above(store, path, after)?;
     let sql = format!(
         "SELECT t.seq, t.branch, t.kind, t.text, t.tags, t.created_at FROM {}
          AND {} {EVENTS_NEWEST_FIRST}",
@@ -472,14 +477,14 @@ pub(crate) fn events_after(store: &Store, path: &BranchPath, after: i64) -> Resu
 
 /// The events that visible exclusions with a seq above `after` hide.
 pub(crate) fn excluded_after(store: &Store, path: &BranchPath, after: i64) -> Result<Vec<i64>> {
-    path::load(store, path)?;
+    load_above(store, path, after)?;
     let sql = format!("SELECT t.event_id FROM {}", visible_after("inherited_exclusions"));
     store.conn.query(&sql, [after], |r| r.get(0))
 }
 
 /// The records with a visible version (or delete) with a seq above `after`.
 pub(crate) fn records_after(store: &Store, path: &BranchPath, after: i64) -> Result<Vec<i64>> {
-    path::load(store, path)?;
+    load_above(store, path, after)?;
     let sql = format!("SELECT DISTINCT t.record_id FROM {}", visible_after("archival"));
     store.conn.query(&sql, [after], |r| r.get(0))
 }
@@ -494,7 +499,9 @@ pub(crate) fn events_among(store: &Store, path: &BranchPath, ids: &[i64]) -> Res
     if rids.is_empty() {
         return Ok(Vec::new());
     }
-    path::load(store, path)?;
+    // An exclusion comes after the event it hides: the branches down to the oldest one's holder.
+    let oldest = ids.iter().copied().min().unwrap_or(i64::MAX);
+    path::load_nearest(store, path, path::nearest_holding(path, oldest))?;
     let sql = format!(
         "SELECT t.seq, t.branch, t.kind, t.text, t.tags, t.created_at
          FROM {} j JOIN temp.view_path p ON p.bid = {}
@@ -701,7 +708,8 @@ fn counted_by_probes(
 
 /// The visible version of one record, or None if it is not in the view (or deleted there).
 pub(crate) fn archival_record(store: &Store, path: &BranchPath, id: i64) -> Result<Option<Record>> {
-    path::load(store, path)?;
+    // The record's id is the seq of its first version, which all its other versions come after.
+    path::load_nearest(store, path, path::nearest_holding(path, id))?;
     let sql = format!(
         "SELECT {RECORD_COLUMNS} FROM archival t JOIN temp.view_path p ON {}
          WHERE t.record_id = ?1 ORDER BY t.seq DESC LIMIT 1",
@@ -717,7 +725,11 @@ pub(crate) fn archival_record(store: &Store, path: &BranchPath, id: i64) -> Resu
 
 /// The visible versions of those of records `ids` the view holds, newest version first.
 pub(crate) fn records_among(store: &Store, path: &BranchPath, ids: &[i64]) -> Result<Vec<Record>> {
-    path::load(store, path)?;
+    let Some(&oldest) = ids.iter().min() else {
+        return Ok(Vec::new());
+    };
+    // A record's id is the seq of its first version, which all its other versions come after.
+    path::load_nearest(store, path, path::nearest_holding(path, oldest))?;
     let sql = format!(
         "SELECT {RECORD_COLUMNS} FROM {} j JOIN archival t ON t.record_id = j.value
          JOIN temp.view_path p ON {}

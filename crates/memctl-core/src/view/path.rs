@@ -39,8 +39,21 @@ pub(crate) fn shared_until(a: &BranchPath, b: &BranchPath) -> i64 {
 /// each row ([`holds`]). Its cutoff, the fork of the branch before it, is at or above `seq` by
 /// that choice.
 pub(crate) fn holder(path: &BranchPath, seq: i64) -> Option<i64> {
-    let branches = path.branches();
-    branches.get(branches.partition_point(|b| b.fork_seq >= seq)).map(|b| b.bid)
+    path.branches().get(holder_position(path, seq)).map(|b| b.bid)
+}
+
+/// The position on `path` of [`holder`]`(seq)`; the path's length when no branch holds it.
+fn holder_position(path: &BranchPath, seq: i64) -> usize {
+    path.branches().partition_point(|b| b.fork_seq >= seq)
+}
+
+/// How many of the path's nearest branches hold every row of the view with a seq at or above
+/// `seq`: those down to the [`holder`] of `seq`, as a greater seq is held by the same branch or
+/// a nearer one (all of them when no branch holds `seq`). With [`load_nearest`], what a read
+/// of such rows needs: a newer version of a record comes after its first, an exclusion after
+/// the event it hides.
+pub(crate) fn nearest_holding(path: &BranchPath, seq: i64) -> usize {
+    (holder_position(path, seq) + 1).min(path.branches().len())
 }
 
 /// Whether the view holds the row that branch `bid` wrote with seq `seq` (see [`holder`]).
