@@ -128,7 +128,14 @@ impl Store {
     /// crate's unit tests in layers that know neither settings nor clocks.
     #[cfg(test)]
     pub(crate) fn scratch() -> Store {
-        Store::open_in_memory(Config::default(), Clock::Fixed(1.7e9)).expect("an in-memory store")
+        Store::scratch_anchoring(Config::default().anchor_every)
+    }
+
+    /// [`Store::scratch`] with an anchor every `levels` levels (0: none).
+    #[cfg(test)]
+    pub(crate) fn scratch_anchoring(levels: i64) -> Store {
+        let config = Config { anchor_every: levels, ..Config::default() };
+        Store::open_in_memory(config, Clock::Fixed(1.7e9)).expect("an in-memory store")
     }
 
     fn with_connection(conn: Conn, config: Config, clock: Clock, creation: Creation) -> Result<Store> {

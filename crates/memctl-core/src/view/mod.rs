@@ -496,11 +496,10 @@ pub(crate) fn events_among(store: &Store, path: &BranchPath, ids: &[i64]) -> Res
         .iter()
         .filter_map(|&id| Some(event_rid::of(path::holder(path, id)?, id)))
         .collect::<Result<_>>()?;
-    if rids.is_empty() {
-        return Ok(Vec::new());
-    }
     // An exclusion comes after the event it hides: the branches down to the oldest one's holder.
-    let oldest = ids.iter().copied().min().unwrap_or(i64::MAX);
+    let Some(oldest) = oldest_held(path, ids) else {
+        return Ok(Vec::new());
+    };
     path::load_nearest(store, path, path::nearest_holding(path, oldest))?;
     let sql = format!(
         "SELECT t.seq, t.branch, t.kind, t.text, t.tags, t.created_at
@@ -723,9 +722,15 @@ pub(crate) fn archival_record(store: &Store, path: &BranchPath, id: i64) -> Resu
     Ok(newest.flatten())
 }
 
+/// The oldest of `ids` (seqs of events, or of records' first versions) that a branch of `path`
+/// holds; None when none is: a row of another tree.
+fn oldest_held(path: &BranchPath, ids: &[i64]) -> Option<i64> {
+    ids.iter().copied().filter(|&id| path::holder(path, id).is_some()).min()
+}
+
 /// The visible versions of those of records `ids` the view holds, newest version first.
 pub(crate) fn records_among(store: &Store, path: &BranchPath, ids: &[i64]) -> Result<Vec<Record>> {
-    let Some(&oldest) = ids.iter().min() else {
+    let Some(oldest) = oldest_held(path, ids) else {
         return Ok(Vec::new());
     };
     // A record's id is the seq of its first version, which all its other versions come after.
@@ -984,8 +989,7 @@ mod tests {
             anchor_every in prop::sample::select(vec![0i64, 1, 16]),
             ops in prop::collection::vec((0u8..6, 0usize..64, 0usize..3), 1..80),
         ) {
-            let config = crate::config::Config { anchor_every, ..Default::default() };
-            let s = Store::open_in_memory(config, crate::clock::Clock::Fixed(1.7e9)).unwrap();
+            let s = Store::scratch_anchoring(anchor_every);
             s.create_root("b0").unwrap();
             let (mut chain, mut event_ids, mut records) = (vec!["b0".to_string()], vec![], vec![]);
             for (i, (op, pick, forks)) in ops.into_iter().enumerate() {

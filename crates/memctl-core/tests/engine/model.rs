@@ -826,6 +826,7 @@ impl Harness {
             self.check_why(b)?;
             self.check_path(b)?;
         }
+        self.check_seq_order()?;
         self.check_diffs()
     }
 
@@ -1417,6 +1418,28 @@ impl Harness {
             }
             self.check_nothing_left()?;
         }
+        Ok(())
+    }
+
+    /// What the view's partial path loads rest on (view/path.rs, `nearest_holding`): every
+    /// version of a record comes at or after its first, whose seq is the record's id, and every
+    /// exclusion after the event it hides.
+    fn check_seq_order(&self) -> Result<(), TestCaseError> {
+        if self.url.is_some() {
+            return Ok(());
+        }
+        let file = rusqlite::Connection::open(self.dir.path().join("memory.sqlite")).unwrap();
+        let count = |sql: &str| file.query_row(sql, [], |r| r.get::<_, i64>(0)).unwrap();
+        prop_assert_eq!(
+            count("SELECT count(*) FROM archival WHERE seq < record_id"),
+            0,
+            "versions before their record"
+        );
+        prop_assert_eq!(
+            count("SELECT count(*) FROM inherited_exclusions WHERE seq <= event_id"),
+            0,
+            "exclusions before their event"
+        );
         Ok(())
     }
 
