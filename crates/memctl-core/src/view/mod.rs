@@ -458,14 +458,15 @@ fn visible_after(table: &str) -> String {
     format!("{} AND p.cutoff > ?1 WHERE t.seq > ?1", visible(table))
 }
 
-/// Loads the path's branches that hold the view's rows with a seq above `after`.
-fn load_above(store: &Store, path: &BranchPath, after: i64) -> Result<()> {
-    path::load_nearest(store, path, path::nearest_holding(path, after.saturating_add(1))).map(|_| ())
+/// Loads the path's branches that hold the view's rows with a seq at or above `seq`: enough
+/// for a read of those rows and of what can hide or replace them (path.rs).
+fn load_from(store: &Store, path: &BranchPath, seq: i64) -> Result<()> {
+    path::load_nearest(store, path, path::nearest_holding(path, seq)).map(|_| ())
 }
 
 /// Visible events with a seq above `after`, newest first.
 pub(crate) fn events_after(store: &Store, path: &BranchPath, after: i64) -> Result<Vec<Event>> {
-    load_above(store, path, after)?;
+    load_from(store, path, after.saturating_add(1))?;
     let sql = format!(
         "SELECT t.seq, t.branch, t.kind, t.text, t.tags, t.created_at FROM {}
          AND {} {EVENTS_NEWEST_FIRST}",
@@ -477,14 +478,14 @@ pub(crate) fn events_after(store: &Store, path: &BranchPath, after: i64) -> Resu
 
 /// The events that visible exclusions with a seq above `after` hide.
 pub(crate) fn excluded_after(store: &Store, path: &BranchPath, after: i64) -> Result<Vec<i64>> {
-    load_above(store, path, after)?;
+    load_from(store, path, after.saturating_add(1))?;
     let sql = format!("SELECT t.event_id FROM {}", visible_after("inherited_exclusions"));
     store.conn.query(&sql, [after], |r| r.get(0))
 }
 
 /// The records with a visible version (or delete) with a seq above `after`.
 pub(crate) fn records_after(store: &Store, path: &BranchPath, after: i64) -> Result<Vec<i64>> {
-    load_above(store, path, after)?;
+    load_from(store, path, after.saturating_add(1))?;
     let sql = format!("SELECT DISTINCT t.record_id FROM {}", visible_after("archival"));
     store.conn.query(&sql, [after], |r| r.get(0))
 }
@@ -492,15 +493,13 @@ pub(crate) fn records_after(store: &Store, path: &BranchPath, after: i64) -> Res
 /// Those of events `ids` the view shows, newest first. Each id is looked up in the one path
 /// branch that can hold it (path::holder), so the cost follows the ids, not the path.
 pub(crate) fn events_among(store: &Store, path: &BranchPath, ids: &[i64]) -> Result<Vec<Event>> {
-    let rids: Vec<i64> = ids
-        .iter()
-        .filter_map(|&id| Some(event_rid::of(path::holder(path, id)?, id)))
-        .collect::<Result<_>>()?;
+    let held: Vec<(i64, i64)> = ids.iter().filter_map(|&id| Some((id, path::holder(path, id)?))).collect();
     // An exclusion comes after the event it hides: the branches down to the oldest one's holder.
-    let Some(oldest) = oldest_held(path, ids) else {
+    let Some(oldest) = held.iter().map(|&(id, _)| id).min() else {
         return Ok(Vec::new());
     };
-    path::load_nearest(store, path, path::nearest_holding(path, oldest))?;
+    load_from(store, path, oldest)?;
+    let rids: Vec<i64> = held.iter().map(|&(id, bid)| event_rid::of(bid, id)).collect::<Result<_>>()?;
     let sql = format!(
         "SELECT t.seq, t.branch, t.kind, t.text, t.tags, t.created_at
          FROM {} j JOIN temp.view_path p ON p.bid = {}
@@ -708,7 +707,7 @@ fn counted_by_probes(
 /// The visible version of one record, or None if it is not in the view (or deleted there).
 pub(crate) fn archival_record(store: &Store, path: &BranchPath, id: i64) -> Result<Option<Record>> {
     // The record's id is the seq of its first version, which all its other versions come after.
-    path::load_nearest(store, path, path::nearest_holding(path, id))?;
+    load_from(store, path, id)?;
     let sql = format!(
         "SELECT {RECORD_COLUMNS} FROM archival t JOIN temp.view_path p ON {}
          WHERE t.record_id = ?1 ORDER BY t.seq DESC LIMIT 1",
@@ -722,19 +721,14 @@ pub(crate) fn archival_record(store: &Store, path: &BranchPath, id: i64) -> Resu
     Ok(newest.flatten())
 }
 
-/// The oldest of `ids` (seqs of events, or of records' first versions) that a branch of `path`
-/// holds; None when none is: a row of another tree.
-fn oldest_held(path: &BranchPath, ids: &[i64]) -> Option<i64> {
-    ids.iter().copied().filter(|&id| path::holder(path, id).is_some()).min()
-}
-
 /// The visible versions of those of records `ids` the view holds, newest version first.
 pub(crate) fn records_among(store: &Store, path: &BranchPath, ids: &[i64]) -> Result<Vec<Record>> {
-    let Some(oldest) = oldest_held(path, ids) else {
+    // A record's id is the seq of its first version, which all its other versions come after;
+    // an id no path branch holds is a record of another tree.
+    let Some(oldest) = ids.iter().copied().filter(|&id| path::holder(path, id).is_some()).min() else {
         return Ok(Vec::new());
     };
-    // A record's id is the seq of its first version, which all its other versions come after.
-    path::load_nearest(store, path, path::nearest_holding(path, oldest))?;
+    load_from(store, path, oldest)?;
     let sql = format!(
         "SELECT {RECORD_COLUMNS} FROM {} j JOIN archival t ON t.record_id = j.value
          JOIN temp.view_path p ON {}
