@@ -66,7 +66,9 @@ fn main() {
 }
 
 /// Layout, all integers u32 little-endian: `n`, `slot_bits`, `max_token_len`, then `n + 1` offsets
-/// into the token bytes (rank order), then `1 << slot_bits` slots, then the token bytes.
+/// into the token bytes (rank order), then `1 << slot_bits` slots, then the rank of every pair of
+/// bytes as one token (`u32::MAX` if none; 65,536, indexed by `first << 8 | second`: the merges
+/// look up a pair for every byte of a piece), then the token bytes.
 fn write_vocab(path: &Path, bpe: &tiktoken_rs::CoreBPE, expected: usize) {
     // Ordinary ranks are 0..n with no gap; the special tokens come after and are left out.
     let mut tokens: Vec<Vec<u8>> = Vec::with_capacity(expected);
@@ -95,8 +97,15 @@ fn write_vocab(path: &Path, bpe: &tiktoken_rs::CoreBPE, expected: usize) {
     assert_eq!(single_bytes, 256, "every byte must be a token");
     let max_len = tokens.iter().map(Vec::len).max().unwrap_or(0);
 
+    let mut pairs = vec![u32::MAX; 1 << 16];
+    for (rank, token) in tokens.iter().enumerate() {
+        if let [first, second] = token[..] {
+            pairs[usize::from(first) << 8 | usize::from(second)] = rank as u32;
+        }
+    }
+
     let total: usize = tokens.iter().map(Vec::len).sum();
-    let mut data = Vec::with_capacity(12 + 4 * (n + 1) + 4 * slots.len() + total);
+    let mut data = Vec::with_capacity(12 + 4 * (n + 1) + 4 * (slots.len() + pairs.len()) + total);
     for word in [n as u32, slot_bits, max_len as u32] {
         data.extend_from_slice(&word.to_le_bytes());
     }
@@ -106,8 +115,8 @@ fn write_vocab(path: &Path, bpe: &tiktoken_rs::CoreBPE, expected: usize) {
         offset += token.len() as u32;
         data.extend_from_slice(&offset.to_le_bytes());
     }
-    for slot in &slots {
-        data.extend_from_slice(&slot.to_le_bytes());
+    for word in slots.iter().chain(&pairs) {
+        data.extend_from_slice(&word.to_le_bytes());
     }
     for token in &tokens {
         data.extend_from_slice(token);

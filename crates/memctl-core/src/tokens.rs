@@ -115,7 +115,8 @@ fn token_hash(bytes: &[u8]) -> u64 {
 
 fn read_u32(bytes: &[u8], index: usize) -> u32 {
     let at = index * 4;
-    u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]])
+    // One bounds check for the four bytes (indexing each byte checks each).
+    u32::from_le_bytes(bytes[at..at + 4].try_into().expect("a 4-byte slice"))
 }
 
 struct Tokenizer {
@@ -185,10 +186,12 @@ impl Tokenizer {
 }
 
 /// The vocabulary table written by build.rs, read in place: header (`n`, `slot_bits`,
-/// `max_token_len`), `n + 1` token offsets in rank order, the hash slots, then the token bytes.
+/// `max_token_len`), `n + 1` token offsets in rank order, the hash slots, the rank of every
+/// pair of bytes, then the token bytes.
 struct Vocab {
     offsets: &'static [u8],
     slots: &'static [u8],
+    pairs: &'static [u8],
     tokens: &'static [u8],
     mask: usize,
     max_token_len: usize,
@@ -201,8 +204,9 @@ impl Vocab {
         let max_token_len = read_u32(data, 2) as usize;
         let (_, rest) = data.split_at(12);
         let (offsets, rest) = rest.split_at(4 * (n + 1));
-        let (slots, tokens) = rest.split_at(4 * slot_count);
-        Vocab { offsets, slots, tokens, mask: slot_count - 1, max_token_len }
+        let (slots, rest) = rest.split_at(4 * slot_count);
+        let (pairs, tokens) = rest.split_at(4 << 16);
+        Vocab { offsets, slots, pairs, tokens, mask: slot_count - 1, max_token_len }
     }
 
     fn token(&self, rank: u32) -> &'static [u8] {
@@ -212,6 +216,14 @@ impl Vocab {
 
     /// The rank of `bytes` as one token, `u32::MAX` if it is none (tiktoken's convention).
     fn rank(&self, bytes: &[u8]) -> u32 {
+        match *bytes {
+            [first, second] => read_u32(self.pairs, usize::from(first) << 8 | usize::from(second)),
+            _ => self.hashed_rank(bytes),
+        }
+    }
+
+    /// The rank of `bytes` as one token, from the hash slots.
+    fn hashed_rank(&self, bytes: &[u8]) -> u32 {
         if bytes.len() > self.max_token_len {
             return u32::MAX;
         }
@@ -408,6 +420,21 @@ mod tests {
             prop_assert_eq!(found, expected, "{:?} from {}", text, start);
         }
         Ok(())
+    }
+
+    /// The pair table holds the rank the hash slots give every pair of bytes.
+    #[test]
+    fn the_pair_table_is_the_vocabulary_s_pairs() {
+        for tokenizer in [&*CL100K_BASE, &*O200K_BASE] {
+            let vocab = &tokenizer.vocab;
+            let mut tokens = 0;
+            for pair in 0..=u16::MAX {
+                let bytes = pair.to_be_bytes();
+                assert_eq!(vocab.rank(&bytes), vocab.hashed_rank(&bytes), "{bytes:?}");
+                tokens += usize::from(vocab.rank(&bytes) != u32::MAX);
+            }
+            assert!(tokens > 1000, "only {tokens} pairs are tokens");
+        }
     }
 
     proptest! {
