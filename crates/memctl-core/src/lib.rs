@@ -88,7 +88,7 @@ pub use rows::{
 pub use schema::{PAGE_SIZE, SCHEMA_VERSION};
 pub use store::{OpContext, Store, Tx};
 pub use summarizer::{Request as SummarizerRequest, Task as SummarizerTask};
-pub use tokens::{count_tokens, Encoding};
+pub use tokens::{count_tokens, count_tokens_within, Encoding};
 pub use transfer::Transfer;
 pub use view::{history::Reach, View};
 pub use why::{Action, Content, Status, Subject, Verdict, Why, Write};

@@ -10,7 +10,7 @@ use crate::archival::Search;
 use crate::error::Result;
 use crate::rows::Record;
 use crate::store::Store;
-use crate::tokens::{count_tokens, Encoding};
+use crate::tokens::{count_tokens_within, Encoding};
 use crate::view::View;
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -26,9 +26,15 @@ pub enum Budget {
 
 impl Budget {
     fn measure(&self, text: &str) -> usize {
+        self.measure_within(text, usize::MAX).expect("no size exceeds usize::MAX")
+    }
+
+    /// The size of `text` if it is at most `room`, else None (a text of tokens that cannot fit
+    /// is not counted to its end).
+    fn measure_within(&self, text: &str, room: usize) -> Option<usize> {
         match self {
-            Budget::Tokens { encoding, .. } => count_tokens(*encoding, text),
-            Budget::Chars(_) | Budget::Unlimited => text.chars().count(),
+            Budget::Tokens { encoding, .. } => count_tokens_within(*encoding, text, room),
+            Budget::Chars(_) | Budget::Unlimited => Some(text.chars().count()).filter(|&n| n <= room),
         }
     }
 
@@ -142,6 +148,17 @@ fn priority(sections: &[Vec<Item>; 3]) -> Vec<(usize, usize)> {
     order
 }
 
+/// What `new_parts` add to a text of `parts` parts, each after the first with its separating
+/// newline, if that is at most `room`.
+fn cost_within(budget: Budget, new_parts: &[&str], parts: usize, room: usize) -> Option<usize> {
+    let mut cost = 0;
+    for (n, part) in new_parts.iter().enumerate() {
+        cost += usize::from(parts + n > 0);
+        cost += budget.measure_within(part, room.checked_sub(cost)?)?;
+    }
+    Some(cost)
+}
+
 fn assemble(sections: &[Vec<Item>; 3], included: &[Vec<bool>; 3]) -> String {
     let mut parts: Vec<&str> = Vec::new();
     for (s, section) in Section::ALL.iter().enumerate() {
@@ -175,16 +192,11 @@ impl Store {
         let mut used = 0usize;
         let mut parts = 0usize;
         for &(s, i) in &order {
-            let opens_section = !included[s].iter().any(|&x| x);
-            let (mut cost, mut new_parts) = (0, parts);
-            if opens_section {
-                cost += budget.measure(Section::ALL[s].header()) + usize::from(new_parts > 0);
-                new_parts += 1;
-            }
-            cost += budget.measure(&sections[s][i].line) + usize::from(new_parts > 0);
-            if used.saturating_add(cost) <= limit {
+            let header = (!included[s].iter().any(|&x| x)).then(|| Section::ALL[s].header());
+            let new_parts: Vec<&str> = header.into_iter().chain([sections[s][i].line.as_str()]).collect();
+            if let Some(cost) = cost_within(budget, &new_parts, parts, limit - used) {
                 used += cost;
-                parts = new_parts + 1;
+                parts += new_parts.len();
                 included[s][i] = true;
             }
         }
@@ -207,5 +219,24 @@ impl Store {
         }
         let tokens = matches!(budget, Budget::Tokens { .. }).then_some(size);
         Ok(PromptContext { chars: text.chars().count(), tokens, text, sections: reports })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each part after a text's first costs its separating newline; past the room, nothing.
+    #[test]
+    fn cost_within_counts_separators_and_stops_past_the_room() {
+        let chars = Budget::Chars(100);
+        assert_eq!(cost_within(chars, &["Core Memory:", "- a: b"], 0, 100), Some(12 + 1 + 6));
+        assert_eq!(cost_within(chars, &["- a: b"], 3, 100), Some(1 + 6));
+        assert_eq!(cost_within(chars, &["- a: b"], 3, 7), Some(7));
+        assert_eq!(cost_within(chars, &["- a: b"], 3, 6), None);
+        let tokens = Budget::Tokens { limit: 100, encoding: Encoding::Cl100kBase };
+        assert_eq!(cost_within(tokens, &["hello world"], 0, 2), Some(2));
+        assert_eq!(cost_within(tokens, &["hello world"], 0, 1), None);
+        assert_eq!(cost_within(tokens, &["hello world"], 1, 2), None);
     }
 }

@@ -70,14 +70,20 @@ impl FromStr for Encoding {
 /// The encoding's tables are loaded on its first use in the process, and only then (an empty
 /// text loads nothing); they stay loaded for the rest of the process.
 pub fn count_tokens(encoding: Encoding, text: &str) -> usize {
+    count_tokens_within(encoding, text, usize::MAX).expect("no count exceeds usize::MAX")
+}
+
+/// The number of tokens `text` encodes to if it is at most `limit`, else None. Counting stops
+/// once past `limit`: fitting texts to a budget need not count the ones that cannot fit.
+pub fn count_tokens_within(encoding: Encoding, text: &str, limit: usize) -> Option<usize> {
     if text.is_empty() {
-        return 0;
+        return Some(0);
     }
     let tokenizer: &Tokenizer = match encoding {
         Encoding::Cl100kBase => &CL100K_BASE,
         Encoding::O200kBase => &O200K_BASE,
     };
-    tokenizer.count(text)
+    tokenizer.count_within(text, limit)
 }
 
 /// A dense DFA is read in place as `u32`s, so its bytes must be 4-aligned, which
@@ -158,7 +164,7 @@ impl Tokenizer {
         self.split.get_or_init(|| dfa(self.split_bytes))
     }
 
-    fn count(&self, text: &str) -> usize {
+    fn count_within(&self, text: &str, limit: usize) -> Option<usize> {
         let split = self.split_for(text);
         let bytes = text.as_bytes();
         let mut parts = Vec::new();
@@ -179,9 +185,12 @@ impl Tokenizer {
                 }
             }
             count += self.vocab.count_piece(&bytes[start..end], &mut parts);
+            if count > limit {
+                return None;
+            }
             start = end;
         }
-        count
+        Some(count)
     }
 }
 

@@ -8,7 +8,7 @@ use crate::archival::Search;
 use crate::error::{Error, Result};
 use crate::rows::BranchPath;
 use crate::store::Store;
-use crate::tokens::{count_tokens, Encoding};
+use crate::tokens::{count_tokens_within, Encoding};
 use crate::view;
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -229,6 +229,11 @@ pub(crate) fn to_messages(entry: &Entry, format: MessageFormat, summary_mode: bo
 /// Tokens of messages as chat APIs count them: 4 per message plus the tokens of its text
 /// (every string in it but roles, types and ids).
 pub(crate) fn tokens(messages: &[Value], encoding: Encoding) -> usize {
+    tokens_within(messages, encoding, usize::MAX).expect("no count exceeds usize::MAX")
+}
+
+/// [`tokens`] if they are at most `limit`, else None (counting stops past `limit`).
+fn tokens_within(messages: &[Value], encoding: Encoding, limit: usize) -> Option<usize> {
     fn text(value: &Value, out: &mut String) {
         match value {
             Value::String(s) => {
@@ -246,14 +251,14 @@ pub(crate) fn tokens(messages: &[Value], encoding: Encoding) -> usize {
             _ => {}
         }
     }
-    messages
-        .iter()
-        .map(|m| {
-            let mut s = String::new();
-            text(m, &mut s);
-            4 + count_tokens(encoding, s.trim_end())
-        })
-        .sum()
+    let mut used: usize = 0;
+    for message in messages {
+        let mut s = String::new();
+        text(message, &mut s);
+        let room = limit.checked_sub(used + 4)?;
+        used += 4 + count_tokens_within(encoding, s.trim_end(), room)?;
+    }
+    Some(used)
 }
 
 impl Store {
@@ -354,39 +359,32 @@ fn fit<'a>(
     budget: usize,
     encoding: Encoding,
 ) -> Result<(Vec<bool>, usize, bool)> {
-    // Counted only for the units considered: a long conversation is mostly never reached.
-    let cost = |i: usize| tokens(unit(i), encoding);
+    // Counted only for the units considered, and only as far as the room left: a long
+    // conversation is mostly never reached.
+    let cost_within = |i: usize, room: usize| tokens_within(unit(i), encoding, room);
     let mut keep = vec![false; entries.len()];
     let mut used = 0;
     for (i, _) in entries.iter().enumerate().filter(|(_, e)| e.pinned()) {
         keep[i] = true;
-        used += cost(i);
+        used += tokens(unit(i), encoding);
     }
     if used > budget {
         return Err(Error::invalid(format!(
             "a budget of {budget} tokens cannot hold the system and task messages ({used} tokens)"
         )));
     }
-    let retrieval_fits = retrieved.is_some_and(|r| {
-        let c = tokens(std::slice::from_ref(&r.message), encoding);
-        let fits = used + c <= budget;
-        if fits {
-            used += c;
-        }
-        fits
-    });
+    let retrieved =
+        retrieved.and_then(|r| tokens_within(std::slice::from_ref(&r.message), encoding, budget - used));
+    let retrieval_fits = retrieved.is_some();
+    used += retrieved.unwrap_or(0);
     for (i, _) in entries.iter().enumerate().rev().filter(|(_, e)| e.is_user()) {
-        let c = cost(i);
-        if used + c <= budget {
+        if let Some(c) = cost_within(i, budget - used) {
             keep[i] = true;
             used += c;
         }
     }
     for (i, _) in entries.iter().enumerate().rev().filter(|(_, e)| !e.pinned() && !e.is_user()) {
-        let c = cost(i);
-        if used + c > budget {
-            break;
-        }
+        let Some(c) = cost_within(i, budget - used) else { break };
         keep[i] = true;
         used += c;
     }

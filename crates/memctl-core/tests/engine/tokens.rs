@@ -3,7 +3,7 @@
 //! words, punctuation runs, plus every short string over an alphabet of the characters that decide
 //! where tiktoken splits, and random mixes of all of these.
 
-use memctl_core::{count_tokens, Encoding, ErrorKind};
+use memctl_core::{count_tokens, count_tokens_within, Encoding, ErrorKind};
 
 const RUST: &str = r#"use std::collections::HashMap;
 
@@ -182,6 +182,24 @@ fn cl100k_base_counts_equal_tiktoken_rs() {
 #[test]
 fn o200k_base_counts_equal_tiktoken_rs() {
     assert_counts_equal(Encoding::O200kBase, &tiktoken_rs::o200k_base().unwrap());
+}
+
+/// `count_tokens_within` gives the count up to its limit and None one below it, on every sample.
+#[test]
+fn counts_within_a_limit_stop_past_it() {
+    let samples: Vec<String> =
+        fixed_samples().into_iter().chain(short_strings()).chain(random_mixes()).collect();
+    for encoding in Encoding::ALL {
+        for text in &samples {
+            let count = count_tokens(encoding, text);
+            assert_eq!(count_tokens_within(encoding, text, count), Some(count), "{encoding} {text:?}");
+            assert_eq!(count_tokens_within(encoding, text, count + 1), Some(count), "{encoding} {text:?}");
+            if count > 0 {
+                assert_eq!(count_tokens_within(encoding, text, count - 1), None, "{encoding} {text:?}");
+                assert_eq!(count_tokens_within(encoding, text, 0), None, "{encoding} {text:?}");
+            }
+        }
+    }
 }
 
 #[test]
