@@ -55,7 +55,7 @@ use crate::store::Store;
 use serde::Serialize;
 use sql::{
     anchored, current_version, has_tags, live_core, not_excluded, not_excluded_by_set, visible,
-    visible_through, EVENTS_NEWEST_FIRST, NEWEST_FIRST,
+    visible_through, EVENTS_NEWEST_FIRST, EVENTS_OLDEST_FIRST, NEWEST_FIRST,
 };
 use std::cmp::Reverse;
 use std::collections::{HashMap, HashSet};
@@ -361,10 +361,10 @@ pub(crate) struct StoredStep {
 pub(crate) fn steps(store: &Store, path: &BranchPath) -> Result<Vec<StoredStep>> {
     path::load(store, path)?;
     let sql = format!(
-        "SELECT t.seq, t.kind, t.payload FROM {} WHERE substr(t.kind, 1, {}) = '{STEP_KIND}' AND {} ORDER BY t.seq",
+        "SELECT t.seq, t.kind, t.payload FROM {} WHERE substr(t.kind, 1, {}) = '{STEP_KIND}' AND {} {EVENTS_OLDEST_FIRST}",
         visible("events"),
         STEP_KIND.len(),
-        not_excluded()
+        not_excluded_by_set()
     );
     store
         .conn
