@@ -3,7 +3,8 @@
 //!
 //! For each of cl100k_base and o200k_base it writes to `OUT_DIR`:
 //! - `<name>.vocab`: the BPE vocabulary taken from tiktoken-rs itself (so it is the reference's
-//!   byte for byte), as an open-addressing hash table that `src/tokens.rs` reads in place;
+//!   byte for byte), as an open-addressing hash table that `src/tokens.rs` reads in place, with
+//!   the rank of every pair of bytes in a direct table;
 //! - `<name>.dfa`: tiktoken's pre-tokenizer regex compiled to a serialized dense DFA, which
 //!   `src/tokens.rs` validates and uses in place instead of compiling the regex (1–3 ms);
 //! - `<name>.ascii.dfa`: the same regex cut down to ASCII (every class and literal left with
