@@ -49,6 +49,9 @@ const LATIN: [(char, char); 2] = [('\0', '\u{24f}'), ('\u{2000}', '\u{2bff}')];
 /// fingerprint of the token's hash. Must match `src/tokens.rs`.
 const RANK_BITS: u32 = 18;
 
+/// Entries of the pair table: one per pair of bytes. Must match `src/tokens.rs`.
+const PAIRS: usize = 1 << 16;
+
 /// FNV-1a folded to mix the high bits into the low ones. Must match `src/tokens.rs`.
 fn token_hash(bytes: &[u8]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
@@ -105,7 +108,7 @@ fn write_vocab(path: &Path, bpe: &tiktoken_rs::CoreBPE, expected: usize) {
     assert_eq!(single_bytes, 256, "every byte must be a token");
     let max_len = tokens.iter().map(Vec::len).max().unwrap_or(0);
 
-    let mut pairs = vec![u32::MAX; 1 << 16];
+    let mut pairs = vec![u32::MAX; PAIRS];
     for (rank, token) in tokens.iter().enumerate() {
         if let [first, second] = token[..] {
             pairs[usize::from(first) << 8 | usize::from(second)] = rank as u32;

@@ -148,11 +148,11 @@ fn priority(sections: &[Vec<Item>; 3]) -> Vec<(usize, usize)> {
     order
 }
 
-/// What `new_parts` add to a text of `parts` parts, each after the first with its separating
-/// newline, if that is at most `room`.
-fn cost_within(budget: Budget, new_parts: &[&str], parts: usize, room: usize) -> Option<usize> {
+/// What `line` adds to a text of `parts` parts, after `header` when it opens its section, each
+/// part after the text's first with its separating newline, if that is at most `room`.
+fn cost_within(budget: Budget, header: Option<&str>, line: &str, parts: usize, room: usize) -> Option<usize> {
     let mut cost = 0;
-    for (n, part) in new_parts.iter().enumerate() {
+    for (n, part) in header.into_iter().chain([line]).enumerate() {
         cost += usize::from(parts + n > 0);
         cost += budget.measure_within(part, room.checked_sub(cost)?)?;
     }
@@ -193,10 +193,10 @@ impl Store {
         let mut parts = 0usize;
         for &(s, i) in &order {
             let header = (!included[s].iter().any(|&x| x)).then(|| Section::ALL[s].header());
-            let new_parts: Vec<&str> = header.into_iter().chain([sections[s][i].line.as_str()]).collect();
-            if let Some(cost) = cost_within(budget, &new_parts, parts, limit - used) {
+            // `used` never passes `limit`: a cost is at most the room left.
+            if let Some(cost) = cost_within(budget, header, &sections[s][i].line, parts, limit - used) {
                 used += cost;
-                parts += new_parts.len();
+                parts += usize::from(header.is_some()) + 1;
                 included[s][i] = true;
             }
         }
@@ -225,18 +225,50 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     /// Each part after a text's first costs its separating newline; past the room, nothing.
     #[test]
     fn cost_within_counts_separators_and_stops_past_the_room() {
         let chars = Budget::Chars(100);
-        assert_eq!(cost_within(chars, &["Core Memory:", "- a: b"], 0, 100), Some(12 + 1 + 6));
-        assert_eq!(cost_within(chars, &["- a: b"], 3, 100), Some(1 + 6));
-        assert_eq!(cost_within(chars, &["- a: b"], 3, 7), Some(7));
-        assert_eq!(cost_within(chars, &["- a: b"], 3, 6), None);
+        assert_eq!(cost_within(chars, Some("Core Memory:"), "- a: b", 0, 100), Some(12 + 1 + 6));
+        assert_eq!(cost_within(chars, Some("Core Memory:"), "- a: b", 0, 19), Some(19));
+        assert_eq!(cost_within(chars, Some("Core Memory:"), "- a: b", 0, 18), None);
+        assert_eq!(cost_within(chars, Some("Core Memory:"), "- a: b", 2, 20), Some(1 + 12 + 1 + 6));
+        assert_eq!(cost_within(chars, Some("Core Memory:"), "- a: b", 2, 19), None);
+        assert_eq!(cost_within(chars, None, "- a: b", 3, 7), Some(7));
+        assert_eq!(cost_within(chars, None, "- a: b", 3, 6), None);
+        assert_eq!(cost_within(chars, None, "x", 1, 0), None);
         let tokens = Budget::Tokens { limit: 100, encoding: Encoding::Cl100kBase };
-        assert_eq!(cost_within(tokens, &["hello world"], 0, 2), Some(2));
-        assert_eq!(cost_within(tokens, &["hello world"], 0, 1), None);
-        assert_eq!(cost_within(tokens, &["hello world"], 1, 2), None);
+        assert_eq!(cost_within(tokens, None, "hello world", 0, 2), Some(2));
+        assert_eq!(cost_within(tokens, None, "hello world", 0, 1), None);
+        assert_eq!(cost_within(tokens, None, "hello world", 1, 2), None);
+    }
+
+    proptest! {
+        /// The cost within a room is the whole cost when it fits, and nothing when it does not.
+        #[test]
+        fn cost_within_is_the_whole_cost_up_to_the_room(
+            header in prop::option::of("[a-z :]{0,12}"),
+            line in "[a-z0-9 ,.\u{2014}]{0,40}",
+            parts in 0usize..3,
+            room in 0usize..40,
+            tokens in any::<bool>(),
+        ) {
+            let budget = if tokens {
+                Budget::Tokens { limit: 0, encoding: Encoding::O200kBase }
+            } else {
+                Budget::Chars(0)
+            };
+            let header = header.as_deref();
+            let whole: usize = header
+                .into_iter()
+                .chain([line.as_str()])
+                .enumerate()
+                .map(|(n, part)| usize::from(parts + n > 0) + budget.measure(part))
+                .sum();
+            let within = cost_within(budget, header, &line, parts, room);
+            prop_assert_eq!(within, Some(whole).filter(|&cost| cost <= room));
+        }
     }
 }

@@ -127,6 +127,9 @@ fn is_latin(c: char) -> bool {
 const RANK_BITS: u32 = 18;
 const RANK_MASK: u32 = (1 << RANK_BITS) - 1;
 
+/// Entries of the pair table: one per pair of bytes. Must match build.rs.
+const PAIRS: usize = 1 << 16;
+
 /// FNV-1a folded to mix the high bits into the low ones. Must match build.rs.
 fn token_hash(bytes: &[u8]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
@@ -229,7 +232,7 @@ impl Vocab {
         let (_, rest) = data.split_at(12);
         let (offsets, rest) = rest.split_at(4 * (n + 1));
         let (slots, rest) = rest.split_at(4 * slot_count);
-        let (pairs, tokens) = rest.split_at(4 << 16);
+        let (pairs, tokens) = rest.split_at(4 * PAIRS);
         Vocab { offsets, slots, pairs, tokens, mask: slot_count - 1, max_token_len }
     }
 
@@ -483,7 +486,7 @@ mod tests {
 
     /// The pair table holds the rank the hash slots give every pair of bytes.
     #[test]
-    fn the_pair_table_is_the_vocabulary_s_pairs() {
+    fn the_pair_table_holds_the_rank_of_every_pair() {
         for tokenizer in [&*CL100K_BASE, &*O200K_BASE] {
             let vocab = &tokenizer.vocab;
             let mut tokens = 0;

@@ -253,9 +253,9 @@ fn tokens_within(messages: &[Value], encoding: Encoding, limit: usize) -> Option
     }
     let mut used: usize = 0;
     for message in messages {
+        let room = limit.checked_sub(used)?.checked_sub(4)?;
         let mut s = String::new();
         text(message, &mut s);
-        let room = limit.checked_sub(used + 4)?;
         used += 4 + count_tokens_within(encoding, s.trim_end(), room)?;
     }
     Some(used)
@@ -361,7 +361,7 @@ fn fit<'a>(
 ) -> Result<(Vec<bool>, usize, bool)> {
     // Counted only for the units considered, and only as far as the room left: a long
     // conversation is mostly never reached.
-    let cost_within = |i: usize, room: usize| tokens_within(unit(i), encoding, room);
+    let unit_within = |i: usize, room: usize| tokens_within(unit(i), encoding, room);
     let mut keep = vec![false; entries.len()];
     let mut used = 0;
     for (i, _) in entries.iter().enumerate().filter(|(_, e)| e.pinned()) {
@@ -373,20 +373,43 @@ fn fit<'a>(
             "a budget of {budget} tokens cannot hold the system and task messages ({used} tokens)"
         )));
     }
-    let retrieved =
+    // From here `used` never passes `budget`: every cost added is at most the room left.
+    let retrieval_cost =
         retrieved.and_then(|r| tokens_within(std::slice::from_ref(&r.message), encoding, budget - used));
-    let retrieval_fits = retrieved.is_some();
-    used += retrieved.unwrap_or(0);
+    let retrieval_fits = retrieval_cost.is_some();
+    used += retrieval_cost.unwrap_or(0);
     for (i, _) in entries.iter().enumerate().rev().filter(|(_, e)| e.is_user()) {
-        if let Some(c) = cost_within(i, budget - used) {
+        if let Some(c) = unit_within(i, budget - used) {
             keep[i] = true;
             used += c;
         }
     }
     for (i, _) in entries.iter().enumerate().rev().filter(|(_, e)| !e.pinned() && !e.is_user()) {
-        let Some(c) = cost_within(i, budget - used) else { break };
+        let Some(c) = unit_within(i, budget - used) else { break };
         keep[i] = true;
         used += c;
     }
     Ok((keep, used, retrieval_fits))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// Tokens within a limit are the whole count up to the limit, and nothing past it.
+    #[test]
+    fn tokens_within_a_limit_are_the_whole_count_up_to_it() {
+        let messages = [
+            json!({"role": "user", "content": "tune the tile size"}),
+            json!({"role": "assistant", "content": "32 \u{2014} the fastest"}),
+        ];
+        for encoding in Encoding::ALL {
+            let whole = tokens(&messages, encoding);
+            assert!(whole > 8);
+            for limit in 0..whole + 3 {
+                assert_eq!(tokens_within(&messages, encoding, limit), Some(whole).filter(|&t| t <= limit));
+            }
+        }
+    }
 }
