@@ -26,7 +26,7 @@ use std::str::FromStr;
 use std::sync::{LazyLock, OnceLock};
 
 use regex_automata::dfa::{dense, Automaton};
-use regex_automata::{Anchored, Input};
+use regex_automata::{Anchored, PatternID};
 
 /// A tiktoken encoding whose token counts [`count_tokens`] computes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -189,12 +189,10 @@ impl Tokenizer {
         let mut count = 0;
         let mut start = 0;
         while start < bytes.len() {
-            let input = Input::new(bytes).range(start..).anchored(Anchored::Yes);
-            let found = split.try_search_fwd(&input).expect("the split DFA never gives up");
             // Every character starts a piece: a letter, a digit, whitespace or anything else.
-            let found = found.expect("the split pattern matches at every character");
-            let mut end = found.offset();
-            if found.pattern().as_usize() == 1 && end < bytes.len() {
+            let (mut end, pattern) =
+                piece_end(split, bytes, start).expect("the split pattern matches at every character");
+            if pattern.as_usize() == 1 && end < bytes.len() {
                 // tiktoken's `\s+(?!\S)|\s`: a run of whitespace followed by a non-space leaves its
                 // last character to start the next piece, unless it has only one.
                 let last = text[start..end].chars().next_back().map_or(1, char::len_utf8);
@@ -210,6 +208,33 @@ impl Tokenizer {
         }
         Some(count)
     }
+}
+
+/// Where the split pattern's anchored match at `start` ends, and which pattern matched: what
+/// `try_search_fwd` finds, stepping the DFA by hand. A piece is a few bytes long, and the search
+/// API's setup for each (the input's checks, the start state from the byte before) cost more
+/// than stepping through it. The patterns look at nothing before a piece, so every piece starts
+/// from the one anchored start state (checked in a test).
+fn piece_end(dfa: &dense::DFA<&'static [u32]>, bytes: &[u8], start: usize) -> Option<(usize, PatternID)> {
+    let mut state = dfa.universal_start_state(Anchored::Yes).expect("the split patterns have no look-behind");
+    let mut found = None;
+    for (at, &byte) in bytes.iter().enumerate().skip(start) {
+        state = dfa.next_state(state, byte);
+        if dfa.is_special_state(state) {
+            // A match state shows, one byte late, a match that ended before this byte.
+            if dfa.is_match_state(state) {
+                found = Some((at, dfa.match_pattern(state, 0)));
+            } else if dfa.is_dead_state(state) {
+                return found;
+            }
+            assert!(!dfa.is_quit_state(state), "the split DFAs quit on no byte");
+        }
+    }
+    state = dfa.next_eoi_state(state);
+    if dfa.is_match_state(state) {
+        found = Some((bytes.len(), dfa.match_pattern(state, 0)));
+    }
+    found
 }
 
 /// The vocabulary table written by build.rs, read in place: header (`n`, `slot_bits`,
@@ -395,7 +420,7 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
     use regex_automata::util::start;
-    use regex_automata::PatternID;
+    use regex_automata::Input;
     use std::collections::HashSet;
 
     type Dfa = dense::DFA<&'static [u32]>;
@@ -467,6 +492,27 @@ mod tests {
         Ok(())
     }
 
+    /// From every character boundary in `text`, `piece_end` finds what the search API finds, with
+    /// every DFA that may split the text.
+    fn pieces_end_as_searches_do(tokenizer: &Tokenizer, text: &str) -> Result<(), TestCaseError> {
+        let usable = [text.is_ascii(), text.chars().all(is_latin), true];
+        for (split, _) in tokenizer.splits.iter().zip(usable).filter(|(_, usable)| *usable) {
+            let dfa = split.dfa();
+            for start in (0..text.len()).filter(|&i| text.is_char_boundary(i)) {
+                let input = Input::new(text).range(start..).anchored(Anchored::Yes);
+                let searched = dfa.try_search_fwd(&input).unwrap().map(|m| (m.offset(), m.pattern()));
+                prop_assert_eq!(
+                    piece_end(dfa, text.as_bytes(), start),
+                    searched,
+                    "{:?} from {}",
+                    text,
+                    start
+                );
+            }
+        }
+        Ok(())
+    }
+
     /// Which DFA splits which text.
     #[test]
     fn text_is_split_by_the_smallest_dfa_that_can() {
@@ -505,6 +551,20 @@ mod tests {
         fn the_ascii_dfas_split_ascii_text_as_the_whole_ones_do(text in "[\\x00-\\x7f]{0,64}") {
             same_matches(&CL100K_BASE, 0, &text)?;
             same_matches(&O200K_BASE, 0, &text)?;
+        }
+
+        /// `piece_end` against the search API, on text of any characters, of mostly ASCII ones,
+        /// and of the Latin DFA's.
+        #[test]
+        fn pieces_end_where_the_search_api_finds_it(
+            text in prop_oneof![
+                "\\PC{0,40}",
+                "[ \\t\\r\\na-zA-Z0-9'.,;!?()\\-]{0,40}",
+                prop::collection::vec(prop::sample::select(latin_chars()), 0..40).prop_map(String::from_iter),
+            ]
+        ) {
+            pieces_end_as_searches_do(&CL100K_BASE, &text)?;
+            pieces_end_as_searches_do(&O200K_BASE, &text)?;
         }
 
         /// And on text of the Latin DFA's characters, mostly ASCII as such text is.
