@@ -175,10 +175,15 @@ fn cut_to(hir: &Hir, keep: &ClassUnicode) -> Hir {
     let kept = |c: char| keep.ranges().iter().any(|range| range.start() <= c && c <= range.end());
     match hir.kind() {
         HirKind::Empty | HirKind::Look(_) => hir.clone(),
-        HirKind::Literal(literal) => match std::str::from_utf8(&literal.0) {
-            Ok(text) if text.chars().all(kept) => hir.clone(),
-            _ => Hir::fail(),
-        },
+        HirKind::Literal(literal) => {
+            // Like a byte class, a literal that is not UTF-8 could match inside a character.
+            let text = std::str::from_utf8(&literal.0).expect("the split patterns' literals are UTF-8");
+            if text.chars().all(kept) {
+                hir.clone()
+            } else {
+                Hir::fail()
+            }
+        }
         HirKind::Class(Class::Unicode(class)) => {
             let mut class = class.clone();
             class.intersect(keep);

@@ -97,15 +97,16 @@ struct Aligned<T: ?Sized>(T);
 macro_rules! tokenizer {
     ($name:literal) => {
         LazyLock::new(|| {
-            static WHOLE: &Aligned<[u8]> =
+            static WHOLE_DFA: &Aligned<[u8]> =
                 &Aligned(*include_bytes!(concat!(env!("OUT_DIR"), "/", $name, ".dfa")));
-            static LATIN: &Aligned<[u8]> =
+            static LATIN_DFA: &Aligned<[u8]> =
                 &Aligned(*include_bytes!(concat!(env!("OUT_DIR"), "/", $name, ".latin.dfa")));
-            static ASCII: &Aligned<[u8]> =
+            static ASCII_DFA: &Aligned<[u8]> =
                 &Aligned(*include_bytes!(concat!(env!("OUT_DIR"), "/", $name, ".ascii.dfa")));
             Tokenizer {
                 vocab: Vocab::new(include_bytes!(concat!(env!("OUT_DIR"), "/", $name, ".vocab"))),
-                splits: [&ASCII.0, &LATIN.0, &WHOLE.0].map(|bytes| Split { bytes, dfa: OnceLock::new() }),
+                splits: [&ASCII_DFA.0, &LATIN_DFA.0, &WHOLE_DFA.0]
+                    .map(|bytes| Split { bytes, dfa: OnceLock::new() }),
             }
         })
     };
@@ -172,14 +173,14 @@ impl Split {
 impl Tokenizer {
     /// The smallest DFA that splits `text` as the whole one does.
     fn split_for(&self, text: &str) -> &dense::DFA<&'static [u32]> {
-        let [ascii, latin, whole] = &self.splits;
-        if text.is_ascii() {
-            ascii.dfa()
-        } else if text.chars().all(is_latin) {
-            latin.dfa()
-        } else {
-            whole.dfa()
-        }
+        self.splits_for(text).next().expect("the whole DFA splits any text").dfa()
+    }
+
+    /// The DFAs that split `text` as the whole one does, smallest first (each character set
+    /// tested only if the smaller ones fail).
+    fn splits_for<'s, 't>(&'s self, text: &'t str) -> impl Iterator<Item = &'s Split> + use<'s, 't> {
+        let holds: [fn(&str) -> bool; 3] = [str::is_ascii, |text| text.chars().all(is_latin), |_| true];
+        self.splits.iter().zip(holds).filter(move |(_, holds)| holds(text)).map(|(split, _)| split)
     }
 
     fn count_within(&self, text: &str, limit: usize) -> Option<usize> {
@@ -214,7 +215,8 @@ impl Tokenizer {
 /// `try_search_fwd` finds, stepping the DFA by hand. A piece is a few bytes long, and the search
 /// API's setup for each (the input's checks, the start state from the byte before) cost more
 /// than stepping through it. The patterns look at nothing before a piece, so every piece starts
-/// from the one anchored start state (checked in a test).
+/// from the one anchored start state, and they match no empty text, so no empty match needs
+/// skipping (both checked by `the_cut_dfas_are_the_whole_ones_on_their_text`).
 fn piece_end(dfa: &dense::DFA<&'static [u32]>, bytes: &[u8], start: usize) -> Option<(usize, PatternID)> {
     let mut state = dfa.universal_start_state(Anchored::Yes).expect("the split patterns have no look-behind");
     let mut found = None;
@@ -470,10 +472,14 @@ mod tests {
     }
 
     /// The ASCII and Latin DFAs are the whole ones on text of their characters, state for state.
+    /// (And every DFA has what `piece_end` rests on: one anchored start state, no empty match.)
     #[test]
     fn the_cut_dfas_are_the_whole_ones_on_their_text() {
         for tokenizer in [&*CL100K_BASE, &*O200K_BASE] {
             let [ascii, latin, whole] = tokenizer.splits.each_ref().map(Split::dfa);
+            for dfa in [ascii, latin, whole] {
+                assert!(dfa.universal_start_state(Anchored::Yes).is_some() && !dfa.has_empty());
+            }
             let ascii_chars: Vec<char> = ('\0'..='\x7f').collect();
             assert!(walk_together(whole, ascii, &ascii_chars) > 10);
             assert!(walk_together(whole, latin, &latin_chars()) > 10);
@@ -482,8 +488,8 @@ mod tests {
 
     /// From every character boundary in `text`, the whole DFA and `cut` find the same anchored
     /// match.
-    fn same_matches(tokenizer: &Tokenizer, cut: usize, text: &str) -> Result<(), TestCaseError> {
-        let [whole, cut] = [2, cut].map(|i| tokenizer.splits[i].dfa());
+    fn same_matches(tokenizer: &Tokenizer, cut: &Split, text: &str) -> Result<(), TestCaseError> {
+        let (whole, cut) = (tokenizer.splits[2].dfa(), cut.dfa());
         for start in (0..text.len()).filter(|&i| text.is_char_boundary(i)) {
             let input = Input::new(text).range(start..).anchored(Anchored::Yes);
             let expected = whole.try_search_fwd(&input).unwrap();
@@ -495,8 +501,7 @@ mod tests {
     /// From every character boundary in `text`, `piece_end` finds what the search API finds, with
     /// every DFA that may split the text.
     fn pieces_end_as_searches_do(tokenizer: &Tokenizer, text: &str) -> Result<(), TestCaseError> {
-        let usable = [text.is_ascii(), text.chars().all(is_latin), true];
-        for (split, _) in tokenizer.splits.iter().zip(usable).filter(|(_, usable)| *usable) {
+        for split in tokenizer.splits_for(text) {
             let dfa = split.dfa();
             for start in (0..text.len()).filter(|&i| text.is_char_boundary(i)) {
                 let input = Input::new(text).range(start..).anchored(Anchored::Yes);
@@ -549,8 +554,21 @@ mod tests {
         /// The same through the search itself, on ASCII text of any of its 128 characters.
         #[test]
         fn the_ascii_dfas_split_ascii_text_as_the_whole_ones_do(text in "[\\x00-\\x7f]{0,64}") {
-            same_matches(&CL100K_BASE, 0, &text)?;
-            same_matches(&O200K_BASE, 0, &text)?;
+            same_matches(&CL100K_BASE, &CL100K_BASE.splits[0], &text)?;
+            same_matches(&O200K_BASE, &O200K_BASE.splits[0], &text)?;
+        }
+
+        /// And on text of the Latin DFA's characters, mostly ASCII as such text is.
+        #[test]
+        fn the_latin_dfas_split_latin_text_as_the_whole_ones_do(
+            text in prop::collection::vec(
+                prop_oneof![3 => prop::char::range('\0', '\x7f'), 1 => prop::sample::select(latin_chars())],
+                0..64,
+            )
+        ) {
+            let text: String = text.into_iter().collect();
+            same_matches(&CL100K_BASE, &CL100K_BASE.splits[1], &text)?;
+            same_matches(&O200K_BASE, &O200K_BASE.splits[1], &text)?;
         }
 
         /// `piece_end` against the search API, on text of any characters, of mostly ASCII ones,
@@ -565,16 +583,6 @@ mod tests {
         ) {
             pieces_end_as_searches_do(&CL100K_BASE, &text)?;
             pieces_end_as_searches_do(&O200K_BASE, &text)?;
-        }
-
-        /// And on text of the Latin DFA's characters, mostly ASCII as such text is.
-        #[test]
-        fn the_latin_dfas_split_latin_text_as_the_whole_ones_do(
-            text in prop::collection::vec(prop_oneof![3 => any::<char>().prop_map(|c| char::from(c as u8 & 0x7f)), 1 => prop::sample::select(latin_chars())], 0..64)
-        ) {
-            let text: String = text.into_iter().collect();
-            same_matches(&CL100K_BASE, 1, &text)?;
-            same_matches(&O200K_BASE, 1, &text)?;
         }
     }
 }

@@ -908,7 +908,9 @@ mod tests {
         /// A conversation's steps are the view's step events, oldest first (the nested loop's
         /// order, farthest branch first and rowid within one, is seq order), excluded ones left out.
         #[test]
-        fn steps_are_the_visible_step_events_oldest_first(ops in prop::collection::vec((0u8..4, 0usize..8), 1..60)) {
+        fn steps_are_the_visible_step_events_oldest_first(
+            ops in prop::collection::vec((0u8..4, 0usize..8), 1..60),
+        ) {
             let s = Store::scratch();
             s.create_root("b0").unwrap();
             let (mut branches, mut events) = (vec!["b0".to_string()], vec![]);
@@ -932,7 +934,8 @@ mod tests {
             }
             for branch in &branches {
                 let path = s.path(branch).unwrap();
-                let found: Vec<(i64, String)> = steps(&s, &path).unwrap().into_iter().map(|step| (step.id, step.kind)).collect();
+                let found: Vec<(i64, String)> =
+                    steps(&s, &path).unwrap().into_iter().map(|step| (step.id, step.kind)).collect();
                 prop_assert!(found.windows(2).all(|pair| pair[0].0 < pair[1].0), "oldest first: {:?}", found);
                 let mut visible: Vec<(i64, String)> = events_by_probes(&s, &path, None)
                     .unwrap()

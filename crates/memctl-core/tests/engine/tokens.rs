@@ -54,12 +54,18 @@ const MIXED_SCRIPTS: &str = "Ελληνικά κείμενα, עברית, हि
     e\u{301}te\u{301} (combining accents), Å vs A\u{30a}, ﬁ ligature, zero\u{200b}width, \
     soft\u{ad}hyphen, nbsp\u{a0}here, ideographic\u{3000}space, line\u{2028}sep.";
 
+/// Characters of the Latin split DFA's set beyond Latin-1: Latin Extended, general
+/// punctuation and spaces, letterlike symbols, arrows, mathematical and technical symbols.
+const LATIN_SYMBOLS: &str = "\u{2113} \u{216b} \u{1c5}x \u{17f}'s 'x\u{17f} x\u{20d7}y a\u{2000}b\u{200a}c\u{2028}d \
+    \u{2190} \u{2192}\u{21d2} a\u{2264}b\u{2265}c \u{2211}\u{221e} \u{2605}\u{2713} \u{27e8}x\u{27e9} \u{2b1b}\u{2bff} \
+    \u{2018}quoted\u{2019} \u{201c}it\u{2019}s\u{201d} \u{2026}\u{2014}\u{2013} \u{2022} \u{20ac}5 \u{2122} \u{24f}\u{180}";
+
 const SPECIAL: &str = "<|endoftext|> is counted as text, as are <|fim_prefix|> and <|endofprompt|>.";
 
 #[rustfmt::skip]
 const SAMPLES: &[&str] = &[
     "", "a", " ", "\n", "\t", "\r\n", "hello", " hello", "hello world", "Hello, World!", RUST,
-    PYTHON, C_TABS, PROSE, NUMBERS, URLS, EMOJI, CJK, CYRILLIC, ARABIC, MIXED_SCRIPTS, SPECIAL,
+    PYTHON, C_TABS, PROSE, NUMBERS, URLS, EMOJI, CJK, CYRILLIC, ARABIC, MIXED_SCRIPTS, LATIN_SYMBOLS, SPECIAL,
     "I'm you're he's they'll we've she'd DON'T IT'S it’s", "abc\n  ", "abc\n\n\t", "x \n ",
     "fn main() {\n    ", "a\n \n ", "\n ", " \n", "\r\n \r\n  ", "trailing spaces   ",
     "  leading spaces", "x\u{3000}\n\u{3000}", "!!!", "?!?!?!", "...", "---", "***", "===",
