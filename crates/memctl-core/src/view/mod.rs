@@ -905,52 +905,11 @@ mod tests {
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(24))]
 
-        /// A conversation's steps are the view's step events, oldest first (the nested loop's
-        /// order, farthest branch first and rowid within one, is seq order), excluded ones left out.
-        #[test]
-        fn steps_are_the_visible_step_events_oldest_first(
-            ops in prop::collection::vec((0u8..4, 0usize..8), 1..60),
-        ) {
-            let s = Store::scratch();
-            s.create_root("b0").unwrap();
-            let (mut branches, mut events) = (vec!["b0".to_string()], vec![]);
-            for (i, (op, pick)) in ops.into_iter().enumerate() {
-                let branch = branches[pick % branches.len()].clone();
-                match op {
-                    0 => {
-                        let child = format!("b{}", branches.len());
-                        s.fork(&branch, Some(&child)).unwrap();
-                        branches.push(child);
-                    }
-                    // Excluding an event another branch cannot see is refused; that is the view's business.
-                    1 if !events.is_empty() => {
-                        let _ = s.recall_exclude(&branch, &[events[pick % events.len()]]);
-                    }
-                    _ => {
-                        let kind = if op == 2 { "step:user" } else { "note" };
-                        events.push(s.recall_append(&branch, kind, &format!("row {i}"), &[]).unwrap().id);
-                    }
-                }
-            }
-            for branch in &branches {
-                let path = s.path(branch).unwrap();
-                let found: Vec<(i64, String)> =
-                    steps(&s, &path).unwrap().into_iter().map(|step| (step.id, step.kind)).collect();
-                prop_assert!(found.windows(2).all(|pair| pair[0].0 < pair[1].0), "oldest first: {:?}", found);
-                let mut visible: Vec<(i64, String)> = events_by_probes(&s, &path, None)
-                    .unwrap()
-                    .into_iter()
-                    .filter(|event| event.kind.starts_with(STEP_KIND))
-                    .map(|event| (event.id, event.kind))
-                    .collect();
-                visible.reverse();
-                prop_assert_eq!(found, visible);
-            }
-        }
-
-        /// Random trees of forks, events, exclusions and archival writes: on every branch, the
-        /// scans that read whole layers find the rows the probes find, in the same order (and
-        /// the keyword search's scan counts the versions its probes count). A
+        /// Random trees of forks, events (conversation steps among them), exclusions and archival
+        /// writes: on every branch, the scans that read whole layers find the rows the probes
+        /// find, in the same order (and the keyword search's scan counts the versions its probes
+        /// count), and the conversation's steps are the view's step events, oldest first (the
+        /// nested loop's order, farthest branch first and rowid within one, is seq order). A
         /// chain forked last, long enough that its leaf's scans never give up, makes sure they
         /// are compared at least there.
         #[test]
@@ -969,7 +928,10 @@ mod tests {
                         s.fork(&branch, Some(&child)).unwrap();
                         branches.push(child);
                     }
-                    1 => events.push(s.recall_append(&branch, "note", &text, &[format!("t{pick}")]).unwrap().id),
+                    1 => {
+                        let kind = if pick % 2 == 0 { "step:user" } else { "note" };
+                        events.push(s.recall_append(&branch, kind, &text, &[format!("t{pick}")]).unwrap().id);
+                    }
                     2 if !events.is_empty() => {
                         let _ = s.recall_exclude(&branch, &[events[pick % events.len()]]);
                     }
@@ -994,8 +956,19 @@ mod tests {
                 let path = s.path(branch).unwrap();
                 let scans = (every_event_by_scan(&s, &path).unwrap(), versions_by_scan(&s, &path, None).unwrap());
                 prop_assert!(i + 1 < branches.len() || (scans.0.is_some() && scans.1.is_some()), "the chain's leaf");
+                let probed = events_by_probes(&s, &path, None).unwrap();
+                let found: Vec<(i64, String)> =
+                    steps(&s, &path).unwrap().into_iter().map(|step| (step.id, step.kind)).collect();
+                prop_assert!(found.windows(2).all(|pair| pair[0].0 < pair[1].0), "oldest first: {:?}", found);
+                let step_events: Vec<(i64, String)> = probed
+                    .iter()
+                    .rev()
+                    .filter(|event| event.kind.starts_with(STEP_KIND))
+                    .map(|event| (event.id, event.kind.clone()))
+                    .collect();
+                prop_assert_eq!(found, step_events);
                 if let Some(scanned) = scans.0 {
-                    prop_assert_eq!(scanned, events_by_probes(&s, &path, None).unwrap());
+                    prop_assert_eq!(scanned, probed);
                 }
                 if let Some(scanned) = scans.1 {
                     prop_assert_eq!(scanned, versions_by_probes(&s, &path, None).unwrap());
