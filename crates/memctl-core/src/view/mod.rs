@@ -124,19 +124,21 @@ fn plain_tags(json: &str) -> Option<Vec<String>> {
     if json == "[]" {
         return Some(Vec::new());
     }
-    let inner = json.strip_prefix("[\"")?.strip_suffix("\"]")?;
-    if inner.bytes().any(|b| b == b'\\' || b < 0x20) {
-        return None;
-    }
-    let mut parts = inner.split('"');
-    let mut tags = vec![parts.next()?.to_string()];
-    while let Some(separator) = parts.next() {
-        if separator != "," {
-            return None;
+    let mut rest = json.strip_prefix("[\"")?.strip_suffix("\"]")?;
+    let mut tags = Vec::with_capacity(1);
+    loop {
+        match rest.bytes().position(|b| b == b'"' || b == b'\\' || b < 0x20) {
+            None => {
+                tags.push(rest.to_string());
+                return Some(tags);
+            }
+            Some(end) if rest[end..].starts_with("\",\"") => {
+                tags.push(rest[..end].to_string());
+                rest = &rest[end + 3..];
+            }
+            Some(_) => return None,
         }
-        tags.push(parts.next()?.to_string());
     }
-    Some(tags)
 }
 
 /// Loads the branches an anchored read ([`anchored`]) of `path` reads — down to its nearest
@@ -259,18 +261,17 @@ pub(crate) fn events(store: &Store, path: &BranchPath, limit: Option<usize>) -> 
 
 /// [`events`] by one range probe per path branch, nearest first, stopping at `limit`.
 fn events_by_probes(store: &Store, path: &BranchPath, limit: Option<usize>) -> Result<Vec<Event>> {
-    let columns = "t.seq, t.branch, t.kind, t.text, t.tags, t.created_at";
     let Some(limit) = limit else {
         path::load(store, path)?;
         let sql = format!(
-            "SELECT {columns} FROM {} WHERE {} {EVENTS_NEWEST_FIRST}",
+            "SELECT {EVENT_COLUMNS} FROM {} WHERE {} {EVENTS_NEWEST_FIRST}",
             visible("events"),
             not_excluded_by_set()
         );
         return store.conn.query(&sql, params![], |row| event_from_row(path, row));
     };
     let sql = format!(
-        "SELECT {columns} FROM {} WHERE p.pos >= ?1 AND {} {EVENTS_NEWEST_FIRST} LIMIT ?2",
+        "SELECT {EVENT_COLUMNS} FROM {} WHERE p.pos >= ?1 AND {} {EVENTS_NEWEST_FIRST} LIMIT ?2",
         visible("events"),
         not_excluded()
     );
@@ -299,19 +300,26 @@ fn scanned<T>(
     sql: &str,
     params: Params<'_>,
     at: [usize; 2],
-    mut f: impl FnMut(&Row<'_>) -> Result<Option<T>>,
+    mut f: impl FnMut(&Row<'_>, Held<'_>) -> Result<Option<T>>,
 ) -> Result<Option<Vec<T>>> {
     let bound = 2 * path.branches().len();
     let (mut kept, mut passed) = (Vec::new(), 0);
     store.conn.each(sql, params, |row| {
-        if path::holds(path, row.get(at[0])?, row.get(at[1])?) {
-            kept.extend(f(row)?);
+        let seq = row.get(at[0])?;
+        if let Some(writer) = path::held_by(path, seq, row.get(at[1])?) {
+            kept.extend(f(row, Held { seq, branch: &writer.id })?);
         } else {
             passed += 1;
         }
         Ok(if passed > bound { ControlFlow::Break(()) } else { ControlFlow::Continue(()) })
     })?;
     Ok((passed <= bound).then_some(kept))
+}
+
+/// A row of the view, as [`scanned`] read it: its seq and the id of the branch that wrote it.
+struct Held<'p> {
+    seq: i64,
+    branch: &'p str,
 }
 
 /// Every visible event, newest first, from one scan of the exclusions and one of the events
@@ -322,14 +330,14 @@ fn every_event_by_scan(store: &Store, path: &BranchPath) -> Result<Option<Vec<Ev
 
 fn events_by_scans(store: &Store, path: &BranchPath) -> Result<Option<Vec<Event>>> {
     let exclusions = "SELECT x.seq, x.branch, x.event_id FROM inherited_exclusions x";
-    let Some(hidden) = scanned(store, path, exclusions, params![], [0, 1], |r| r.get::<i64>(2).map(Some))?
+    let Some(hidden) = scanned(store, path, exclusions, params![], [0, 1], |r, _| r.get::<i64>(2).map(Some))?
     else {
         return Ok(None);
     };
     let hidden: HashSet<i64> = hidden.into_iter().collect();
-    let sql = "SELECT t.seq, t.branch, t.kind, t.text, t.tags, t.created_at FROM events t";
-    let Some(mut events) = scanned(store, path, sql, params![], [0, 1], |row| {
-        (!hidden.contains(&row.get(0)?)).then(|| event_from_row(path, row)).transpose()
+    let sql = format!("SELECT {EVENT_COLUMNS} FROM events t");
+    let Some(mut events) = scanned(store, path, &sql, params![], [0, 1], |row, held| {
+        (!hidden.contains(&held.seq)).then(|| event_held(row, held)).transpose()
     })?
     else {
         return Ok(None);
@@ -338,10 +346,17 @@ fn events_by_scans(store: &Store, path: &BranchPath) -> Result<Option<Vec<Event>
     Ok(Some(events))
 }
 
+const EVENT_COLUMNS: &str = "t.seq, t.branch, t.kind, t.text, t.tags, t.created_at";
+
 fn event_from_row(path: &BranchPath, row: &Row<'_>) -> Result<Event> {
+    event_held(row, Held { seq: row.get(0)?, branch: path.id_of(row.get(1)?) })
+}
+
+/// The event of a row read with [`EVENT_COLUMNS`], whose seq and branch `held` gives.
+fn event_held(row: &Row<'_>, held: Held<'_>) -> Result<Event> {
     Ok(Event {
-        id: row.get(0)?,
-        branch: path.id_of(row.get(1)?).to_string(),
+        id: held.seq,
+        branch: held.branch.to_string(),
         kind: row.get(2)?,
         text: row.get(3)?,
         tags: tags_at(row, 4)?,
@@ -468,7 +483,7 @@ fn load_from(store: &Store, path: &BranchPath, seq: i64) -> Result<()> {
 pub(crate) fn events_after(store: &Store, path: &BranchPath, after: i64) -> Result<Vec<Event>> {
     load_from(store, path, after.saturating_add(1))?;
     let sql = format!(
-        "SELECT t.seq, t.branch, t.kind, t.text, t.tags, t.created_at FROM {}
+        "SELECT {EVENT_COLUMNS} FROM {}
          AND {} {EVENTS_NEWEST_FIRST}",
         visible_after("events"),
         not_excluded()
@@ -501,7 +516,7 @@ pub(crate) fn events_among(store: &Store, path: &BranchPath, ids: &[i64]) -> Res
     load_from(store, path, oldest)?;
     let rids: Vec<i64> = held.iter().map(|&(id, bid)| event_rid::of(bid, id)).collect::<Result<_>>()?;
     let sql = format!(
-        "SELECT t.seq, t.branch, t.kind, t.text, t.tags, t.created_at
+        "SELECT {EVENT_COLUMNS}
          FROM {} j JOIN temp.view_path p ON p.bid = {}
          JOIN events t ON t.rid = j.value AND {}
          WHERE {} ORDER BY t.seq DESC",
@@ -533,13 +548,18 @@ pub(crate) fn rows_along<T>(
 const RECORD_COLUMNS: &str = "t.record_id, t.branch, t.text, t.tags, t.created_at, t.seq";
 
 fn record_from_row(path: &BranchPath, row: &Row<'_>) -> Result<Record> {
+    record_held(row, Held { seq: row.get(5)?, branch: path.id_of(row.get(1)?) })
+}
+
+/// The record of a row read with [`RECORD_COLUMNS`], whose seq and branch `held` gives.
+fn record_held(row: &Row<'_>, held: Held<'_>) -> Result<Record> {
     Ok(Record {
         id: row.get(0)?,
-        branch: path.id_of(row.get(1)?).to_string(),
+        branch: held.branch.to_string(),
         text: row.get(2)?,
         tags: tags_at(row, 3)?,
         ts: row.get(4)?,
-        seq: row.get(5)?,
+        seq: held.seq,
         score: None,
     })
 }
@@ -596,7 +616,7 @@ fn versions_by_scan(store: &Store, path: &BranchPath, tags: Option<&str>) -> Res
         has_tags(store.backend())
     );
     let Some(mut records) =
-        scanned(store, path, &sql, params![tags], [5, 1], |row| record_from_row(path, row).map(Some))?
+        scanned(store, path, &sql, params![tags], [5, 1], |row, held| record_held(row, held).map(Some))?
     else {
         return Ok(None);
     };
@@ -683,7 +703,7 @@ fn counted_by_scan(
 ) -> Result<Option<Vec<(i64, TermCounts)>>> {
     let (sql, params) = keyword_statement(store, path, query, tags, "archival t")?;
     let mut counter = query.term_counter();
-    scanned(store, path, &sql, params, [0, 1], |row| counted(&mut counter, row))
+    scanned(store, path, &sql, params, [0, 1], |row, _| counted(&mut counter, row))
 }
 
 /// [`counted_by_scan`] by one range probe per path branch.
