@@ -802,24 +802,41 @@ impl Superseded {
     }
 }
 
-/// The visible updates and deletes, read through their partial index: one range scan per
-/// ancestor over rows that only updates and deletes write.
+/// The visible updates and deletes, read through their partial index: by one scan of it
+/// ([`scanned`]) where the path holds most branches ([`scans`]) — a whole view then needs no
+/// path table — else, or if the scan gave up, by one range scan of it per path branch.
 fn superseded_versions(store: &Store, path: &BranchPath) -> Result<Superseded> {
-    path::load(store, path)?;
-    let sql = format!(
-        "SELECT t.record_id, t.seq FROM temp.view_path p CROSS JOIN archival t INDEXED BY archival_later_versions
-         ON {} AND t.record_id != t.seq",
-        visible_through("p", "t")
-    );
+    let scan = if scans(store, path)? { later_versions_by_scan(store, path)? } else { None };
+    let later = match scan {
+        Some(later) => later,
+        None => later_versions_by_probes(store, path)?,
+    };
     let mut superseded = Superseded { newest: HashMap::new(), later_versions: HashMap::new() };
-    store.conn.query(&sql, params![], |row| {
-        let (record, seq): (i64, i64) = (row.get(0)?, row.get(1)?);
+    for (seq, record) in later {
         superseded.later_versions.insert(seq, record);
         let newest = superseded.newest.entry(record).or_insert(seq);
         *newest = (*newest).max(seq);
-        Ok(())
-    })?;
+    }
     Ok(superseded)
+}
+
+/// The seq and record id of each visible version that is not a record's first, from one scan
+/// of their partial index ([`scanned`]); None if it gave up.
+fn later_versions_by_scan(store: &Store, path: &BranchPath) -> Result<Option<Vec<(i64, i64)>>> {
+    let sql = "SELECT t.seq, t.branch, t.record_id FROM archival t INDEXED BY archival_later_versions
+               WHERE t.record_id != t.seq";
+    scanned(store, path, sql, params![], [0, 1], |row, held| Ok(Some((held.seq, row.get(2)?))))
+}
+
+/// [`later_versions_by_scan`] by one range scan of the index per path branch.
+fn later_versions_by_probes(store: &Store, path: &BranchPath) -> Result<Vec<(i64, i64)>> {
+    path::load(store, path)?;
+    let sql = format!(
+        "SELECT t.seq, t.record_id FROM temp.view_path p CROSS JOIN archival t INDEXED BY archival_later_versions
+         ON {} AND t.record_id != t.seq",
+        visible_through("p", "t")
+    );
+    store.conn.query(&sql, params![], |row| Ok((row.get(0)?, row.get(1)?)))
 }
 
 /// Those of `seqs` whose version carries every tag of `tags`.
@@ -927,8 +944,8 @@ mod tests {
 
         /// Random trees of forks, events (conversation steps among them), exclusions and archival
         /// writes: on every branch, the scans that read whole layers find the rows the probes
-        /// find, in the same order (and the keyword search's scan counts the versions its probes
-        /// count), and the conversation's steps are the view's step events, oldest first (the
+        /// find, in the same order (the keyword search's scan counts the versions its probes
+        /// count, and the scan of later versions finds the same updates and deletes), and the conversation's steps are the view's step events, oldest first (the
         /// nested loop's order, farthest branch first and rowid within one, is seq order). A
         /// chain forked last, long enough that its leaf's scans never give up, makes sure they
         /// are compared at least there.
@@ -974,8 +991,13 @@ mod tests {
             }
             for (i, branch) in branches.iter().enumerate() {
                 let path = s.path(branch).unwrap();
-                let scans = (every_event_by_scan(&s, &path).unwrap(), versions_by_scan(&s, &path, None).unwrap());
-                prop_assert!(i + 1 < branches.len() || (scans.0.is_some() && scans.1.is_some()), "the chain's leaf");
+                let scans = (
+                    every_event_by_scan(&s, &path).unwrap(),
+                    versions_by_scan(&s, &path, None).unwrap(),
+                    later_versions_by_scan(&s, &path).unwrap(),
+                );
+                let leaf = i + 1 == branches.len();
+                prop_assert!(!leaf || (scans.0.is_some() && scans.1.is_some() && scans.2.is_some()), "the chain's leaf");
                 let probed = events_by_probes(&s, &path, None).unwrap();
                 let found: Vec<(i64, String)> =
                     steps(&s, &path).unwrap().into_iter().map(|step| (step.id, step.kind)).collect();
@@ -993,11 +1015,17 @@ mod tests {
                 if let Some(scanned) = scans.1 {
                     prop_assert_eq!(scanned, versions_by_probes(&s, &path, None).unwrap());
                 }
+                if let Some(mut scanned) = scans.2 {
+                    let mut probed = later_versions_by_probes(&s, &path).unwrap();
+                    scanned.sort_unstable();
+                    probed.sort_unstable();
+                    prop_assert_eq!(scanned, probed);
+                }
                 // Texts "row 1" to "row 7" hold a query word, the others none.
                 let query = Query::parse("1 2 3 4 5 6 7");
                 for tags in [vec![], vec!["t0".to_string()]] {
                     let scanned = counted_by_scan(&s, &path, &query, &tags).unwrap();
-                    prop_assert!(i + 1 < branches.len() || scanned.is_some(), "the chain's leaf");
+                    prop_assert!(!leaf || scanned.is_some(), "the chain's leaf");
                     if let Some(mut scanned) = scanned {
                         let mut probed = counted_by_probes(&s, &path, &query, &tags).unwrap();
                         scanned.sort_by_key(|(seq, _)| *seq);
