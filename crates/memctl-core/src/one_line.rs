@@ -6,19 +6,33 @@ pub(crate) fn one_line(text: &str) -> String {
 }
 
 /// [`one_line`], cut after `max` characters (the cut marked `…`).
-/// Built as it goes, stopping at the cut: a path report quotes a value per level, and values
-/// can be long.
+/// Built a word at a time, stopping at the cut: a path report quotes a value per level, and
+/// values can be long.
 pub(crate) fn shortened(text: &str, max: usize) -> String {
     let mut out = String::with_capacity(text.len().min(4 * max + 3));
     let mut chars = 0;
     for (i, word) in text.split_whitespace().enumerate() {
-        for c in (i > 0).then_some(' ').into_iter().chain(word.chars()) {
+        if i > 0 {
             if chars == max {
                 out.push('…');
                 return out;
             }
-            out.push(c);
+            out.push(' ');
             chars += 1;
+        }
+        let room = max - chars;
+        // A word of at most `room` bytes has at most `room` characters.
+        let cut = if word.len() <= room { None } else { word.char_indices().nth(room) };
+        match cut {
+            None => {
+                out.push_str(word);
+                chars += word.chars().count();
+            }
+            Some((end, _)) => {
+                out.push_str(&word[..end]);
+                out.push('…');
+                return out;
+            }
         }
     }
     out
@@ -27,19 +41,31 @@ pub(crate) fn shortened(text: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
-    /// The words joined, then cut after 80 characters, as the text was shortened before.
+    /// What [`shortened`] gives: the words joined, then cut after `max` characters.
+    fn joined_then_cut(text: &str, max: usize) -> String {
+        let one = one_line(text);
+        if one.chars().count() > max {
+            format!("{}…", one.chars().take(max).collect::<String>())
+        } else {
+            one
+        }
+    }
+
     #[test]
     fn shortens_to_one_line_of_max_characters() {
         let long_word = format!("{} yz", "a".repeat(78));
         for text in ["", "  a \n b\t", &"x".repeat(80), &"é".repeat(81), &"word ".repeat(30), &long_word] {
-            let one = one_line(text);
-            let expected = if one.chars().count() > 80 {
-                format!("{}…", one.chars().take(80).collect::<String>())
-            } else {
-                one
-            };
-            assert_eq!(shortened(text, 80), expected, "{text:?}");
+            assert_eq!(shortened(text, 80), joined_then_cut(text, 80), "{text:?}");
+        }
+    }
+
+    proptest! {
+        /// Words of ASCII and wider characters, cut anywhere: in a word, at its end, at a space.
+        #[test]
+        fn shortened_is_one_line_cut(text in "[ab é€\n\t]{0,24}", max in 0usize..20) {
+            prop_assert_eq!(shortened(&text, max), joined_then_cut(&text, max));
         }
     }
 }
