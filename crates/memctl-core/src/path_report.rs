@@ -132,7 +132,7 @@ impl Store {
             let shown: HashMap<String, i64> =
                 view::core(self, &path)?.into_iter().map(|e| (e.key, e.seq)).collect();
             let core = view::rows_along(self, &path, "core", "t.key, t.value, t.seq", |r| {
-                Ok((r.get::<String>(1)?, r.get::<Option<String>>(2)?, r.get::<i64>(3)?))
+                Ok((r.get::<String>(2)?, r.get::<Option<String>>(3)?, r.get::<i64>(4)?))
             })?;
             // Oldest first, so the node nearest the root comes first; per node, its last write
             // of each key counts, against the value the key had before the node.
@@ -181,7 +181,7 @@ impl Store {
                 node.recall.added_ids = ends;
             }
             for (pos, id) in
-                view::rows_along(self, &path, "inherited_exclusions", "t.event_id", |r| r.get::<i64>(1))?
+                view::rows_along(self, &path, "inherited_exclusions", "t.event_id", |r| r.get::<i64>(2))?
             {
                 nodes[pos].recall.excluded.push(id);
             }
@@ -191,8 +191,8 @@ impl Store {
                 "inherited_summaries",
                 "t.seq, t.kind, t.summarized_event_ids",
                 |r| {
-                    let ids: Vec<i64> = serde_json::from_str(&r.get::<String>(3)?).unwrap_or_default();
-                    Ok(Consolidation { summary: r.get(1)?, kind: r.get(2)?, events: ids.len() })
+                    let ids: Vec<i64> = serde_json::from_str(&r.get::<String>(4)?).unwrap_or_default();
+                    Ok(Consolidation { summary: r.get(2)?, kind: r.get(3)?, events: ids.len() })
                 },
             )?;
             for (pos, consolidation) in summaries {
@@ -200,7 +200,7 @@ impl Store {
             }
             let archival =
                 view::rows_along(self, &path, "archival", "t.record_id, t.seq, t.text IS NULL", |r| {
-                    Ok((r.get::<i64>(1)?, r.get::<i64>(2)?, r.get::<bool>(3)?))
+                    Ok((r.get::<i64>(2)?, r.get::<i64>(3)?, r.get::<bool>(4)?))
                 })?;
             for (pos, (record, seq, deleted)) in archival {
                 let delta = &mut nodes[pos].archival;

@@ -306,8 +306,8 @@ fn scanned<T>(
     let (mut kept, mut passed) = (Vec::new(), 0);
     store.conn.each(sql, params, |row| {
         let seq = row.get(at[0])?;
-        if let Some(writer) = path::held_by(path, seq, row.get(at[1])?) {
-            kept.extend(f(row, Held { seq, branch: &writer.id })?);
+        if let Some(position) = path::held_at(path, seq, row.get(at[1])?) {
+            kept.extend(f(row, Held { seq, position, branch: &path.branches()[position].id })?);
         } else {
             passed += 1;
         }
@@ -316,9 +316,11 @@ fn scanned<T>(
     Ok((passed <= bound).then_some(kept))
 }
 
-/// A row of the view, as [`scanned`] read it: its seq and the id of the branch that wrote it.
+/// A row of the view, as [`scanned`] read it: its seq, and the path position and id of the
+/// branch that wrote it.
 struct Held<'p> {
     seq: i64,
+    position: usize,
     branch: &'p str,
 }
 
@@ -337,7 +339,7 @@ fn events_by_scans(store: &Store, path: &BranchPath) -> Result<Option<Vec<Event>
     let hidden: HashSet<i64> = hidden.into_iter().collect();
     let sql = format!("SELECT {EVENT_COLUMNS} FROM events t");
     let Some(mut events) = scanned(store, path, &sql, params![], [0, 1], |row, held| {
-        (!hidden.contains(&held.seq)).then(|| event_held(row, held)).transpose()
+        (!hidden.contains(&held.seq)).then(|| event_of(row, held.seq, held.branch)).transpose()
     })?
     else {
         return Ok(None);
@@ -349,14 +351,14 @@ fn events_by_scans(store: &Store, path: &BranchPath) -> Result<Option<Vec<Event>
 const EVENT_COLUMNS: &str = "t.seq, t.branch, t.kind, t.text, t.tags, t.created_at";
 
 fn event_from_row(path: &BranchPath, row: &Row<'_>) -> Result<Event> {
-    event_held(row, Held { seq: row.get(0)?, branch: path.id_of(row.get(1)?) })
+    event_of(row, row.get(0)?, path.id_of(row.get(1)?))
 }
 
-/// The event of a row read with [`EVENT_COLUMNS`], whose seq and branch `held` gives.
-fn event_held(row: &Row<'_>, held: Held<'_>) -> Result<Event> {
+/// The event of a row read with [`EVENT_COLUMNS`], with its seq and its writer's id.
+fn event_of(row: &Row<'_>, seq: i64, branch: &str) -> Result<Event> {
     Ok(Event {
-        id: held.seq,
-        branch: held.branch.to_string(),
+        id: seq,
+        branch: branch.to_string(),
         kind: row.get(2)?,
         text: row.get(3)?,
         tags: tags_at(row, 4)?,
@@ -528,9 +530,11 @@ pub(crate) fn events_among(store: &Store, path: &BranchPath, ids: &[i64]) -> Res
     store.conn.query(&sql, [serde_json::to_string(&rids)?], |row| event_from_row(path, row))
 }
 
-/// The view's rows of `table` (`columns` of `t`), each with the path position of the branch
-/// that wrote it (0: the branch itself), oldest first: the material of per-node deltas. Core
-/// rows whose TTL has run out are left out, as the view leaves them out.
+/// The view's rows of `table` (`columns` of `t`, read by the mapping from column 2 on), each
+/// with the path position of the branch that wrote it (0: the branch itself), oldest first: the
+/// material of per-node deltas. Core rows whose TTL has run out are left out, as the view leaves
+/// them out. Read by one scan of the table where the path holds most branches ([`scans`]), else,
+/// or if the scan gave up, by one range scan per path branch.
 pub(crate) fn rows_along<T>(
     store: &Store,
     path: &BranchPath,
@@ -538,28 +542,67 @@ pub(crate) fn rows_along<T>(
     columns: &str,
     row: impl Fn(&Row<'_>) -> Result<T>,
 ) -> Result<Vec<(usize, T)>> {
+    let scan =
+        if scans(store, path)? { rows_along_by_scan(store, path, table, columns, &row)? } else { None };
+    match scan {
+        Some(rows) => Ok(rows),
+        None => rows_along_by_probes(store, path, table, columns, &row),
+    }
+}
+
+/// The filter and parameters of a read of `table`'s rows along a path: core's live rows.
+fn along_filter(store: &Store, table: &str) -> (String, Params<'static>) {
+    if table == "core" {
+        (live_core("t"), named![":now" => store.clock.now()])
+    } else {
+        ("1 = 1".to_string(), params![])
+    }
+}
+
+/// [`rows_along`] by one scan of the table, in seq order (its rowid), keeping the rows the view
+/// holds ([`scanned`]); None if it gave up.
+fn rows_along_by_scan<T>(
+    store: &Store,
+    path: &BranchPath,
+    table: &str,
+    columns: &str,
+    row: impl Fn(&Row<'_>) -> Result<T>,
+) -> Result<Option<Vec<(usize, T)>>> {
+    let (live, params) = along_filter(store, table);
+    let sql = format!("SELECT t.seq, t.branch, {columns} FROM {table} t WHERE {live} ORDER BY t.seq");
+    scanned(store, path, &sql, params, [0, 1], |r, held| Ok(Some((held.position, row(r)?))))
+}
+
+/// [`rows_along`] by one range scan per path branch.
+fn rows_along_by_probes<T>(
+    store: &Store,
+    path: &BranchPath,
+    table: &str,
+    columns: &str,
+    row: impl Fn(&Row<'_>) -> Result<T>,
+) -> Result<Vec<(usize, T)>> {
     path::load(store, path)?;
-    let live = if table == "core" { live_core("t") } else { "1 = 1".to_string() };
-    let sql = format!("SELECT p.pos, {columns} FROM {} WHERE {live} ORDER BY t.seq", visible(table));
-    let params = if table == "core" { named![":now" => store.clock.now()] } else { params![] };
+    let (live, params) = along_filter(store, table);
+    let sql =
+        format!("SELECT p.pos, t.branch, {columns} FROM {} WHERE {live} ORDER BY t.seq", visible(table));
     store.conn.query(&sql, params, |r| Ok((r.get::<usize>(0)?, row(r)?)))
 }
 
 const RECORD_COLUMNS: &str = "t.record_id, t.branch, t.text, t.tags, t.created_at, t.seq";
 
 fn record_from_row(path: &BranchPath, row: &Row<'_>) -> Result<Record> {
-    record_held(row, Held { seq: row.get(5)?, branch: path.id_of(row.get(1)?) })
+    record_of(row, row.get(5)?, path.id_of(row.get(1)?))
 }
 
-/// The record of a row read with [`RECORD_COLUMNS`], whose seq and branch `held` gives.
-fn record_held(row: &Row<'_>, held: Held<'_>) -> Result<Record> {
+/// The record of a row read with [`RECORD_COLUMNS`], with its seq and its writer's id.
+fn record_of(row: &Row<'_>, seq: i64, branch: &str) -> Result<Record> {
     Ok(Record {
         id: row.get(0)?,
-        branch: held.branch.to_string(),
+        branch: branch.to_string(),
         text: row.get(2)?,
         tags: tags_at(row, 3)?,
         ts: row.get(4)?,
-        seq: held.seq,
+        seq,
         score: None,
     })
 }
@@ -615,8 +658,9 @@ fn versions_by_scan(store: &Store, path: &BranchPath, tags: Option<&str>) -> Res
         "SELECT {RECORD_COLUMNS} FROM archival t WHERE t.text IS NOT NULL AND {}",
         has_tags(store.backend())
     );
-    let Some(mut records) =
-        scanned(store, path, &sql, params![tags], [5, 1], |row, held| record_held(row, held).map(Some))?
+    let Some(mut records) = scanned(store, path, &sql, params![tags], [5, 1], |row, held| {
+        record_of(row, held.seq, held.branch).map(Some)
+    })?
     else {
         return Ok(None);
     };
@@ -950,7 +994,7 @@ mod tests {
         /// chain forked last, long enough that its leaf's scans never give up, makes sure they
         /// are compared at least there.
         #[test]
-        fn scans_read_what_probes_read(ops in prop::collection::vec((0u8..6, 0usize..8), 1..60)) {
+        fn scans_read_what_probes_read(ops in prop::collection::vec((0u8..9, 0usize..8), 1..60)) {
             let writes = ops.len();
             let s = Store::scratch();
             s.create_root("b0").unwrap();
@@ -977,6 +1021,15 @@ mod tests {
                     }
                     4 if !records.is_empty() => {
                         let _ = s.archival_delete(&branch, records[pick % records.len()]);
+                    }
+                    5 => {
+                        s.core_set(&branch, &format!("k{}", pick % 3), &text, Default::default()).unwrap();
+                    }
+                    6 => {
+                        let _ = s.core_delete(&branch, &[&format!("k{}", pick % 3)]);
+                    }
+                    7 if !events.is_empty() => {
+                        let _ = s.recall_summarize(&branch, "summary", &text, &[events[pick % events.len()]]);
                     }
                     _ => records.push(s.archival_add(&branch, &text, &[format!("t{}", pick % 2)]).unwrap().id),
                 }
@@ -1020,6 +1073,19 @@ mod tests {
                     scanned.sort_unstable();
                     probed.sort_unstable();
                     prop_assert_eq!(scanned, probed);
+                }
+                for (table, columns) in [
+                    ("core", "t.key, t.value"),
+                    ("inherited_exclusions", "CAST(t.event_id AS TEXT), NULL"),
+                    ("inherited_summaries", "CAST(t.seq AS TEXT), t.kind"),
+                    ("archival", "CAST(t.record_id AS TEXT), t.text"),
+                ] {
+                    let row = |r: &Row<'_>| Ok((r.get::<String>(2)?, r.get::<Option<String>>(3)?));
+                    let scanned = rows_along_by_scan(&s, &path, table, columns, row).unwrap();
+                    prop_assert!(!leaf || scanned.is_some(), "the chain's leaf");
+                    if let Some(scanned) = scanned {
+                        prop_assert_eq!(scanned, rows_along_by_probes(&s, &path, table, columns, row).unwrap());
+                    }
                 }
                 // Texts "row 1" to "row 7" hold a query word, the others none.
                 let query = Query::parse("1 2 3 4 5 6 7");

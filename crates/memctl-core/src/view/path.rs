@@ -58,12 +58,14 @@ pub(crate) fn nearest_holding(path: &BranchPath, seq: i64) -> usize {
 
 /// Whether the view holds the row that branch `bid` wrote with seq `seq` (see [`holder`]).
 pub(super) fn holds(path: &BranchPath, seq: i64, bid: i64) -> bool {
-    held_by(path, seq, bid).is_some()
+    held_at(path, seq, bid).is_some()
 }
 
-/// The branch that wrote the row (`seq`, `bid`), if the view holds that row ([`holds`]).
-pub(super) fn held_by(path: &BranchPath, seq: i64, bid: i64) -> Option<&Branch> {
-    path.branches().get(holder_position(path, seq)).filter(|b| b.bid == bid)
+/// The path position of the branch that wrote the row (`seq`, `bid`), if the view holds that
+/// row ([`holds`]).
+pub(super) fn held_at(path: &BranchPath, seq: i64, bid: i64) -> Option<usize> {
+    let position = holder_position(path, seq);
+    path.branches().get(position).is_some_and(|b| b.bid == bid).then_some(position)
 }
 
 /// Whether the path holds at least half of the branches ever created: then its view likely
