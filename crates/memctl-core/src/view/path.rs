@@ -73,9 +73,14 @@ pub(super) fn held_at(path: &BranchPath, seq: i64, bid: i64) -> Option<usize> {
 /// holds most of the database's rows (a deep chain), and reading a whole table, keeping the
 /// rows the view [`holds`], costs less than one probe per path branch.
 pub(super) fn holds_most_branches(store: &Store, path: &BranchPath) -> Result<bool> {
+    most_branches(store, path.branches().len())
+}
+
+/// Whether `count` branches are at least half of the branches ever created.
+fn most_branches(store: &Store, count: usize) -> Result<bool> {
     let created: Option<i64> =
         store.conn.query_one("SELECT max(bid) FROM branches", params![], |r| r.get(0))?;
-    Ok(2 * path.branches().len() as i64 >= created.unwrap_or(0))
+    Ok(2 * count as i64 >= created.unwrap_or(0))
 }
 
 /// What the view keeps per handle (in the store's memo, cleared on rollback): paths by branch
@@ -364,6 +369,42 @@ impl Store {
     }
 
     fn read_path(&self, branch: &Branch, stop_at_anchor: bool) -> Result<BranchPath> {
+        if !stop_at_anchor && most_branches(self, branch.depth as usize + 1)? {
+            return self.read_path_by_scan(branch);
+        }
+        self.read_path_up(branch, stop_at_anchor)
+    }
+
+    /// The path to the root of a branch whose path holds most branches (a deep chain), from one
+    /// scan of the branches table, its parent links followed here: the recursive query costs
+    /// two seeks and a queue entry per level.
+    fn read_path_by_scan(&self, branch: &Branch) -> Result<BranchPath> {
+        let sql = format!("SELECT {BRANCH_COLUMNS_UNJOINED}, b.parent FROM branches b");
+        let mut rows: HashMap<i64, (Branch, Option<i64>)> = self
+            .conn
+            .query(&sql, params![], |row| Ok((branch_from_row(row)?, row.get(BRANCH_COLUMN_COUNT)?)))?
+            .into_iter()
+            .map(|(b, parent)| (b.bid, (b, parent)))
+            .collect();
+        let mut branches = Vec::with_capacity(branch.depth as usize + 1);
+        let mut next = Some(branch.bid);
+        while let Some(bid) = next {
+            let (b, parent) = rows
+                .remove(&bid)
+                .ok_or_else(|| Error::internal(format!("branch {bid} of {}'s path is missing", branch.id)))?;
+            branches.push(b);
+            next = parent;
+        }
+        for i in 1..branches.len() {
+            branches[i - 1].parent = Some(branches[i].id.clone());
+        }
+        let cutoffs = cutoffs(&branches);
+        Ok(BranchPath::new(branches, &cutoffs))
+    }
+
+    /// The path of a branch read up its parent links by a recursive query, to the root or its
+    /// nearest anchor.
+    fn read_path_up(&self, branch: &Branch, stop_at_anchor: bool) -> Result<BranchPath> {
         // Each branch's parent is the next on the path: its id is taken from there rather than
         // joined per row; only the last branch's parent (above an anchor) is looked up.
         let columns = BRANCH_COLUMNS_UNJOINED;
@@ -414,6 +455,26 @@ pub(crate) fn collected_name(name: &str) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(32))]
+
+        /// Random trees, anchored every few levels: every branch's path read from one scan of
+        /// the branches equals the path read up its parent links.
+        #[test]
+        fn scanned_paths_are_the_paths_up(parents in prop::collection::vec(0usize..1000, 1..40), every in 0i64..4) {
+            let s = Store::scratch_anchoring(every);
+            s.create_root("b0").unwrap();
+            for (i, pick) in parents.iter().enumerate() {
+                s.fork(&format!("b{}", pick % (i + 1)), Some(&format!("b{}", i + 1))).unwrap();
+            }
+            for i in 0..=parents.len() {
+                let branch = s.branch(&format!("b{i}")).unwrap();
+                prop_assert_eq!(s.read_path_by_scan(&branch).unwrap(), s.read_path_up(&branch, false).unwrap());
+            }
+        }
+    }
 
     /// The path table holds each branch's position, bid and cutoff, whether it is filled at
     /// once or grown from a nearer load, across whole batches of inserts and the rest.
