@@ -369,7 +369,10 @@ impl Store {
     }
 
     fn read_path(&self, branch: &Branch, stop_at_anchor: bool) -> Result<BranchPath> {
-        if !stop_at_anchor && most_branches(self, branch.depth as usize + 1)? {
+        // The branch's bid is at most the number of branches created: a path shorter than half
+        // of it needs no count.
+        let length = branch.depth + 1;
+        if !stop_at_anchor && 2 * length >= branch.bid && most_branches(self, length as usize)? {
             return self.read_path_by_scan(branch);
         }
         self.read_path_up(branch, stop_at_anchor)
