@@ -10,7 +10,7 @@ use crate::rows::BranchPath;
 use crate::store::Store;
 use crate::tokens::{count_tokens_within, Encoding};
 use crate::view;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::cell::OnceCell;
 
@@ -74,7 +74,7 @@ impl Messages {
 pub(crate) enum Item {
     Step {
         id: i64,
-        step: Step,
+        step: StoredStep,
     },
     /// A compaction summary: its text and how many steps it stands for.
     Summary {
@@ -82,6 +82,46 @@ pub(crate) enum Item {
         text: String,
         steps: usize,
     },
+}
+
+/// A step as stored, its payload parsed when first wanted: a budget mostly reaches only the
+/// newest steps of a long conversation, and parsing (and dropping) every payload cost a fifth of
+/// a `messages` call.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct StoredStep {
+    pub step_type: StepType,
+    payload: Option<String>,
+    parsed: OnceCell<Step>,
+}
+
+impl StoredStep {
+    fn new(step_type: StepType, payload: Option<String>) -> StoredStep {
+        StoredStep { step_type, payload, parsed: OnceCell::new() }
+    }
+
+    /// The step, its payload parsed (stored payloads were validated when written).
+    pub fn get(&self) -> &Step {
+        self.parsed.get_or_init(|| {
+            let payload = serde_json::from_str(self.payload.as_deref().unwrap_or("{}")).unwrap_or_default();
+            Step { step_type: self.step_type, payload }
+        })
+    }
+
+    pub fn get_mut(&mut self) -> &mut Step {
+        self.get();
+        self.parsed.get_mut().expect("parsed just above")
+    }
+
+    /// The payload's `at` (the step a shortened copy stands in for), read without parsing the
+    /// rest: most payloads do not hold the text `"at"` at all.
+    fn at(&self) -> Option<i64> {
+        #[derive(Deserialize)]
+        struct At {
+            at: Option<i64>,
+        }
+        let payload = self.payload.as_deref().filter(|p| p.contains("\"at\""))?;
+        serde_json::from_str::<At>(payload).ok()?.at
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -115,10 +155,8 @@ pub(crate) fn conversation(store: &Store, path: &BranchPath) -> Result<Vec<Entry
     let mut entries = Vec::new();
     for s in stored.into_iter().filter(|s| s.id > reset && s.kind != RESET_KIND) {
         let Some(name) = s.kind.strip_prefix(crate::rows::STEP_KIND) else { continue };
-        // Stored payloads were validated when written.
-        let payload = serde_json::from_str(s.payload.as_deref().unwrap_or("{}")).unwrap_or_default();
-        let step = Step { step_type: StepType::parse(name)?, payload };
-        let position = step.payload.get("at").and_then(Value::as_i64).unwrap_or(s.id);
+        let step = StoredStep::new(StepType::parse(name)?, s.payload);
+        let position = step.at().unwrap_or(s.id);
         entries.push(Entry { position, item: Item::Step { id: s.id, step } });
     }
     for summary in view::summaries(store, path)?.into_iter().filter(|s| s.kind == SUMMARY_KIND) {
@@ -151,7 +189,7 @@ fn pruned(mut entries: Vec<Entry>, options: &ReadOptions) -> Vec<Entry> {
         let old = loose.saturating_sub(n);
         for entry in entries.iter_mut().filter(|e| !e.pinned()).take(old) {
             if let Item::Step { step, .. } = &mut entry.item {
-                shorten_observation(step, max_chars);
+                shorten_observation(step.get_mut(), max_chars);
             }
         }
     }
@@ -177,7 +215,7 @@ pub(crate) fn to_messages(entry: &Entry, format: MessageFormat, summary_mode: bo
                 json!({"role": "assistant", "content": format!("[{steps} earlier steps, summarized]\n{text}")}),
             ];
         }
-        Item::Step { id, step } => (*id, step),
+        Item::Step { id, step } => (*id, step.get()),
     };
     let text = |role: &str, content: &str| json!({"role": role, "content": content});
     match step.step_type {
@@ -316,7 +354,7 @@ impl Store {
     fn retrieval(&self, branch: &str, entries: &[Entry], k: usize) -> Result<Option<Retrieved>> {
         let query = entries.iter().rev().find_map(|e| match &e.item {
             Item::Step { step, .. } if matches!(step.step_type, StepType::User | StepType::Task) => {
-                Some(step.text("text").to_string())
+                Some(step.get().text("text").to_string())
             }
             _ => None,
         });
@@ -396,6 +434,26 @@ fn fit<'a>(
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// A stored step's `at` is the parsed payload's, whether or not the text `"at"` appears
+    /// elsewhere in it; its payload is the stored one, parsed.
+    #[test]
+    fn stored_steps_read_at_as_their_parsed_payload_does() {
+        for payload in [
+            None,
+            Some(r#"{"text": "at"}"#),
+            Some(r#"{"text": "\"at\" noon"}"#),
+            Some(r#"{"tool": "run", "at": 12, "observation": "at"}"#),
+            Some(r#"{"at": 3}"#),
+            Some(r#"{"plan": "x", "at" : 7}"#),
+        ] {
+            let step = StoredStep::new(StepType::Action, payload.map(str::to_string));
+            let parsed: serde_json::Map<String, Value> =
+                serde_json::from_str(payload.unwrap_or("{}")).unwrap();
+            assert_eq!(step.at(), parsed.get("at").and_then(Value::as_i64), "{payload:?}");
+            assert_eq!(step.get().payload, parsed);
+        }
+    }
 
     /// Tokens within a limit are the whole count up to the limit, and nothing past it.
     #[test]

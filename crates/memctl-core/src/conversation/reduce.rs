@@ -84,6 +84,7 @@ impl Tx<'_> {
         if let Some(n) = keep_last {
             for entry in &loose[..loose.len().saturating_sub(n)] {
                 if let Item::Step { id, step } = &entry.item {
+                    let step = step.get();
                     removed.push(*id);
                     full_texts.push(format!("[step:{}] {}", step.step_type.as_str(), step.render()));
                 }
@@ -92,6 +93,7 @@ impl Tx<'_> {
         if let Some((n, max_chars)) = old_observations {
             for entry in &loose[..loose.len().saturating_sub(n)] {
                 let Item::Step { id, step } = &entry.item else { continue };
+                let step = step.get();
                 if removed.contains(id) {
                     continue;
                 }
@@ -166,7 +168,9 @@ impl Tx<'_> {
             let steps: Vec<(i64, String)> = run
                 .iter()
                 .filter_map(|e| match &e.item {
-                    Item::Step { id, step } => Some((*id, extract_line(step.step_type, &step.render()))),
+                    Item::Step { id, step } => {
+                        Some((*id, extract_line(step.step_type, &step.get().render())))
+                    }
                     Item::Summary { .. } => None,
                 })
                 .collect();
