@@ -1,9 +1,9 @@
 //! Every row of one core key, archival record or event, wherever it was written, with where it
-//! stands against a branch's path ([`Reach`], from THE predicate in sql.rs). `why` explains a
-//! view with these; which row the view shows still comes from the readers in mod.rs.
+//! stands against a branch's path ([`Reach`], from the view's rule as `path::held_at` reads
+//! it). `why` explains a view with these; which row the view shows still comes from the readers
+//! in mod.rs.
 
 use super::path;
-use super::sql::reach;
 use crate::db::{Row, Value};
 use crate::error::Result;
 use crate::rows::{BranchPath, Event, Summary};
@@ -53,7 +53,9 @@ pub(crate) struct Version {
 }
 
 /// The rows of `from` (a FROM clause naming the branch `b` and the layer row `t`) matching
-/// `filter`, oldest first, placed against `path`.
+/// `filter`, oldest first, placed against `path`: in the view when the path holds them
+/// (`path::held_at`, the view's rule), else after the fork when their branch is on the path,
+/// else off it.
 fn placed<T>(
     store: &Store,
     path: &BranchPath,
@@ -63,34 +65,33 @@ fn placed<T>(
     columns: &str,
     row: impl Fn(&Row<'_>) -> Result<T>,
 ) -> Result<Vec<Placed<T>>> {
-    path::load(store, path)?;
     let sql = format!(
-        "SELECT b.id, up.id, t.seq, t.created_at, {}, p.cutoff, {columns}
+        "SELECT b.id, up.id, t.seq, t.created_at, t.branch, {columns}
          FROM {from} LEFT JOIN branches up ON up.bid = b.parent
-         LEFT JOIN temp.view_path p ON p.bid = t.branch
-         WHERE {filter} ORDER BY t.seq",
-        reach("p", "t")
+         WHERE {filter} ORDER BY t.seq"
     );
     store.conn.query(&sql, [param], |r| {
-        let reach = match r.get::<i64>(4)? {
-            0 => Reach::InView,
-            1 => Reach::AfterFork,
-            _ => Reach::OffPath,
+        let (seq, bid) = (r.get(2)?, r.get(4)?);
+        let position = path.position(bid);
+        let reach = match (position, path::held_at(path, seq, bid)) {
+            (None, _) => Reach::OffPath,
+            (Some(_), Some(_)) => Reach::InView,
+            (Some(_), None) => Reach::AfterFork,
         };
         Ok(Placed {
             branch: r.get(0)?,
             parent: r.get(1)?,
-            seq: r.get(2)?,
+            seq,
             ts: r.get(3)?,
             reach,
-            cutoff: r.get(5)?,
+            cutoff: position.map(|p| path.cutoff(p)),
             row: row(r)?,
         })
     })
 }
 
 /// Columns after the fixed ones of [`placed`] start here.
-const FIRST: usize = 6;
+const FIRST: usize = 5;
 
 /// Every write of core key `key`, in any branch: one index probe per branch.
 pub(crate) fn core_key(store: &Store, path: &BranchPath, key: &str) -> Result<Vec<Placed<CoreRow>>> {

@@ -11,13 +11,6 @@ pub(super) fn visible_through(p: &str, t: &str) -> String {
     format!("{t}.branch = {p}.bid AND {t}.seq <= {p}.cutoff")
 }
 
-/// Where row `t` stands against the path, with `p` its branch's path entry LEFT JOINed (NULL
-/// when the branch is off the path): 0 in the view, 1 written after the path left that
-/// branch, 2 off the path (view::history::Reach).
-pub(super) fn reach(p: &str, t: &str) -> String {
-    format!("CASE WHEN {p}.bid IS NULL THEN 2 WHEN {} THEN 0 ELSE 1 END", visible_through(p, t))
-}
-
 /// The visible rows of a layer table, as `t` with their path entry `p`: one range scan per path
 /// branch. `events` are stored in branch order (schema.rs), so for them the same rule reads as
 /// a rowid range instead of an index range.
