@@ -113,13 +113,14 @@ impl StoredStep {
     }
 
     /// The payload's `at` (the step a shortened copy stands in for), read without parsing the
-    /// rest: most payloads do not hold the text `"at"` at all.
+    /// rest: most payloads hold neither the text `"at"` nor a `\u` escape, the only other way
+    /// to spell the key.
     fn at(&self) -> Option<i64> {
         #[derive(Deserialize)]
         struct At {
             at: Option<i64>,
         }
-        let payload = self.payload.as_deref().filter(|p| p.contains("\"at\""))?;
+        let payload = self.payload.as_deref().filter(|p| p.contains("\"at\"") || p.contains("\\u"))?;
         serde_json::from_str::<At>(payload).ok()?.at
     }
 }
@@ -446,6 +447,8 @@ mod tests {
             Some(r#"{"tool": "run", "at": 12, "observation": "at"}"#),
             Some(r#"{"at": 3}"#),
             Some(r#"{"plan": "x", "at" : 7}"#),
+            Some(r#"{"plan": "x", "\u0061t": 8}"#),
+            Some(r#"{"plan": "\u00e9", "a\u0074": 9}"#),
         ] {
             let step = StoredStep::new(StepType::Action, payload.map(str::to_string));
             let parsed: serde_json::Map<String, Value> =
