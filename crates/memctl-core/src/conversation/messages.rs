@@ -10,7 +10,7 @@ use crate::rows::BranchPath;
 use crate::store::Store;
 use crate::tokens::{count_tokens_within, Encoding};
 use crate::view;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::{json, Value};
 use std::cell::OnceCell;
 
@@ -70,7 +70,7 @@ impl Messages {
 }
 
 /// One item of the conversation, at the position of the step it is or stands in for.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub(crate) enum Item {
     Step {
         id: i64,
@@ -87,7 +87,7 @@ pub(crate) enum Item {
 /// A step as stored, its payload parsed when first wanted: a budget mostly reaches only the
 /// newest steps of a long conversation, and parsing (and dropping) every payload cost a fifth of
 /// a `messages` call.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub(crate) struct StoredStep {
     pub step_type: StepType,
     payload: Option<String>,
@@ -112,20 +112,19 @@ impl StoredStep {
         self.parsed.get_mut().expect("parsed just above")
     }
 
-    /// The payload's `at` (the step a shortened copy stands in for), read without parsing the
-    /// rest: most payloads hold neither the text `"at"` nor a `\u` escape, the only other way
-    /// to spell the key.
+    /// The payload's `at` (the step a shortened copy stands in for). Only a payload that holds
+    /// the text `"at"` or a `\u` escape (the only other way to spell the key) can have one:
+    /// the others are not parsed for it.
     fn at(&self) -> Option<i64> {
-        #[derive(Deserialize)]
-        struct At {
-            at: Option<i64>,
+        let payload = self.payload.as_deref()?;
+        if !(payload.contains("\"at\"") || payload.contains("\\u")) {
+            return None;
         }
-        let payload = self.payload.as_deref().filter(|p| p.contains("\"at\"") || p.contains("\\u"))?;
-        serde_json::from_str::<At>(payload).ok()?.at
+        self.get().payload.get("at").and_then(Value::as_i64)
     }
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub(crate) struct Entry {
     pub position: i64,
     pub item: Item,

@@ -93,10 +93,10 @@ impl Tx<'_> {
         if let Some((n, max_chars)) = old_observations {
             for entry in &loose[..loose.len().saturating_sub(n)] {
                 let Item::Step { id, step } = &entry.item else { continue };
-                let step = step.get();
                 if removed.contains(id) {
                     continue;
                 }
+                let step = step.get();
                 let mut short = step.clone();
                 if shorten_observation(&mut short, max_chars) {
                     short.payload.insert("at".into(), json!(entry.position));

@@ -1,9 +1,8 @@
 //! Every row of one core key, archival record or event, wherever it was written, with where it
-//! stands against a branch's path ([`Reach`], from the view's rule as `path::held_at` reads
-//! it). `why` explains a view with these; which row the view shows still comes from the readers
-//! in mod.rs.
+//! stands against a branch's path ([`Reach`], from THE predicate of sql.rs, written in Rust
+//! over the path's cutoffs). `why` explains a view with these; which row the view shows still
+//! comes from the readers in mod.rs.
 
-use super::path;
 use crate::db::{Row, Value};
 use crate::error::Result;
 use crate::rows::{BranchPath, Event, Summary};
@@ -53,9 +52,9 @@ pub(crate) struct Version {
 }
 
 /// The rows of `from` (a FROM clause naming the branch `b` and the layer row `t`) matching
-/// `filter`, oldest first, placed against `path`: in the view when the path holds them
-/// (`path::held_at`, the view's rule), else after the fork when their branch is on the path,
-/// else off it.
+/// `filter`, oldest first, placed against `path` by the view's rule (sql.rs's
+/// `visible_through`, here in Rust): in the view when their branch is on the path and they are
+/// at or below its cutoff, after the fork when above it, else off the path.
 fn placed<T>(
     store: &Store,
     path: &BranchPath,
@@ -71,22 +70,14 @@ fn placed<T>(
          WHERE {filter} ORDER BY t.seq"
     );
     store.conn.query(&sql, [param], |r| {
-        let (seq, bid) = (r.get(2)?, r.get(4)?);
-        let position = path.position(bid);
-        let reach = match (position, path::held_at(path, seq, bid)) {
-            (None, _) => Reach::OffPath,
-            (Some(_), Some(_)) => Reach::InView,
-            (Some(_), None) => Reach::AfterFork,
+        let seq = r.get(2)?;
+        let cutoff = path.position(r.get(4)?).map(|p| path.cutoff(p));
+        let reach = match cutoff {
+            None => Reach::OffPath,
+            Some(cutoff) if seq <= cutoff => Reach::InView,
+            Some(_) => Reach::AfterFork,
         };
-        Ok(Placed {
-            branch: r.get(0)?,
-            parent: r.get(1)?,
-            seq,
-            ts: r.get(3)?,
-            reach,
-            cutoff: position.map(|p| path.cutoff(p)),
-            row: row(r)?,
-        })
+        Ok(Placed { branch: r.get(0)?, parent: r.get(1)?, seq, ts: r.get(3)?, reach, cutoff, row: row(r)? })
     })
 }
 

@@ -22,20 +22,22 @@
 //!
 //! Derived implementations — faster forms of the same rule, each checked against the in-memory
 //! model of tests/engine/model.rs (and the viewer's against `memctl read`, `diff` and `why`):
-//! - `path::holds` decides visibility of a row from its seq and branch. fts_match.rs keeps
-//!   FTS5's matches with it; and on SQLite a read of every event or record (and the keyword
-//!   search's count of every record), on a path that holds most branches (a deep chain),
-//!   scans the whole tables and keeps the view's rows with
-//!   it, where one probe per path branch and table (3,000 at depth 1,000: events, exclusions,
-//!   records) costs more than reading past the other branches' rows — giving up for the probes
-//!   once it has read past two rows per path branch ([`scanned`]; checked against the probes
-//!   by a unit test too);
+//! - `path::holds` (and `held_at`, which also gives the writer's position) decides visibility of
+//!   a row from its seq and branch. fts_match.rs keeps FTS5's matches with it; and on SQLite a
+//!   read of every event or record (and the keyword search's count of every record, the later
+//!   versions that supersede records, `path`'s rows of every layer), on a path that holds most
+//!   branches (a deep chain), scans the whole tables and keeps the view's rows with it, where
+//!   one probe per path branch and table (3,000 at depth 1,000: events, exclusions, records)
+//!   costs more than reading past the other branches' rows — giving up for the probes once it
+//!   has read past two rows per path branch ([`scanned`]; checked against the probes by a unit
+//!   test too);
 //! - [`event_count`] and [`events_written_along`] count a view's events from running ordinals
 //!   kept at write time;
 //! - the HTML viewer's JavaScript (export/viewer.html) recomputes views, diffs and per-key histories from embedded rows.
 //!
-//! history.rs places single rows (one core key, record or event) against a path with the same
-//! predicate, for `why`.
+//! history.rs places single rows (one core key, record or event) against a path for `why`
+//! with the predicate itself, written in Rust over the path's cutoffs (the model test checks
+//! where it places every write of a key or record).
 //!
 //! Nothing else in the crate decides visibility; this module imports nothing above the store.
 
@@ -251,12 +253,15 @@ pub(crate) fn anchor_rows(store: &Store, path: &BranchPath) -> Result<Vec<i64>> 
 
 /// Visible events, newest first, at most `limit`.
 pub(crate) fn events(store: &Store, path: &BranchPath, limit: Option<usize>) -> Result<Vec<Event>> {
-    if limit.is_none() && scans(store, path)? {
-        if let Some(events) = every_event_by_scan(store, path)? {
-            return Ok(events);
-        }
+    match limit {
+        None => scanned_or_probed(
+            store,
+            path,
+            || every_event_by_scan(store, path),
+            || events_by_probes(store, path, None),
+        ),
+        Some(_) => events_by_probes(store, path, limit),
     }
-    events_by_probes(store, path, limit)
 }
 
 /// [`events`] by one range probe per path branch, nearest first, stopping at `limit`.
@@ -287,8 +292,24 @@ fn scans(store: &Store, path: &BranchPath) -> Result<bool> {
     Ok(store.backend() == Backend::Sqlite && path::holds_most_branches(store, path)?)
 }
 
+/// What `scan` read, where the path holds most branches ([`scans`]) and the scan did not give
+/// up ([`scanned`]); else what `probes` read.
+fn scanned_or_probed<T>(
+    store: &Store,
+    path: &BranchPath,
+    scan: impl FnOnce() -> Result<Option<T>>,
+    probes: impl FnOnce() -> Result<T>,
+) -> Result<T> {
+    if scans(store, path)? {
+        if let Some(rows) = scan()? {
+            return Ok(rows);
+        }
+    }
+    probes()
+}
+
 /// The rows of `sql`, a read of a whole layer table whose columns `at` are a row's seq and
-/// branch, that the view holds (`path::holds`), each mapped by `f`, which may leave one out
+/// branch, that the view holds (`path::held_at`), each mapped by `f`, which may leave one out
 /// (None: it still counts as held). None once it has read past more than two rows per path
 /// branch: the table then holds many other branches' rows, and the probes, one per path branch,
 /// read only the view's. A scan given up costs at most about what the probes cost: the rows
@@ -542,12 +563,12 @@ pub(crate) fn rows_along<T>(
     columns: &str,
     row: impl Fn(&Row<'_>) -> Result<T>,
 ) -> Result<Vec<(usize, T)>> {
-    let scan =
-        if scans(store, path)? { rows_along_by_scan(store, path, table, columns, &row)? } else { None };
-    match scan {
-        Some(rows) => Ok(rows),
-        None => rows_along_by_probes(store, path, table, columns, &row),
-    }
+    scanned_or_probed(
+        store,
+        path,
+        || rows_along_by_scan(store, path, table, columns, &row),
+        || rows_along_by_probes(store, path, table, columns, &row),
+    )
 }
 
 /// The filter and parameters of a read of `table`'s rows along a path: core's live rows.
@@ -641,11 +662,12 @@ fn every_current_version(store: &Store, path: &BranchPath, tags: Option<&str>) -
 }
 
 fn current_versions(store: &Store, path: &BranchPath, tags: Option<&str>) -> Result<Vec<Record>> {
-    let scan = if scans(store, path)? { versions_by_scan(store, path, tags)? } else { None };
-    let mut records = match scan {
-        Some(records) => records,
-        None => versions_by_probes(store, path, tags)?,
-    };
+    let mut records = scanned_or_probed(
+        store,
+        path,
+        || versions_by_scan(store, path, tags),
+        || versions_by_probes(store, path, tags),
+    )?;
     let superseded = superseded_versions(store, path)?;
     records.retain(|r| !superseded.is_superseded(r.seq));
     Ok(records)
@@ -693,11 +715,12 @@ pub(crate) fn archival_keyword_matches(
     tags: &[String],
 ) -> Result<Vec<Match>> {
     store.read(|| {
-        let scanned = if scans(store, path)? { counted_by_scan(store, path, query, tags)? } else { None };
-        let counted = match scanned {
-            Some(counted) => counted,
-            None => counted_by_probes(store, path, query, tags)?,
-        };
+        let counted = scanned_or_probed(
+            store,
+            path,
+            || counted_by_scan(store, path, query, tags),
+            || counted_by_probes(store, path, query, tags),
+        )?;
         let superseded = superseded_versions(store, path)?;
         Ok(counted
             .into_iter()
@@ -850,11 +873,12 @@ impl Superseded {
 /// ([`scanned`]) where the path holds most branches ([`scans`]) — a whole view then needs no
 /// path table — else, or if the scan gave up, by one range scan of it per path branch.
 fn superseded_versions(store: &Store, path: &BranchPath) -> Result<Superseded> {
-    let scan = if scans(store, path)? { later_versions_by_scan(store, path)? } else { None };
-    let later = match scan {
-        Some(later) => later,
-        None => later_versions_by_probes(store, path)?,
-    };
+    let later = scanned_or_probed(
+        store,
+        path,
+        || later_versions_by_scan(store, path),
+        || later_versions_by_probes(store, path),
+    )?;
     let mut superseded = Superseded { newest: HashMap::new(), later_versions: HashMap::new() };
     for (seq, record) in later {
         superseded.later_versions.insert(seq, record);

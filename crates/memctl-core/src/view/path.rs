@@ -369,8 +369,8 @@ impl Store {
     }
 
     fn read_path(&self, branch: &Branch, stop_at_anchor: bool) -> Result<BranchPath> {
-        // The branch's bid is at most the number of branches created: a path shorter than half
-        // of it needs no count.
+        // Bids only grow, so the branch's own is at most the greatest bid, which `most_branches`
+        // compares the path against: a path shorter than half of it needs no count.
         let length = branch.depth + 1;
         if !stop_at_anchor && 2 * length >= branch.bid && most_branches(self, length as usize)? {
             return self.read_path_by_scan(branch);
@@ -398,11 +398,7 @@ impl Store {
             branches.push(b);
             next = parent;
         }
-        for i in 1..branches.len() {
-            branches[i - 1].parent = Some(branches[i].id.clone());
-        }
-        let cutoffs = cutoffs(&branches);
-        Ok(BranchPath::new(branches, &cutoffs))
+        Ok(linked(branches))
     }
 
     /// The path of a branch read up its parent links by a recursive query, to the root or its
@@ -427,9 +423,6 @@ impl Store {
         })?;
         steps.sort_by_key(|(step, _)| *step);
         let mut branches: Vec<Branch> = steps.into_iter().map(|(_, branch)| branch).collect();
-        for i in 1..branches.len() {
-            branches[i - 1].parent = Some(branches[i].id.clone());
-        }
         // A path to the root ends at a branch without a parent, nothing to look up: a branch
         // has a parent exactly when its depth is above 0 (`create_branch`, the one writer of
         // branches, sets both).
@@ -440,9 +433,18 @@ impl Store {
                 |r| r.get(0),
             )?;
         }
-        let cutoffs = cutoffs(&branches);
-        Ok(BranchPath::new(branches, &cutoffs))
+        Ok(linked(branches))
     }
+}
+
+/// The path of `branches` (nearest first, read without their parents' ids), each one's parent
+/// id taken from the next branch; the last one's is left as it is.
+fn linked(mut branches: Vec<Branch>) -> BranchPath {
+    for i in 1..branches.len() {
+        branches[i - 1].parent = Some(branches[i].id.clone());
+    }
+    let cutoffs = cutoffs(&branches);
+    BranchPath::new(branches, &cutoffs)
 }
 
 fn unknown_branch(name: &str) -> Error {
@@ -463,8 +465,9 @@ mod tests {
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(32))]
 
-        /// Random trees, anchored every few levels: every branch's path read from one scan of
-        /// the branches equals the path read up its parent links.
+        /// Random trees, anchored every few levels or not: every branch's path read from one
+        /// scan of the branches equals the path read up its parent links, and so does the path
+        /// a handle reads, whichever of the two it chose.
         #[test]
         fn scanned_paths_are_the_paths_up(parents in prop::collection::vec(0usize..1000, 1..40), every in 0i64..4) {
             let s = Store::scratch_anchoring(every);
@@ -474,7 +477,9 @@ mod tests {
             }
             for i in 0..=parents.len() {
                 let branch = s.branch(&format!("b{i}")).unwrap();
-                prop_assert_eq!(s.read_path_by_scan(&branch).unwrap(), s.read_path_up(&branch, false).unwrap());
+                let up = s.read_path_up(&branch, false).unwrap();
+                prop_assert_eq!(&s.read_path_by_scan(&branch).unwrap(), &up);
+                prop_assert_eq!(&*s.path(&branch.id).unwrap(), &up);
             }
         }
     }

@@ -22,8 +22,8 @@
 
 use crate::pg_cluster::Cluster;
 use memctl_core::{
-    BranchStatus, Clock, Config, CoreWrite, ErrorKind, FtsMode, GcRequest, Search, Status, Store, Subject,
-    Verdict, View,
+    BranchStatus, Clock, Config, CoreWrite, ErrorKind, FtsMode, GcRequest, Reach, Search, Status, Store,
+    Subject, Verdict, View, Why,
 };
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
@@ -423,6 +423,15 @@ impl Model {
 
     fn name(&self, b: usize) -> String {
         self.branches[b].id.clone()
+    }
+
+    /// Where a row that branch `w` wrote at `tick` stands against `b`'s path, as `why` says.
+    fn reach(&self, b: usize, w: usize, tick: u64) -> Reach {
+        match self.path(b).into_iter().find(|(branch, _)| *branch == w) {
+            None => Reach::OffPath,
+            Some((_, cutoff)) if tick <= cutoff => Reach::InView,
+            Some(_) => Reach::AfterFork,
+        }
     }
 
     fn core_view(&self, b: usize) -> Vec<CoreLine> {
@@ -934,13 +943,25 @@ impl Harness {
     }
 
     /// `why` on branch `b` for every core key, record and event: the write it names as shown
-    /// is the model's visible writer, and it says "visible" exactly when the model's view
-    /// holds the subject.
+    /// is the model's visible writer, it says "visible" exactly when the model's view holds the
+    /// subject, and it places every write of a key (but deletes, whose seq the model does not
+    /// know) and of a record where the model's path does.
     fn check_why(&self, b: usize) -> Result<(), TestCaseError> {
         let id = self.model.name(b);
         let view = self.model.view(b);
+        let placed = |why: &Why, tick_of: &dyn Fn(&MBranch, i64) -> Option<u64>| {
+            for write in &why.writes {
+                let w = self.model.index_of(&write.branch);
+                if let Some(tick) = tick_of(&self.model.branches[w], write.seq) {
+                    let expected = self.model.reach(b, w, tick);
+                    prop_assert_eq!(write.reach, expected, "why {} places seq {}", id, write.seq);
+                }
+            }
+            Ok(())
+        };
         for key in KEYS {
             let why = expect_ok(self.store.why(&id, &Subject::Key(key.to_string())), "why key")?;
+            placed(&why, &|m, seq| m.core.iter().find(|r| r.seq == Some(seq)).map(|r| r.tick))?;
             let shown: Vec<(String, i64)> = why
                 .writes
                 .iter()
@@ -978,6 +999,7 @@ impl Harness {
                 continue;
             }
             let why = expect_ok(self.store.why(&id, &Subject::Record(record)), "why record")?;
+            placed(&why, &|m, seq| m.archival.iter().find(|r| r.seq == seq).map(|r| r.tick))?;
             let shown: Vec<(String, i64)> = why
                 .writes
                 .iter()
