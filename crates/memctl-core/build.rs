@@ -197,9 +197,9 @@ fn cut_to(hir: &Hir, keep: &ClassUnicode) -> Hir {
         HirKind::Capture(Capture { index, name, sub }) => {
             Hir::capture(Capture { index: *index, name: name.clone(), sub: cut(sub) })
         }
-        HirKind::Concat(parts) => Hir::concat(parts.iter().map(|part| *cut(part)).collect()),
+        HirKind::Concat(parts) => Hir::concat(parts.iter().map(|part| cut_to(part, keep)).collect()),
         HirKind::Alternation(branches) => {
-            Hir::alternation(branches.iter().map(|branch| *cut(branch)).collect())
+            Hir::alternation(branches.iter().map(|branch| cut_to(branch, keep)).collect())
         }
     }
 }

@@ -74,7 +74,7 @@ impl Messages {
 pub(crate) enum Item {
     Step {
         id: i64,
-        step: StoredStep,
+        step: LazyStep,
     },
     /// A compaction summary: its text and how many steps it stands for.
     Summary {
@@ -88,15 +88,15 @@ pub(crate) enum Item {
 /// newest steps of a long conversation, and parsing (and dropping) every payload cost a fifth of
 /// a `messages` call.
 #[derive(Debug, Clone)]
-pub(crate) struct StoredStep {
+pub(crate) struct LazyStep {
     pub step_type: StepType,
     payload: Option<String>,
     parsed: OnceCell<Step>,
 }
 
-impl StoredStep {
-    fn new(step_type: StepType, payload: Option<String>) -> StoredStep {
-        StoredStep { step_type, payload, parsed: OnceCell::new() }
+impl LazyStep {
+    fn new(step_type: StepType, payload: Option<String>) -> LazyStep {
+        LazyStep { step_type, payload, parsed: OnceCell::new() }
     }
 
     /// The step, its payload parsed (stored payloads were validated when written).
@@ -155,7 +155,7 @@ pub(crate) fn conversation(store: &Store, path: &BranchPath) -> Result<Vec<Entry
     let mut entries = Vec::new();
     for s in stored.into_iter().filter(|s| s.id > reset && s.kind != RESET_KIND) {
         let Some(name) = s.kind.strip_prefix(crate::rows::STEP_KIND) else { continue };
-        let step = StoredStep::new(StepType::parse(name)?, s.payload);
+        let step = LazyStep::new(StepType::parse(name)?, s.payload);
         let position = step.at().unwrap_or(s.id);
         entries.push(Entry { position, item: Item::Step { id: s.id, step } });
     }
@@ -449,7 +449,7 @@ mod tests {
             Some(r#"{"plan": "x", "\u0061t": 8}"#),
             Some(r#"{"plan": "\u00e9", "a\u0074": 9}"#),
         ] {
-            let step = StoredStep::new(StepType::Action, payload.map(str::to_string));
+            let step = LazyStep::new(StepType::Action, payload.map(str::to_string));
             let parsed: serde_json::Map<String, Value> =
                 serde_json::from_str(payload.unwrap_or("{}")).unwrap();
             assert_eq!(step.at(), parsed.get("at").and_then(Value::as_i64), "{payload:?}");
