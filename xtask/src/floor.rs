@@ -32,6 +32,11 @@ impl PlainDb {
                                  parent INTEGER, fork INTEGER NOT NULL UNIQUE);
              CREATE INDEX nodes_parent ON nodes(parent);
              CREATE TABLE records (seq INTEGER PRIMARY KEY, text TEXT, tags TEXT);
+             CREATE TABLE summaries (rid INTEGER PRIMARY KEY, branch INTEGER, text TEXT, events TEXT);
+             CREATE INDEX summaries_branch ON summaries(branch, rid);
+             CREATE TABLE hidden (rid INTEGER PRIMARY KEY, branch INTEGER, event INTEGER);
+             CREATE INDEX hidden_branch ON hidden(branch, rid);
+             CREATE INDEX hidden_event ON hidden(event);
              CREATE VIRTUAL TABLE records_fts USING fts5(text, tags, content='records', content_rowid='seq');",
         )?;
         // FTS5's leaves fitted to the pages, as memctl fits its own (schema.rs).
@@ -46,9 +51,36 @@ impl PlainDb {
     /// recall append writes (a core set or a fork writes as many).
     pub fn commit_row(&self, i: usize, text: &str) -> Result<()> {
         self.transaction(|conn| {
-            conn.prepare_cached("INSERT INTO rows(rid, branch, text, hash) VALUES (?1, 1, ?2, ?3)")?
-                .execute(rusqlite::params![i as i64, text, spread_hash(text)])?;
-            journal(conn, i, text)
+            insert_row(conn, i, text)?;
+            journal(conn, i as i64, text)
+        })
+    }
+
+    /// [`PlainDb::commit_row`] and, in the same transaction, what the consolidation the row
+    /// triggered writes: per summary a row with its index entry and the ids it covers, a row
+    /// with two index entries per event it hides, the archival copy with its FTS5 entry, and
+    /// one journal row more.
+    pub fn commit_consolidating_row(
+        &self,
+        i: usize,
+        text: &str,
+        consolidation: &Consolidation,
+    ) -> Result<()> {
+        self.transaction(|conn| {
+            insert_row(conn, i, text)?;
+            journal(conn, i as i64, text)?;
+            for summary in &consolidation.summaries {
+                conn.prepare_cached("INSERT INTO summaries(branch, text, events) VALUES (1, ?1, ?2)")?
+                    .execute(rusqlite::params![summary.text, summary.events])?;
+                for event in &summary.hidden {
+                    conn.prepare_cached("INSERT INTO hidden(branch, event) VALUES (1, ?1)")?
+                        .execute([event])?;
+                }
+            }
+            for (k, record) in consolidation.records.iter().enumerate() {
+                insert_record(conn, consolidation.seq + k as i64, &record.text, &record.tags)?;
+            }
+            journal(conn, consolidation.seq + consolidation.records.len() as i64, &consolidation.journal)
         })
     }
 
@@ -59,7 +91,7 @@ impl PlainDb {
             conn.prepare_cached("UPDATE counter SET value = value + 1 WHERE key = 'next'")?.execute([])?;
             conn.prepare_cached("INSERT INTO nodes(nid, id, parent, fork) VALUES (?1, ?2, ?3, ?1)")?
                 .execute(rusqlite::params![i as i64, id, i.checked_sub(1).map(|p| p as i64)])?;
-            journal(conn, i, id)
+            journal(conn, i as i64, id)
         })
     }
 
@@ -68,11 +100,8 @@ impl PlainDb {
     pub fn commit_record(&self, i: usize, text: &str, tags: &[String]) -> Result<()> {
         let tags = serde_json::to_string(tags)?;
         self.transaction(|conn| {
-            conn.prepare_cached("INSERT INTO records(seq, text, tags) VALUES (?1, ?2, ?3)")?
-                .execute(rusqlite::params![i as i64, text, tags])?;
-            conn.prepare_cached("INSERT INTO records_fts(rowid, text, tags) VALUES (?1, ?2, ?3)")?
-                .execute(rusqlite::params![i as i64, text, tags])?;
-            journal(conn, i, text)
+            insert_record(conn, i as i64, text, &tags)?;
+            journal(conn, i as i64, text)
         })
     }
 
@@ -129,9 +158,50 @@ fn read_rows(conn: &Connection) -> Result<usize> {
     Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?.len())
 }
 
-fn journal(conn: &Connection, i: usize, text: &str) -> Result<()> {
+/// What one of memctl's consolidations wrote, for the floor of the append that triggered it.
+#[derive(Debug, Default)]
+pub struct Consolidation {
+    /// The first of the seqs its records and journal row take (no other row of the floor's
+    /// tables takes them).
+    pub seq: i64,
+    pub summaries: Vec<SummaryWrite>,
+    pub records: Vec<RecordWrite>,
+    /// Its journal row's arguments, as stored.
+    pub journal: String,
+}
+
+/// A summary: its text, the ids it covers (as stored) and the events it hid.
+#[derive(Debug)]
+pub struct SummaryWrite {
+    pub text: String,
+    pub events: String,
+    pub hidden: Vec<i64>,
+}
+
+/// An archival copy of the events: its text and tags, as stored.
+#[derive(Debug)]
+pub struct RecordWrite {
+    pub text: String,
+    pub tags: String,
+}
+
+fn insert_row(conn: &Connection, i: usize, text: &str) -> Result<()> {
+    conn.prepare_cached("INSERT INTO rows(rid, branch, text, hash) VALUES (?1, 1, ?2, ?3)")?
+        .execute(rusqlite::params![i as i64, text, spread_hash(text)])?;
+    Ok(())
+}
+
+fn insert_record(conn: &Connection, seq: i64, text: &str, tags: &str) -> Result<()> {
+    conn.prepare_cached("INSERT INTO records(seq, text, tags) VALUES (?1, ?2, ?3)")?
+        .execute(rusqlite::params![seq, text, tags])?;
+    conn.prepare_cached("INSERT INTO records_fts(rowid, text, tags) VALUES (?1, ?2, ?3)")?
+        .execute(rusqlite::params![seq, text, tags])?;
+    Ok(())
+}
+
+fn journal(conn: &Connection, seq: i64, text: &str) -> Result<()> {
     conn.prepare_cached("INSERT INTO ops(seq, args) VALUES (?1, ?2)")?
-        .execute(rusqlite::params![i as i64, text])?;
+        .execute(rusqlite::params![seq, text])?;
     Ok(())
 }
 

@@ -2,7 +2,7 @@
 //! (s, the scale workload, is in `scale.rs`; j, inspection, in `inspection.rs`); k runs gc, m
 //! reads a conversation.
 
-use crate::floor::PlainDb;
+use crate::floor::{Consolidation, PlainDb, RecordWrite, SummaryWrite};
 use crate::gen::{bench_config, node_id, query_words, vocab, Rng, EVENT_KINDS, PHASES};
 use crate::options::BenchOptions;
 use crate::report::{median, micros, millis, percentile, table, timed, Floor, Python, Row};
@@ -12,6 +12,7 @@ use memctl_core::{
     BranchStatus, Budget, Clock, Config, CoreWrite, FtsMode, GcRequest, Search, Step, StepType, Store,
 };
 use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -300,7 +301,7 @@ fn tree(reps: &Reps) -> Result<(Vec<Row>, Value)> {
         sizes.push(db.close_and_measure()? as f64 / 1e6);
     }
     let total = median(&totals);
-    let floor = tree_floor(&ops, reps.trees)?;
+    let floor = tree_floor(&ops, &BTreeMap::new(), reps.trees)?;
     let floor_what = "plain SQLite, the same 29,000 texts, one commit each: a fork's 7 b-trees, a \
                       row, a hash index entry and a journal row per core set and append, a row, \
                       its FTS5 entry and a journal row per archival add";
@@ -328,18 +329,37 @@ fn tree(reps: &Reps) -> Result<(Vec<Row>, Value)> {
     );
     rows.push(Row::new("b tree 1000 branches", "database size", "MB").value(median(&sizes)));
     // The variant: every append checks the branch's recall bounds and consolidates past them.
-    let db = Db::new(Config::default())?;
-    let start = Instant::now();
-    for op in &ops {
-        apply(&db.store, op)?;
+    // Its floor adds, to the commit of each append that consolidated, what that consolidation
+    // wrote (read back from the database afterwards).
+    let mut auto_totals = Vec::new();
+    let (mut consolidated, mut consolidations) = (None, BTreeMap::new());
+    for _ in 0..reps.trees {
+        let db = Db::new(Config::default())?;
+        let start = Instant::now();
+        for op in &ops {
+            apply(&db.store, op)?;
+        }
+        auto_totals.push(start.elapsed().as_secs_f64());
+        consolidated = Some(db.store.recall_list(&node_id(TREE_BRANCHES - 1), None)?);
+        consolidations = written_by_consolidation(&db.path, &ops)?;
     }
-    let auto_total = start.elapsed().as_secs_f64();
-    let consolidated = db.store.recall_list(&node_id(TREE_BRANCHES - 1), None)?;
+    let auto_total = median(&auto_totals);
+    let auto_floor = tree_floor(&ops, &consolidations, reps.trees)?;
+    let consolidated = consolidated.context("no tree was built")?;
     rows.push(
         Row::new("b tree 1000 branches", "29,000 ops, auto_consolidate on", "s")
             .value(auto_total)
             .python(Python::new(6.0, "6.0 s"))
-            .floor(Floor::new(floor, floor_what))
+            .floor(Floor::new(
+                auto_floor,
+                format!(
+                    "the floor above, and in the commit of each of the {} appends that consolidated, \
+                     what the consolidation wrote: its summaries (a row, an index entry, the ids \
+                     covered), a row and two index entries per event it hid, the archival copy of \
+                     the events with its FTS5 entry, a journal row",
+                    consolidations.len()
+                ),
+            ))
             .note(format!(
                 "with auto-consolidation node 999 sees {} events and {} summaries",
                 consolidated.events.len(),
@@ -348,6 +368,7 @@ fn tree(reps: &Reps) -> Result<(Vec<Row>, Value)> {
     );
     let detail = json!({
         "total_s": totals, "peak_rss_mb": rss, "db_mb": sizes, "floor_s": floor,
+        "auto_consolidate_s": auto_totals, "auto_consolidate_floor_s": auto_floor,
         "median_us": {"fork": median(&per_op[0]), "core_set": median(&per_op[1]),
                       "recall_append": median(&per_op[2]), "archival_add": median(&per_op[3])},
         "visible_events_at_node_999": visible_events,
@@ -356,9 +377,9 @@ fn tree(reps: &Reps) -> Result<(Vec<Row>, Value)> {
     Ok((rows, detail))
 }
 
-/// The seconds plain SQLite takes to write the tree's texts, one commit per operation
-/// (median of `runs`).
-fn tree_floor(ops: &[TreeOp], runs: usize) -> Result<f64> {
+/// The seconds plain SQLite takes to write the tree's texts, one commit per operation, with
+/// what `consolidations` wrote in the commits of the appends they name (median of `runs`).
+fn tree_floor(ops: &[TreeOp], consolidations: &BTreeMap<usize, Consolidation>, runs: usize) -> Result<f64> {
     let mut totals = Vec::new();
     for _ in 0..runs {
         let plain = PlainDb::new()?;
@@ -366,13 +387,78 @@ fn tree_floor(ops: &[TreeOp], runs: usize) -> Result<f64> {
         for (i, op) in ops.iter().enumerate() {
             match op {
                 TreeOp::Root(id) | TreeOp::Fork(_, id) => plain.commit_fork(i, id)?,
-                TreeOp::Core(_, _, text) | TreeOp::Recall(_, _, text, _) => plain.commit_row(i, text)?,
+                TreeOp::Core(_, _, text) => plain.commit_row(i, text)?,
+                TreeOp::Recall(_, _, text, _) => match consolidations.get(&i) {
+                    Some(consolidation) => plain.commit_consolidating_row(i, text, consolidation)?,
+                    None => plain.commit_row(i, text)?,
+                },
                 TreeOp::Archival(_, text, tags) => plain.commit_record(i, text, tags)?,
             }
         }
         totals.push(start.elapsed().as_secs_f64());
     }
     Ok(median(&totals))
+}
+
+/// What auto-consolidation wrote in the tree database at `path`, keyed by the index in `ops` of
+/// the append whose transaction wrote it: the append's event is the newest event older than
+/// the consolidation's rows (events are appended in the order of the ops, one per append).
+fn written_by_consolidation(path: &Path, ops: &[TreeOp]) -> Result<BTreeMap<usize, Consolidation>> {
+    let conn = rusqlite::Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)?;
+    let appends: Vec<usize> =
+        ops.iter().enumerate().filter(|(_, op)| matches!(op, TreeOp::Recall(..))).map(|(i, _)| i).collect();
+    let events: Vec<i64> = conn
+        .prepare("SELECT seq FROM events ORDER BY seq")?
+        .query_map([], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    ensure!(events.len() == appends.len(), "{} events for {} appends", events.len(), appends.len());
+    let append_before = |seq: i64| -> Result<usize> {
+        let k = events.partition_point(|&e| e < seq);
+        ensure!(k > 0, "a consolidation's row (seq {seq}) before any event");
+        Ok(appends[k - 1])
+    };
+    let mut consolidations: BTreeMap<usize, Consolidation> = BTreeMap::new();
+    let mut rows =
+        |sql: &str, add: &mut dyn FnMut(&mut Consolidation, &rusqlite::Row) -> Result<()>| -> Result<()> {
+            let mut stmt = conn.prepare(sql)?;
+            let mut rows = stmt.query([])?;
+            while let Some(row) = rows.next()? {
+                let consolidation = consolidations.entry(append_before(row.get(0)?)?).or_default();
+                add(consolidation, row)?;
+            }
+            Ok(())
+        };
+    rows(
+        "SELECT seq, summary_text, summarized_event_ids FROM inherited_summaries ORDER BY seq",
+        &mut |c, row| {
+            let events: String = row.get(2)?;
+            let hidden: Vec<i64> = serde_json::from_str(&events)?;
+            c.summaries.push(SummaryWrite { text: row.get(1)?, events, hidden });
+            Ok(())
+        },
+    )?;
+    rows(
+        "SELECT seq, text, tags FROM archival WHERE tags LIKE '%\"RECALL_CONSOLIDATED\"%' ORDER BY seq",
+        &mut |c, row| {
+            c.records.push(RecordWrite { text: row.get(1)?, tags: row.get(2)? });
+            Ok(())
+        },
+    )?;
+    rows("SELECT seq, args FROM ops WHERE op = 'recall.consolidate' ORDER BY seq", &mut |c, row| {
+        c.journal = row.get(1)?;
+        Ok(())
+    })?;
+    // Seqs past every op's, a stretch of them per consolidation.
+    for (k, (append, consolidation)) in consolidations.iter_mut().enumerate() {
+        let (summaries, records) = (consolidation.summaries.len(), consolidation.records.len());
+        ensure!(
+            summaries == records && records < 16 && !consolidation.journal.is_empty(),
+            "the consolidation of op {append}: {summaries} summaries, {records} archival copies, journal {:?}",
+            consolidation.journal
+        );
+        consolidation.seq = (ops.len() + 16 * k) as i64;
+    }
+    Ok(consolidations)
 }
 
 /// g. The paper memory of node 999 on the tree of b, and the HTML viewer of trees of 100, 300
