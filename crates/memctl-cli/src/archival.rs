@@ -8,6 +8,7 @@ use memctl_core::{Record, Search};
 use serde_json::json;
 
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub enum ArchivalCommand {
     /// Add a record (an identical record already in the branch is not stored twice)
     #[command(after_help = "\

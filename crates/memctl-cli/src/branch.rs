@@ -15,6 +15,7 @@ Forking an id that already exists under the same parent returns it (safe to retr
 under another parent it is a conflict (exit 4).";
 
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub enum BranchCommand {
     /// Create a root branch (idempotent)
     #[command(after_help = "Example:\n  memctl branch create root")]

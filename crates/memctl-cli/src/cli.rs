@@ -43,6 +43,9 @@ pub struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
+// `defer` (here and on every group's enum): clap builds a command's arguments only when that
+// command runs or its help is asked for; building all of them took a fifth of a small call.
+#[command(defer = true)]
 pub enum Command {
     /// Create (or upgrade) the database
     #[command(after_help = "Example:\n  memctl --db run/memory.sqlite init")]

@@ -56,6 +56,7 @@ Examples:
   memctl reset node-7 --all            # core and archival too (ancestors and siblings keep theirs)";
 
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub enum StepCommand {
     /// Add a step to a branch's conversation
     #[command(after_help = STEP_EXAMPLES)]

@@ -9,6 +9,7 @@ use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub enum CoreCommand {
     /// Set a key in a branch (descendants forked later inherit it)
     #[command(after_help = "\

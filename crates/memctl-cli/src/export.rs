@@ -17,6 +17,7 @@ Examples:
   memctl export jsonl | jq -c 'select(.op == \"mem_core_set\")'";
 
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub enum ExportCommand {
     /// final_memory_for_paper.md and .json for the best branch of the search
     #[command(after_help = PAPER_EXAMPLES)]

@@ -17,6 +17,7 @@ two ancestors set one core key, the nearer one wins. Rows keep their timestamps,
 redacted, search works at once. Prints what it converted and what it left out, and why.";
 
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub enum ImportCommand {
     /// Import a database of the Python memory store (memory.sqlite)
     #[command(after_help = EXAMPLES)]

@@ -8,6 +8,7 @@ use memctl_core::EvictSelector;
 use serde_json::json;
 
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub enum RecallCommand {
     /// Append an event (an identical event already in the branch is not stored twice)
     #[command(after_help = "\
