@@ -111,8 +111,7 @@ impl Tx<'_> {
             ))
             .with_hint("split the text into several records, or raise archival_max_chars"));
         }
-        let path = self.path(branch)?;
-        let bid = path.branch().bid;
+        let bid = self.branch_for_write(branch)?.bid;
         let (text, tags) = (self.redacted(text), normalize_tags(self, tags)?);
         let outcome = self.archival_insert(bid, ArchivalWrite { text: text.clone(), tags: tags.clone() })?;
         if !outcome.skipped {

@@ -26,8 +26,7 @@ impl Tx<'_> {
     /// Adds one step to `branch`'s conversation; then, with `[conversation]
     /// auto_compact_tokens` set, compacts it if its messages exceed that many tokens.
     pub fn step_add(&self, branch: &str, step: &Step) -> Result<AppendOutcome> {
-        let path = self.path(branch)?;
-        let bid = path.branch().bid;
+        let bid = self.branch_for_write(branch)?.bid;
         let payload: serde_json::Map<String, serde_json::Value> =
             step.payload.iter().map(|(k, v)| (k.clone(), redact_value(self, v))).collect();
         let step = Step { step_type: step.step_type, payload };

@@ -9,7 +9,7 @@
 use crate::archival::ArchivalWrite;
 use crate::clock::utc_datetime;
 use crate::error::Result;
-use crate::rows::{is_step, BranchPath, Event, Summary};
+use crate::rows::{is_step, Branch, BranchPath, Event, Summary};
 use crate::store::{Store, Tx};
 use crate::summarizer::{Answer, Mode, Request, Task};
 use crate::view;
@@ -194,12 +194,12 @@ impl Tx<'_> {
 
     /// The check `recall append` runs: consolidates only when the branch is over the threshold,
     /// counted in constant time.
-    pub(crate) fn auto_consolidate(&self, path: &BranchPath) -> Result<()> {
+    pub(crate) fn auto_consolidate(&self, branch: &Branch) -> Result<()> {
         if !self.config.auto_consolidate {
             return Ok(());
         }
-        if view::event_count(self, path.branch().bid)? > threshold(self) {
-            self.consolidate(&path.branch().id, true)?;
+        if view::event_count(self, branch.bid)? > threshold(self) {
+            self.consolidate(&branch.id, true)?;
         }
         Ok(())
     }

@@ -106,15 +106,15 @@ impl Tx<'_> {
         if text.trim().is_empty() {
             return Err(Error::invalid("event text must not be empty"));
         }
-        let path = self.path(branch)?;
-        let bid = path.branch().bid;
+        let branch = self.branch_for_write(branch)?;
+        let bid = branch.bid;
         let text = self.redacted(text);
         let tags = normalize_tags(self, tags)?;
         let outcome = self.insert_event(bid, kind, &text, &tags)?;
         if !outcome.skipped {
             let args = AppendArgs::new(outcome.id, kind, &text, &tags);
             self.insert_op(Some(bid), "recall.append", &serde_json::to_string(&args)?)?;
-            self.auto_consolidate(&path)?;
+            self.auto_consolidate(&branch)?;
         }
         Ok(outcome)
     }

@@ -323,14 +323,29 @@ impl Store {
     /// The path of a branch (itself first, root last), read once per handle in one query.
     /// Cached by branch id, which never changes (a node_uid may, so it is resolved each time).
     pub fn path(&self, name: &str) -> Result<Rc<BranchPath>> {
-        self.drop_paths_if_collected()?;
-        if let Some(path) = self.memo(|state: &mut PathState| state.paths.get(name).cloned()) {
+        if let Some(path) = self.cached_path(name)? {
             return Ok(path);
         }
         let branch = self.branch(name)?;
         let path = Rc::new(self.read_path(&branch, false)?);
         self.memo(|state: &mut PathState| state.paths.insert(path.branch().id.clone(), path.clone()));
         Ok(path)
+    }
+
+    /// The branch `name` names, for a write that needs only the branch: taken from its cached
+    /// path, else read alone (at depth 1,000 its path would cost a CLI call two thirds of its
+    /// instructions).
+    pub(crate) fn branch_for_write(&self, name: &str) -> Result<Branch> {
+        match self.cached_path(name)? {
+            Some(path) => Ok(path.branch().clone()),
+            None => self.branch(name),
+        }
+    }
+
+    /// The path cached under branch id `name`, if it may still be used.
+    fn cached_path(&self, name: &str) -> Result<Option<Rc<BranchPath>>> {
+        self.drop_paths_if_collected()?;
+        Ok(self.memo(|state: &mut PathState| state.paths.get(name).cloned()))
     }
 
     /// Forgets the cached paths when another handle's `gc` has collected branches since they

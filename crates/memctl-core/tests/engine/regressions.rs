@@ -1175,8 +1175,9 @@ fn node_uid_resolves_everywhere_a_branch_is_taken() {
 }
 
 /// A handle that cached a branch's path learns that another handle's gc collected the branch:
-/// its next write there is not-found, never rows in a collected branch. Its own commits in
-/// between do not hide the other handle's collection.
+/// its next write there is not-found, never rows in a collected branch, whether the write takes
+/// the whole path or only its branch. Its own commits in between do not hide the other
+/// handle's collection.
 #[test]
 fn a_cached_path_does_not_outlive_another_handles_gc() {
     let dir = tempfile::tempdir().unwrap();
@@ -1185,12 +1186,18 @@ fn a_cached_path_does_not_outlive_another_handles_gc() {
     let b = Store::open(&file, Config::default(), Clock::Fixed(1_700_000_000.0)).unwrap();
     a.create_root("root").unwrap();
     a.fork("root", Some("doomed")).unwrap();
-    b.recall_append("doomed", "note", "cached here", &[]).unwrap();
+    b.view("doomed").unwrap();
+    b.recall_append("doomed", "note", "written through the cached path", &[]).unwrap();
     b.recall_append("root", "note", "b's own commit", &[]).unwrap();
     a.mark_branch("doomed", BranchStatus::Dead, None, false).unwrap();
     assert_eq!(a.gc(&GcRequest::default()).unwrap().collected, ["doomed"]);
     b.recall_append("root", "note", "another own commit", &[]).unwrap();
-    let err = b.recall_append("doomed", "note", "too late", &[]).unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::NotFound, "{err}");
-    assert_eq!(b.view("doomed").unwrap_err().kind(), ErrorKind::NotFound);
+    let kinds = [
+        b.recall_append("doomed", "note", "too late", &[]).map(drop),
+        b.archival_add("doomed", "too late", &[]).map(drop),
+        b.core_set("doomed", "k", "too late", CoreWrite::default()).map(drop),
+        b.view("doomed").map(drop),
+    ]
+    .map(|call| call.map_err(|err| err.kind()));
+    assert_eq!(kinds, [Err(ErrorKind::NotFound); 4], "recall append, archival add, core set, view");
 }
