@@ -342,6 +342,22 @@ impl Store {
         }
     }
 
+    /// The path of `name` as far as its core is resolved (to its nearest anchor: all that
+    /// `view::core` reads, see the view's module comment), for a write that reads only the
+    /// visible keys' names, values and importances: a key written above the anchor is visible
+    /// through the anchor's rows, but its writer is not on this path (`id_of` gives "?"). The
+    /// whole path when it is cached; one read to the root is cached as the whole path it is.
+    pub(crate) fn path_for_core_write(&self, name: &str) -> Result<Rc<BranchPath>> {
+        if let Some(path) = self.cached_path(name)? {
+            return Ok(path);
+        }
+        let path = Rc::new(self.path_to_anchor(&self.branch(name)?)?);
+        if path.anchor().is_none() {
+            self.memo(|state: &mut PathState| state.paths.insert(path.branch().id.clone(), path.clone()));
+        }
+        Ok(path)
+    }
+
     /// The path cached under branch id `name`, if it may still be used.
     fn cached_path(&self, name: &str) -> Result<Option<Rc<BranchPath>>> {
         self.drop_paths_if_collected()?;

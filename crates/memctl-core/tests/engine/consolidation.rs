@@ -240,3 +240,70 @@ proptest! {
         }
     }
 }
+
+/// A core write: whether it deletes, its key (of 6), its value's length, importance and
+/// whether it has a TTL (which decides how far down an anchor keeps a key's rows).
+type CoreOp = (bool, usize, usize, u8, bool);
+
+fn core_op() -> impl Strategy<Value = CoreOp> {
+    (prop::bool::weighted(0.2), 0usize..6, 0usize..90, 1u8..=5, any::<bool>())
+}
+
+/// Runs `chain` (the core writes of each level of a chain, forked level by level) and then
+/// `deep` at its deepest branch, with a core budget that evicts; what each write did, and the
+/// core left.
+fn core_writes(anchor_every: i64, chain: &[Vec<CoreOp>], deep: &[CoreOp]) -> Vec<String> {
+    let s = store_with(|c| {
+        c.anchor_every = anchor_every;
+        c.core_max_chars = 150;
+    });
+    let mut log = Vec::new();
+    let mut apply = |branch: &str, (delete, key, len, importance, ttl): CoreOp, level: usize| {
+        let key = format!("k{key}");
+        if delete {
+            log.push(format!(
+                "{branch} del {key}: {:?}",
+                s.core_delete(branch, &[&key]).map_err(|e| e.kind())
+            ));
+            return;
+        }
+        let value = format!("v{level}-{}", "x".repeat(len));
+        let write = CoreWrite { importance, ttl: ttl.then_some(1e9) };
+        let outcome =
+            s.core_set(branch, &key, &value, write).map(|o| (o.evicted, o.oversize_record.is_some()));
+        log.push(format!("{branch} set {key}: {:?}", outcome.map_err(|e| e.kind())));
+    };
+    for (level, writes) in chain.iter().enumerate() {
+        let branch = format!("b{level}");
+        match level {
+            0 => s.create_root(&branch).map(drop).unwrap(),
+            _ => s.fork(&format!("b{}", level - 1), Some(&branch)).map(drop).unwrap(),
+        }
+        for &op in writes {
+            apply(&branch, op, level);
+        }
+    }
+    let deepest = format!("b{}", chain.len() - 1);
+    for &op in deep {
+        apply(&deepest, op, chain.len());
+    }
+    for entry in s.core(&deepest).unwrap() {
+        log.push(format!("{} {}={} ({})", entry.branch, entry.key, entry.value, entry.importance));
+    }
+    log
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// A core write reads the visible keys only as far as the nearest anchor: below anchors
+    /// every two levels, its evictions and deletions, and the core they leave, are those of a
+    /// store without anchors, which reads the whole path.
+    #[test]
+    fn core_writes_below_anchors_evict_and_delete_as_over_the_whole_path(
+        chain in prop::collection::vec(prop::collection::vec(core_op(), 0..3), 1..12),
+        deep in prop::collection::vec(core_op(), 1..8),
+    ) {
+        prop_assert_eq!(core_writes(2, &chain, &deep), core_writes(0, &chain, &deep));
+    }
+}
