@@ -448,7 +448,9 @@ impl Store {
         let body = find_update_block(text)
             .ok_or_else(|| Error::invalid("no <memory_update> block and no JSON object in the input"))?;
         let (ops, problems) = parse(body).map_err(|problem| problems_error(&[problem]))?;
-        self.path(branch)?;
+        // An unknown branch fails here, before the transaction; each operation then reads
+        // what it needs of the branch's path (appends and records only the branch itself).
+        self.branch_for_write(branch)?;
         let read_only = !ops.is_empty() && ops.iter().all(|(_, op)| is_read(op));
         let outcome = self.write(|tx| {
             let mut results = Map::new();
