@@ -98,9 +98,10 @@ impl Tx<'_> {
             }
             _ => None,
         };
-        let bid = self.conn.query_one(
+        let bid = self.conn.insert_returning_key(
             "INSERT INTO branches(id, parent, fork_seq, depth, created_at, inherited_events, anchored)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) RETURNING bid",
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            "bid",
             params![
                 id,
                 parent.map(|p| p.bid),
@@ -110,7 +111,6 @@ impl Tx<'_> {
                 inherited_events as i64,
                 anchor.is_some()
             ],
-            |r| r.get::<i64>(0),
         )?;
         for seq in anchor.iter().flatten() {
             self.conn.execute("INSERT INTO anchor_rows(branch, seq) VALUES (?1, ?2)", [bid, *seq])?;
