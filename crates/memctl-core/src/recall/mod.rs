@@ -18,6 +18,7 @@ use crate::view;
 use serde::Serialize;
 use serde_json::json;
 use std::borrow::Cow;
+use std::sync::LazyLock;
 
 /// An append's journal arguments, capped, serialized straight from the borrowed values as
 /// [`Tx::journal`] would serialize them (keys in order): appends are the hottest write.
@@ -167,15 +168,18 @@ impl Tx<'_> {
         hash: &[u8; 32],
         payload: Option<&str>,
     ) -> Result<bool> {
-        let sql = format!(
-            "INSERT INTO events(rid, seq, branch, kind, text, tags, text_hash, created_at, ordinal, payload)
-             VALUES (?8, ?1, ?2, ?3, ?4, ?5, ?6, ?7, coalesce(({}), 0) + 1, ?9)
-             ON CONFLICT (branch, text_hash) DO NOTHING",
-            view::last_ordinal("events", "?2")
-        );
+        // Built once: every append runs it.
+        static SQL: LazyLock<String> = LazyLock::new(|| {
+            format!(
+                "INSERT INTO events(rid, seq, branch, kind, text, tags, text_hash, created_at, ordinal, payload)
+                 VALUES (?8, ?1, ?2, ?3, ?4, ?5, ?6, ?7, coalesce(({}), 0) + 1, ?9)
+                 ON CONFLICT (branch, text_hash) DO NOTHING",
+                view::last_ordinal("events", "?2")
+            )
+        });
         let params =
             params![seq, bid, kind, text, tags_json, hash, self.now(), event_rid::of(bid, seq)?, payload];
-        Ok(self.conn.execute(&sql, params)? > 0)
+        Ok(self.conn.execute(&SQL, params)? > 0)
     }
 
     /// The visible events with these ids, oldest first; an id outside the view is an error.

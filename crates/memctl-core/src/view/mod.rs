@@ -62,6 +62,7 @@ use sql::{
 use std::cmp::Reverse;
 use std::collections::{HashMap, HashSet};
 use std::ops::ControlFlow;
+use std::sync::LazyLock;
 
 /// Everything a branch sees.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -469,12 +470,15 @@ pub(crate) fn events_written_along(
 /// written by the fork), plus its own events, less its own exclusions (each hides one visible
 /// event). The newest row of each table carries the branch's running count (`ordinal`).
 pub(crate) fn event_count(store: &Store, bid: i64) -> Result<usize> {
-    let sql = format!(
-        "SELECT b.inherited_events + coalesce(({}), 0) - coalesce(({}), 0) FROM branches b WHERE b.bid = ?1",
-        last_ordinal("events", "?1"),
-        last_ordinal("inherited_exclusions", "?1")
-    );
-    let count: i64 = store.conn.query_one(&sql, [bid], |r| r.get(0))?;
+    // Built once: every append and fork runs it.
+    static SQL: LazyLock<String> = LazyLock::new(|| {
+        format!(
+            "SELECT b.inherited_events + coalesce(({}), 0) - coalesce(({}), 0) FROM branches b WHERE b.bid = ?1",
+            last_ordinal("events", "?1"),
+            last_ordinal("inherited_exclusions", "?1")
+        )
+    });
+    let count: i64 = store.conn.query_one(&SQL, [bid], |r| r.get(0))?;
     Ok(count.max(0) as usize)
 }
 
