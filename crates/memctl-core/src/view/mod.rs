@@ -189,35 +189,36 @@ const CORE_COLUMNS: &str = "t.key, t.value, t.branch, t.seq, t.importance, t.ttl
 /// Visible core entries (tombstones and expired rows resolved), oldest write first.
 pub(crate) fn core(store: &Store, path: &BranchPath) -> Result<Vec<CoreEntry>> {
     let (last, anchor) = load_to_anchor(store, path)?;
-    // Per key, the row with the greatest seq: SQLite takes a bare column's value from the row
-    // `max` picks; PostgreSQL says the same with DISTINCT ON.
-    let rows = anchored("core", CORE_COLUMNS);
-    let live = live_core("");
-    let sql = match store.backend() {
-        Backend::Sqlite => format!(
-            "SELECT key, value, branch, max(seq), importance, ttl_s, created_at FROM ({rows})
-             WHERE {live} GROUP BY key ORDER BY 4"
-        ),
-        Backend::Postgres => format!(
-            "SELECT * FROM (SELECT DISTINCT ON (key) key, value, branch, seq, importance, ttl_s, created_at
-                            FROM ({rows}) r WHERE {live} ORDER BY key, seq DESC) newest
-             ORDER BY seq"
-        ),
-    };
+    let sql = format!(
+        "SELECT key, value, branch, seq, importance, ttl_s, created_at FROM ({}) r WHERE {}",
+        anchored("core", CORE_COLUMNS),
+        live_core("")
+    );
     let params = named![":now" => store.clock.now(), ":last" => last, ":anchor" => anchor];
-    let entries = store.conn.query(&sql, params, |row| {
-        let Some(value) = row.get::<Option<String>>(1)? else { return Ok(None) };
-        Ok(Some(CoreEntry {
+    // (entry, whether it is a tombstone)
+    let mut rows = store.conn.query(&sql, params, |row| {
+        let value: Option<String> = row.get(1)?;
+        let tombstone = value.is_none();
+        let entry = CoreEntry {
             key: row.get(0)?,
-            value,
+            value: value.unwrap_or_default(),
             branch: path.id_of(row.get(2)?).to_string(),
             seq: row.get(3)?,
             importance: row.get(4)?,
             ttl: row.get(5)?,
             ts: row.get(6)?,
-        }))
+        };
+        Ok((entry, tombstone))
     })?;
-    Ok(entries.into_iter().flatten().collect())
+    // Per key its newest row, unless a tombstone: here rather than by GROUP BY and ORDER BY,
+    // through which SQLite sorted the few rows in two temporary b-trees (a ninth of a core
+    // read), and one statement for both backends.
+    rows.sort_unstable_by(|(a, _), (b, _)| a.key.cmp(&b.key).then(b.seq.cmp(&a.seq)));
+    rows.dedup_by(|(older, _), (newest, _)| older.key == newest.key);
+    let mut entries: Vec<CoreEntry> =
+        rows.into_iter().filter(|(_, tombstone)| !tombstone).map(|(entry, _)| entry).collect();
+    entries.sort_unstable_by_key(|entry| entry.seq);
+    Ok(entries)
 }
 
 /// The anchor rows a branch forked from `path`'s branch now keeps (see [`anchored`]): per core
