@@ -77,11 +77,18 @@ pub fn fields(rows: &[(&str, String)]) -> String {
 
 /// `text` on one line (line breaks shown as ⏎), cut to `max` characters with an ellipsis.
 pub fn excerpt(text: &str, max: usize) -> String {
-    let one_line = one_line(text);
-    if one_line.chars().count() > max {
-        one_line.chars().take(max.saturating_sub(1)).collect::<String>() + "…"
+    // `one_line(text)`, built only as far as the cut: a record's text can be megabytes.
+    let mut chars = text
+        .lines()
+        .map(str::trim_end)
+        .filter(|line| !line.is_empty())
+        .enumerate()
+        .flat_map(|(i, line)| if i > 0 { " ⏎ " } else { "" }.chars().chain(line.chars()));
+    let head: String = chars.by_ref().take(max).collect();
+    if chars.next().is_some() {
+        head.chars().take(max.saturating_sub(1)).collect::<String>() + "…"
     } else {
-        one_line
+        head
     }
 }
 
@@ -255,6 +262,23 @@ mod tests {
         assert_eq!(count(1, "record", "records"), "1 record");
         assert_eq!(score(0.000012), "1.2e-5");
         assert_eq!(score(2.5), "2.50");
+    }
+
+    /// An excerpt is `one_line` cut to `max` characters, the last an ellipsis when cut.
+    #[test]
+    fn excerpts_cut_one_line() {
+        let texts = ["", "a", "abc", "a\n\nb  \n c", "é\r\nà ⏎ ü\n", "\n\n", "line one\nline two\nthree"];
+        for text in texts {
+            let whole = one_line(text);
+            for max in 0..whole.chars().count() + 3 {
+                let expected = if whole.chars().count() > max {
+                    whole.chars().take(max.saturating_sub(1)).collect::<String>() + "…"
+                } else {
+                    whole.clone()
+                };
+                assert_eq!(excerpt(text, max), expected, "{text:?} {max}");
+            }
+        }
     }
 
     #[test]

@@ -419,26 +419,59 @@ pub(crate) fn summaries(store: &Store, path: &BranchPath) -> Result<Vec<Summary>
     let columns = "t.seq, t.branch, t.kind, t.summary_text, t.summarized_event_ids, t.created_at, \
                    t.replaced_summary_ids";
     let sql = format!("{} ORDER BY 1", anchored("inherited_summaries", columns));
+    // (summary without its ids, the ids as stored)
     let rows = store.conn.query(&sql, named![":last" => last, ":anchor" => anchor], |row| {
-        let folded: Vec<i64> = serde_json::from_str(&row.get::<String>(6)?).unwrap_or_default();
         let summary = Summary {
             id: row.get(0)?,
             branch: path.id_of(row.get(1)?).to_string(),
             kind: row.get(2)?,
             text: row.get(3)?,
-            event_ids: serde_json::from_str(&row.get::<String>(4)?).unwrap_or_default(),
+            event_ids: Vec::new(),
             ts: row.get(5)?,
         };
-        Ok((summary, folded))
+        Ok((summary, row.get::<String>(4)?, parse_ids(row.value(6)?.as_str()?)))
     })?;
-    let mut replaced: HashSet<i64> = HashSet::new();
-    let mut all = Vec::new();
-    for (summary, folded) in rows {
-        replaced.extend(folded);
-        all.push(summary);
+    let replaced: HashSet<i64> = rows.iter().flat_map(|(_, _, folded)| folded.iter().copied()).collect();
+    // Only the summaries kept have their ids parsed: a summary may cover tens of thousands.
+    Ok(rows
+        .into_iter()
+        .filter(|(summary, _, _)| !replaced.contains(&summary.id))
+        .map(|(summary, ids, _)| Summary { event_ids: parse_ids(&ids), ..summary })
+        .collect())
+}
+
+/// Ids from their stored JSON array: the form memctl writes directly, anything else through
+/// serde_json.
+fn parse_ids(json: &str) -> Vec<i64> {
+    plain_ids(json).unwrap_or_else(|| serde_json::from_str(json).unwrap_or_default())
+}
+
+/// `[1,2,3]`, as memctl writes ids (seqs: no sign, no spaces, no leading zero), a byte at a
+/// time. None for any other form.
+fn plain_ids(json: &str) -> Option<Vec<i64>> {
+    let inner = json.strip_prefix('[')?.strip_suffix(']')?.as_bytes();
+    let mut ids = Vec::with_capacity(inner.len() / 4 + 1);
+    if inner.is_empty() {
+        return Some(ids);
     }
-    all.retain(|s| !replaced.contains(&s.id));
-    Ok(all)
+    let (mut id, mut digits) = (0i64, 0);
+    for &byte in inner {
+        match byte {
+            b'0'..=b'9' if !(digits > 0 && id == 0) => {
+                id = id.checked_mul(10)?.checked_add(i64::from(byte - b'0'))?;
+                digits += 1;
+            }
+            b',' if digits > 0 => {
+                ids.push(id);
+                (id, digits) = (0, 0);
+            }
+            _ => return None,
+        }
+    }
+    (digits > 0).then(|| {
+        ids.push(id);
+        ids
+    })
 }
 
 /// Per path position (0: the branch itself): how many events that branch wrote which the view
@@ -939,6 +972,25 @@ mod tests {
 
     /// A chain's leaf reads its whole view by scans; a branch whose siblings wrote most rows
     /// gives the scans up after two rows per path branch, and reads by probes.
+    /// Forms memctl does not write go to serde_json, which reads them or gives no ids.
+    #[test]
+    fn ids_in_other_forms() {
+        for (json, plain, parsed) in [
+            ("[]", Some(vec![]), vec![]),
+            ("[0,7,10]", Some(vec![0, 7, 10]), vec![0, 7, 10]),
+            ("[1, 2]", None, vec![1, 2]),
+            ("[-3]", None, vec![-3]),
+            ("[01]", None, vec![]),
+            ("[1,]", None, vec![]),
+            ("[,1]", None, vec![]),
+            ("[99999999999999999999]", None, vec![]),
+            ("", None, vec![]),
+        ] {
+            assert_eq!(plain_ids(json), plain, "{json}");
+            assert_eq!(parse_ids(json), parsed, "{json}");
+        }
+    }
+
     #[test]
     fn scans_give_up_on_other_branches_rows() {
         let s = Store::scratch();
@@ -1212,6 +1264,13 @@ mod tests {
         #[test]
         fn stored_tags_read_back(tags in prop::collection::vec(".{0,8}", 0..4)) {
             prop_assert_eq!(parse_tags(&serde_json::to_string(&tags).unwrap()), tags);
+        }
+
+        /// Stored ids read directly are the ids serde_json reads.
+        #[test]
+        fn plain_ids_read_as_serde_json_does(ids in prop::collection::vec(0i64..=i64::MAX, 0..40)) {
+            let json = serde_json::to_string(&ids).unwrap();
+            prop_assert_eq!(plain_ids(&json), Some(ids));
         }
     }
 }
