@@ -89,6 +89,8 @@ fn most_branches(store: &Store, count: usize) -> Result<bool> {
 #[derive(Default)]
 struct PathState {
     paths: HashMap<String, Rc<BranchPath>>,
+    /// Branches a write looked up alone (`branch_for_write`), by id; dropped with the paths.
+    branches: HashMap<String, Branch>,
     /// The data version the paths were last checked at (None on PostgreSQL, which keeps none:
     /// checked on every call), and how many times `gc` had collected branches then: a path is
     /// valid only while its branch is not collected.
@@ -333,13 +335,21 @@ impl Store {
     }
 
     /// The branch `name` names, for a write that needs only the branch: taken from its cached
-    /// path, else read alone (at depth 1,000 its path would cost a CLI call two thirds of its
-    /// instructions).
+    /// path, else looked up alone (at depth 1,000 its path would cost a CLI call two thirds of
+    /// its instructions) and kept for the handle's next writes.
     pub(crate) fn branch_for_write(&self, name: &str) -> Result<Branch> {
-        match self.cached_path(name)? {
-            Some(path) => Ok(path.branch().clone()),
-            None => self.branch(name),
+        if let Some(path) = self.cached_path(name)? {
+            return Ok(path.branch().clone());
         }
+        if let Some(branch) = self.memo(|state: &mut PathState| state.branches.get(name).cloned()) {
+            return Ok(branch);
+        }
+        let branch = self.branch(name)?;
+        // Kept by id only, as paths are: a node_uid is resolved each time.
+        if branch.id == name {
+            self.memo(|state: &mut PathState| state.branches.insert(branch.id.clone(), branch.clone()));
+        }
+        Ok(branch)
     }
 
     /// The path of `name` as far as its core is resolved (to its nearest anchor: all that
@@ -364,9 +374,10 @@ impl Store {
         Ok(self.memo(|state: &mut PathState| state.paths.get(name).cloned()))
     }
 
-    /// Forgets the cached paths when another handle's `gc` has collected branches since they
-    /// were checked: a write must never go to a collected branch. Costs a data-version read
-    /// per call and, after another connection's commit, one read of the collection count.
+    /// Forgets the cached paths and branches when another handle's `gc` has collected
+    /// branches since they were checked: a write must never go to a collected branch. Costs a
+    /// data-version read per call and, after another connection's commit, one read of the
+    /// collection count.
     fn drop_paths_if_collected(&self) -> Result<()> {
         let version = self.data_version()?;
         let own = self.own_commit();
@@ -387,6 +398,7 @@ impl Store {
         self.memo(|state: &mut PathState| {
             if state.checked.is_some_and(|(_, c)| c != collections) {
                 state.paths.clear();
+                state.branches.clear();
             }
             state.checked = Some((version, collections));
         });

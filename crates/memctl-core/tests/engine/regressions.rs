@@ -1174,10 +1174,10 @@ fn node_uid_resolves_everywhere_a_branch_is_taken() {
     assert_eq!(s.branch(u).unwrap().id, "c2");
 }
 
-/// A handle that cached a branch's path learns that another handle's gc collected the branch:
-/// its next write there is not-found, never rows in a collected branch, whether the write takes
-/// the whole path or only its branch. Its own commits in between do not hide the other
-/// handle's collection.
+/// A handle that cached a branch's path, or the branch alone for its writes, learns that
+/// another handle's gc collected the branch: its next write there is not-found, never rows in a
+/// collected branch, whether the write takes the whole path or only its branch. Its own commits
+/// in between do not hide the other handle's collection.
 #[test]
 fn a_cached_path_does_not_outlive_another_handles_gc() {
     let dir = tempfile::tempdir().unwrap();
@@ -1186,18 +1186,29 @@ fn a_cached_path_does_not_outlive_another_handles_gc() {
     let b = Store::open(&file, Config::default(), Clock::Fixed(1_700_000_000.0)).unwrap();
     a.create_root("root").unwrap();
     a.fork("root", Some("doomed")).unwrap();
+    a.fork("root", Some("doomed-too")).unwrap();
+    // b keeps doomed's path (a read), and doomed-too's branch alone (an append).
     b.view("doomed").unwrap();
     b.recall_append("doomed", "note", "written through the cached path", &[]).unwrap();
+    b.recall_append("doomed-too", "note", "written through the kept branch", &[]).unwrap();
     b.recall_append("root", "note", "b's own commit", &[]).unwrap();
-    a.mark_branch("doomed", BranchStatus::Dead, None, false).unwrap();
-    assert_eq!(a.gc(&GcRequest::default()).unwrap().collected, ["doomed"]);
+    for doomed in ["doomed", "doomed-too"] {
+        a.mark_branch(doomed, BranchStatus::Dead, None, false).unwrap();
+    }
+    assert_eq!(a.gc(&GcRequest::default()).unwrap().collected.len(), 2);
     b.recall_append("root", "note", "another own commit", &[]).unwrap();
-    let kinds = [
-        b.recall_append("doomed", "note", "too late", &[]).map(drop),
-        b.archival_add("doomed", "too late", &[]).map(drop),
-        b.core_set("doomed", "k", "too late", CoreWrite::default()).map(drop),
-        b.view("doomed").map(drop),
-    ]
-    .map(|call| call.map_err(|err| err.kind()));
-    assert_eq!(kinds, [Err(ErrorKind::NotFound); 4], "recall append, archival add, core set, view");
+    for doomed in ["doomed-too", "doomed"] {
+        let kinds = [
+            b.recall_append(doomed, "note", "too late", &[]).map(drop),
+            b.archival_add(doomed, "too late", &[]).map(drop),
+            b.core_set(doomed, "k", "too late", CoreWrite::default()).map(drop),
+            b.view(doomed).map(drop),
+        ]
+        .map(|call| call.map_err(|err| err.kind()));
+        assert_eq!(
+            kinds,
+            [Err(ErrorKind::NotFound); 4],
+            "{doomed}: recall append, archival add, core set, view"
+        );
+    }
 }
