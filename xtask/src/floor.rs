@@ -10,7 +10,8 @@ use std::time::Instant;
 use crate::report::millis;
 
 /// A file with memctl's page size and journal pragmas and nothing of memctl: rows with a hash
-/// index, a journal, and archival texts with an external-content FTS5 index over them.
+/// index, a journal, archival texts with an external-content FTS5 index over them, and what a
+/// consolidation adds (summaries, and hidden events with two indexes, as memctl's exclusions).
 pub struct PlainDb {
     dir: tempfile::TempDir,
     conn: Connection,

@@ -101,9 +101,10 @@ pub fn inspection(quick: bool, out_dir: &Path) -> Result<(Vec<Row>, Value)> {
         ("archival add at the deepest node", ["archival", "add", "--tag=BENCH"]),
     ];
     for (name, [group, command, option]) in writes {
-        let mut texts = (0..).map(|i| format!("bench write {i}"));
+        let mut written = 0;
         let mut write = || {
-            let text = texts.next().unwrap_or_default();
+            written += 1;
+            let text = format!("bench write {written}");
             match command {
                 "set" => call_on(&copy, &[group, command, option, &deepest, "bench-key", &text]),
                 _ => call_on(&copy, &[group, command, option, &deepest, &text]),

@@ -332,7 +332,7 @@ fn tree(reps: &Reps) -> Result<(Vec<Row>, Value)> {
     // Its floor adds, to the commit of each append that consolidated, what that consolidation
     // wrote (read back from the database afterwards).
     let mut auto_totals = Vec::new();
-    let (mut consolidated, mut consolidations) = (None, BTreeMap::new());
+    let mut last = None;
     for _ in 0..reps.trees {
         let db = Db::new(Config::default())?;
         let start = Instant::now();
@@ -340,12 +340,13 @@ fn tree(reps: &Reps) -> Result<(Vec<Row>, Value)> {
             apply(&db.store, op)?;
         }
         auto_totals.push(start.elapsed().as_secs_f64());
-        consolidated = Some(db.store.recall_list(&node_id(TREE_BRANCHES - 1), None)?);
-        consolidations = written_by_consolidation(&db.path, &ops)?;
+        last = Some(db);
     }
+    let db = last.context("no tree was built")?;
+    let consolidated = db.store.recall_list(&node_id(TREE_BRANCHES - 1), None)?;
+    let consolidations = written_by_consolidation(&db.path, &ops)?;
     let auto_total = median(&auto_totals);
     let auto_floor = tree_floor(&ops, &consolidations, reps.trees)?;
-    let consolidated = consolidated.context("no tree was built")?;
     rows.push(
         Row::new("b tree 1000 branches", "29,000 ops, auto_consolidate on", "s")
             .value(auto_total)

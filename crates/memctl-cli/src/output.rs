@@ -77,13 +77,8 @@ pub fn fields(rows: &[(&str, String)]) -> String {
 
 /// `text` on one line (line breaks shown as ⏎), cut to `max` characters with an ellipsis.
 pub fn excerpt(text: &str, max: usize) -> String {
-    // `one_line(text)`, built only as far as the cut: a record's text can be megabytes.
-    let mut chars = text
-        .lines()
-        .map(str::trim_end)
-        .filter(|line| !line.is_empty())
-        .enumerate()
-        .flat_map(|(i, line)| if i > 0 { " ⏎ " } else { "" }.chars().chain(line.chars()));
+    // Only as far as the cut: a record's text can be megabytes.
+    let mut chars = one_line_chars(text);
     let head: String = chars.by_ref().take(max).collect();
     if chars.next().is_some() {
         head.chars().take(max.saturating_sub(1)).collect::<String>() + "…"
@@ -94,7 +89,16 @@ pub fn excerpt(text: &str, max: usize) -> String {
 
 /// `text` with its line breaks shown as ⏎, for table cells and list lines.
 pub fn one_line(text: &str) -> String {
-    text.lines().map(str::trim_end).filter(|line| !line.is_empty()).collect::<Vec<_>>().join(" ⏎ ")
+    one_line_chars(text).collect()
+}
+
+/// The characters of [`one_line`], read from `text` as they are wanted.
+fn one_line_chars(text: &str) -> impl Iterator<Item = char> + '_ {
+    text.lines()
+        .map(str::trim_end)
+        .filter(|line| !line.is_empty())
+        .enumerate()
+        .flat_map(|(i, line)| if i > 0 { " ⏎ " } else { "" }.chars().chain(line.chars()))
 }
 
 /// `1 record`, `2 records`.

@@ -2,7 +2,7 @@
 //! event, which one the branch sees and why, and why it cannot see the others.
 
 use crate::invocation::Context;
-use crate::output::{excerpt, one_line, timestamp};
+use crate::output::{excerpt, timestamp};
 use clap::Args;
 use memctl_core::{Content, Status, Subject, Why, Write};
 
@@ -92,15 +92,15 @@ fn what(w: &Write) -> String {
     match &w.content {
         Content::Core { value: Some(value), importance, ttl, .. } => {
             let ttl = ttl.map_or(String::new(), |t| format!(", ttl {t} s"));
-            format!("set = {}  [importance {importance}{ttl}]", excerpt(&one_line(value), 60))
+            format!("set = {}  [importance {importance}{ttl}]", excerpt(value, 60))
         }
         Content::Core { value: None, .. } => "delete".to_string(),
         Content::Version { text: Some(text), .. } => {
             let verb = serde_json::to_value(w.action).unwrap_or_default();
-            format!("{}: {}", verb.as_str().unwrap_or("?"), excerpt(&one_line(text), 60))
+            format!("{}: {}", verb.as_str().unwrap_or("?"), excerpt(text, 60))
         }
         Content::Version { text: None, .. } => "delete".to_string(),
-        Content::Event { kind, text, .. } => format!("append [{kind}] {}", excerpt(&one_line(text), 60)),
+        Content::Event { kind, text, .. } => format!("append [{kind}] {}", excerpt(text, 60)),
         Content::Exclusion { event_id } => format!("exclude event {event_id}"),
         Content::Summary { kind, event_ids, .. } => {
             format!("summarize [{kind}] {} event(s)", event_ids.len())

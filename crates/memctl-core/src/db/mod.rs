@@ -187,10 +187,10 @@ impl Conn {
             .ok_or_else(|| Error::internal(format!("a query returned no row: {}", first_line(sql))))
     }
 
-    /// Runs one INSERT of a row whose integer key `key` the database assigns; returns the key.
-    /// SQLite reports it (`last_insert_rowid`): its RETURNING gathers the rows in a temporary
-    /// table first, which cost a fork a third of its instructions. PostgreSQL is asked with
-    /// RETURNING.
+    /// Runs one INSERT of one row whose key, `key`, the database assigns (on SQLite the table's
+    /// INTEGER PRIMARY KEY, its rowid); returns the key. SQLite reports it (`last_insert_rowid`):
+    /// its RETURNING gathers the rows in a temporary table first, about a seventh of a fork's
+    /// instructions. PostgreSQL is asked with RETURNING.
     pub fn insert_returning_key<'a>(
         &self,
         sql: &str,
@@ -198,10 +198,10 @@ impl Conn {
         params: impl Into<Params<'a>>,
     ) -> Result<i64> {
         match self {
-            Conn::Sqlite(conn) => {
-                self.execute(sql, params)?;
-                Ok(conn.last_insert_rowid())
-            }
+            Conn::Sqlite(conn) => match self.execute(sql, params)? {
+                1 => Ok(conn.last_insert_rowid()),
+                n => Err(Error::internal(format!("an insert of one row wrote {n}: {}", first_line(sql)))),
+            },
             Conn::Postgres(_) => self.query_one(&format!("{sql} RETURNING {key}"), params, |r| r.get(0)),
         }
     }

@@ -970,8 +970,6 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    /// A chain's leaf reads its whole view by scans; a branch whose siblings wrote most rows
-    /// gives the scans up after two rows per path branch, and reads by probes.
     /// Forms memctl does not write go to serde_json, which reads them or gives no ids.
     #[test]
     fn ids_in_other_forms() {
@@ -991,6 +989,8 @@ mod tests {
         }
     }
 
+    /// A chain's leaf reads its whole view by scans; a branch whose siblings wrote most rows
+    /// gives the scans up after two rows per path branch, and reads by probes.
     #[test]
     fn scans_give_up_on_other_branches_rows() {
         let s = Store::scratch();
@@ -1265,12 +1265,29 @@ mod tests {
         fn stored_tags_read_back(tags in prop::collection::vec(".{0,8}", 0..4)) {
             prop_assert_eq!(parse_tags(&serde_json::to_string(&tags).unwrap()), tags);
         }
+    }
 
-        /// Stored ids read directly are the ids serde_json reads.
+    proptest! {
+        // Cheap cases: enough of them to reach the rare forms (a leading zero, an overflow).
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        /// Ids as memctl stores them are read directly, as serde_json reads them.
         #[test]
-        fn plain_ids_read_as_serde_json_does(ids in prop::collection::vec(0i64..=i64::MAX, 0..40)) {
+        fn stored_ids_read_directly(ids in prop::collection::vec(0i64..=i64::MAX, 0..40)) {
             let json = serde_json::to_string(&ids).unwrap();
             prop_assert_eq!(plain_ids(&json), Some(ids));
+        }
+
+        /// Whatever the text, the direct reading gives serde_json's ids or gives way to it.
+        #[test]
+        fn ids_read_directly_are_serde_jsons(
+            json in prop_oneof!["[\\[\\]0-9, +\\-.eE]{0,14}", "\\[(0|[0-9]{1,3}|[0-9]{19,20})?(,[0-9 -]{0,3})*\\]"],
+        ) {
+            let parsed: Result<Vec<i64>, _> = serde_json::from_str(&json);
+            if let Some(ids) = plain_ids(&json) {
+                prop_assert_eq!(Some(ids), parsed.ok());
+            }
+            prop_assert_eq!(parse_ids(&json), serde_json::from_str::<Vec<i64>>(&json).unwrap_or_default());
         }
     }
 }

@@ -89,8 +89,10 @@ fn most_branches(store: &Store, count: usize) -> Result<bool> {
 #[derive(Default)]
 struct PathState {
     paths: HashMap<String, Rc<BranchPath>>,
-    /// Branches a write looked up alone (`branch_for_write`), by id; dropped with the paths.
+    /// Branches a write looked up alone (`branch_for_write`), and paths read only to an anchor
+    /// for a core write (`path_for_core_write`), by id; dropped with the paths.
     branches: HashMap<String, Branch>,
+    core_paths: HashMap<String, Rc<BranchPath>>,
     /// The data version the paths were last checked at (None on PostgreSQL, which keeps none:
     /// checked on every call), and how many times `gc` had collected branches then: a path is
     /// valid only while its branch is not collected.
@@ -336,7 +338,9 @@ impl Store {
 
     /// The branch `name` names, for a write that needs only the branch: taken from its cached
     /// path, else looked up alone (at depth 1,000 its path would cost a CLI call two thirds of
-    /// its instructions) and kept for the handle's next writes.
+    /// its instructions) and kept for the handle's next writes. Only its bid and id are sure to
+    /// be current: a kept branch's status, note and meta may have changed since (writes use
+    /// neither).
     pub(crate) fn branch_for_write(&self, name: &str) -> Result<Branch> {
         if let Some(path) = self.cached_path(name)? {
             return Ok(path.branch().clone());
@@ -345,10 +349,8 @@ impl Store {
             return Ok(branch);
         }
         let branch = self.branch(name)?;
-        // Kept by id only, as paths are: a node_uid is resolved each time.
-        if branch.id == name {
-            self.memo(|state: &mut PathState| state.branches.insert(branch.id.clone(), branch.clone()));
-        }
+        // Kept under its id, as paths are (a node_uid is resolved each time).
+        self.memo(|state: &mut PathState| state.branches.insert(branch.id.clone(), branch.clone()));
         Ok(branch)
     }
 
@@ -356,15 +358,21 @@ impl Store {
     /// `view::core` reads, see the view's module comment), for a write that reads only the
     /// visible keys' names, values and importances: a key written above the anchor is visible
     /// through the anchor's rows, but its writer is not on this path (`id_of` gives "?"). The
-    /// whole path when it is cached; one read to the root is cached as the whole path it is.
+    /// whole path when it is cached; one read to the root is kept as the whole path it is, one
+    /// that stops at an anchor for the handle's next core writes.
     pub(crate) fn path_for_core_write(&self, name: &str) -> Result<Rc<BranchPath>> {
         if let Some(path) = self.cached_path(name)? {
             return Ok(path);
         }
-        let path = Rc::new(self.path_to_anchor(&self.branch(name)?)?);
-        if path.anchor().is_none() {
-            self.memo(|state: &mut PathState| state.paths.insert(path.branch().id.clone(), path.clone()));
+        if let Some(path) = self.memo(|state: &mut PathState| state.core_paths.get(name).cloned()) {
+            return Ok(path);
         }
+        let path = Rc::new(self.path_to_anchor(&self.branch(name)?)?);
+        // Kept under its id, as whole paths are (a node_uid is resolved each time).
+        self.memo(|state: &mut PathState| {
+            let kept = if path.anchor().is_none() { &mut state.paths } else { &mut state.core_paths };
+            kept.insert(path.branch().id.clone(), path.clone())
+        });
         Ok(path)
     }
 
@@ -399,6 +407,7 @@ impl Store {
             if state.checked.is_some_and(|(_, c)| c != collections) {
                 state.paths.clear();
                 state.branches.clear();
+                state.core_paths.clear();
             }
             state.checked = Some((version, collections));
         });

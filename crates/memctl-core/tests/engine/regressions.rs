@@ -1174,41 +1174,56 @@ fn node_uid_resolves_everywhere_a_branch_is_taken() {
     assert_eq!(s.branch(u).unwrap().id, "c2");
 }
 
-/// A handle that cached a branch's path, or the branch alone for its writes, learns that
-/// another handle's gc collected the branch: its next write there is not-found, never rows in a
-/// collected branch, whether the write takes the whole path or only its branch. Its own commits
-/// in between do not hide the other handle's collection.
+/// A handle that kept a branch's path, its path to an anchor or the branch alone (for its
+/// writes) learns that another handle's gc collected the branch: its next write there is
+/// not-found, never rows in a collected branch. Its own commits in between do not hide the
+/// other handle's collection.
 #[test]
 fn a_cached_path_does_not_outlive_another_handles_gc() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("memory.sqlite");
-    let a = Store::open(&file, Config::default(), Clock::Fixed(1_700_000_000.0)).unwrap();
-    let b = Store::open(&file, Config::default(), Clock::Fixed(1_700_000_000.0)).unwrap();
-    a.create_root("root").unwrap();
-    a.fork("root", Some("doomed")).unwrap();
-    a.fork("root", Some("doomed-too")).unwrap();
-    // b keeps doomed's path (a read), and doomed-too's branch alone (an append).
-    b.view("doomed").unwrap();
-    b.recall_append("doomed", "note", "written through the cached path", &[]).unwrap();
-    b.recall_append("doomed-too", "note", "written through the kept branch", &[]).unwrap();
-    b.recall_append("root", "note", "b's own commit", &[]).unwrap();
-    for doomed in ["doomed", "doomed-too"] {
-        a.mark_branch(doomed, BranchStatus::Dead, None, false).unwrap();
-    }
-    assert_eq!(a.gc(&GcRequest::default()).unwrap().collected.len(), 2);
-    b.recall_append("root", "note", "another own commit", &[]).unwrap();
-    for doomed in ["doomed-too", "doomed"] {
+    let step = Step::new(StepType::User, serde_json::json!({"text": "too late"})).unwrap();
+    // What b keeps of the branch, and b's first write after the gc, which goes through it (a
+    // write that fails rolls back, and a rollback clears all b keeps).
+    for keep in ["whole path", "branch", "path to its anchor"] {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("memory.sqlite");
+        let a = Store::open(&file, Config::default(), Clock::Fixed(1_700_000_000.0)).unwrap();
+        let b = Store::open(&file, Config::default(), Clock::Fixed(1_700_000_000.0)).unwrap();
+        a.create_root("root").unwrap();
+        // Below the anchor that every 16th level keeps (depth 16).
+        let mut parent = "root".to_string();
+        for depth in 1..=16 {
+            a.fork(&parent, Some(&format!("level-{depth}"))).unwrap();
+            parent = format!("level-{depth}");
+        }
+        a.fork(&parent, Some("doomed")).unwrap();
+        let core_write = || b.core_set("doomed", "k", "too late", CoreWrite::default()).map(drop);
+        let append = || b.recall_append("doomed", "note", "too late", &[]).map(drop);
+        match keep {
+            "whole path" => b.view("doomed").map(drop),
+            "branch" => b.recall_append("doomed", "note", "kept", &[]).map(drop),
+            _ => b.core_set("doomed", "k", "kept", CoreWrite::default()).map(drop),
+        }
+        .unwrap();
+        b.recall_append("root", "note", "b's own commit", &[]).unwrap();
+        a.mark_branch("doomed", BranchStatus::Dead, None, false).unwrap();
+        assert_eq!(a.gc(&GcRequest::default()).unwrap().collected, ["doomed"]);
+        b.recall_append("root", "note", "another own commit", &[]).unwrap();
         let kinds = [
-            b.recall_append(doomed, "note", "too late", &[]).map(drop),
-            b.archival_add(doomed, "too late", &[]).map(drop),
-            b.core_set(doomed, "k", "too late", CoreWrite::default()).map(drop),
-            b.view(doomed).map(drop),
+            if keep == "path to its anchor" { core_write() } else { append() },
+            b.archival_add("doomed", "too late", &[]).map(drop),
+            b.step_add("doomed", &step).map(drop),
+            b.apply_update("doomed", r#"{"recall": [{"kind": "note", "text": "too late"}]}"#, true).map(drop),
+            core_write(),
+            b.core_delete("doomed", &["k"]).map(drop),
+            b.recall_exclude("doomed", &[1]).map(drop),
+            b.view("doomed").map(drop),
         ]
         .map(|call| call.map_err(|err| err.kind()));
         assert_eq!(
             kinds,
-            [Err(ErrorKind::NotFound); 4],
-            "{doomed}: recall append, archival add, core set, view"
+            [Err(ErrorKind::NotFound); 8],
+            "kept its {keep}: the first write, archival add, step add, apply, core set, core del, \
+             recall exclude, view"
         );
     }
 }
