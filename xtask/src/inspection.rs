@@ -91,7 +91,9 @@ pub fn inspection(quick: bool, out_dir: &Path) -> Result<(Vec<Row>, Value)> {
     }
     // Writes at the deepest node, which need its branch (and core its path to the nearest
     // anchor), not its whole path: on a copy, so the kept database stays as built; each call
-    // writes a new text (an identical one would not be stored again).
+    // writes a new text (an identical one would not be stored again). The first append,
+    // untimed, consolidates the 99,600 events the node sees: the database was built with
+    // consolidation off, and the CLI's default config has it on.
     let copy_dir = tempfile::Builder::new().prefix("memctl-bench-inspection-").tempdir()?;
     let copy = copy_dir.path().join("memory.sqlite");
     std::fs::copy(&path, &copy)?;
