@@ -191,8 +191,8 @@ impl Store {
                 "inherited_summaries",
                 "t.seq, t.kind, t.summarized_event_ids",
                 |r| {
-                    let ids: Vec<i64> = serde_json::from_str(&r.get::<String>(4)?).unwrap_or_default();
-                    Ok(Consolidation { summary: r.get(2)?, kind: r.get(3)?, events: ids.len() })
+                    let events = view::parse_ids(r.value(4)?.as_str()?).len();
+                    Ok(Consolidation { summary: r.get(2)?, kind: r.get(3)?, events })
                 },
             )?;
             for (pos, consolidation) in summaries {

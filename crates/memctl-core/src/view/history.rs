@@ -153,7 +153,7 @@ pub(crate) fn summaries(store: &Store, path: &BranchPath, id: i64) -> Result<Vec
                 branch: r.get(0)?,
                 kind: r.get(FIRST)?,
                 text: r.get(FIRST + 1)?,
-                event_ids: serde_json::from_str(&r.get::<String>(FIRST + 2)?).unwrap_or_default(),
+                event_ids: super::parse_ids(r.value(FIRST + 2)?.as_str()?),
                 ts: r.get(3)?,
             })
         },

@@ -440,9 +440,9 @@ pub(crate) fn summaries(store: &Store, path: &BranchPath) -> Result<Vec<Summary>
         .collect())
 }
 
-/// Ids from their stored JSON array: the form memctl writes directly, anything else through
-/// serde_json.
-fn parse_ids(json: &str) -> Vec<i64> {
+/// Ids from their stored JSON array (a summary's covered and folded ids): the form memctl
+/// writes directly, anything else through serde_json.
+pub(crate) fn parse_ids(json: &str) -> Vec<i64> {
     plain_ids(json).unwrap_or_else(|| serde_json::from_str(json).unwrap_or_default())
 }
 
