@@ -262,6 +262,38 @@ fn core_set_get_del_on(sb: &Sandbox) {
     assert_eq!(field(&fresh, "core"), &json!({"scratch": "try -O3 next"}));
 }
 
+/// Many versions of few keys: the core read then takes one row per branch and key, not every
+/// version (the view's `core_by_key`), on both backends; TTLs and the fork's cutoff still hold.
+#[test]
+fn a_key_set_many_times_reads_its_newest_live_value() {
+    for db in backends("a_key_set_many_times_reads_its_newest_live_value") {
+        let sb = Sandbox::initialized_on(&db);
+        sb.ok(&["branch", "create", "root"]);
+        let set_many = |branch: &str, key: &str, from: usize| {
+            for i in from..from + 40 {
+                sb.ok(&["core", "set", branch, key, &format!("v{i}")]);
+            }
+        };
+        set_many("root", "plan", 0);
+        sb.ok(&["fork", "root", "child"]);
+        set_many("root", "plan", 40); // after the fork: child never sees these
+        set_many("child", "note", 0);
+        sb.ok(&["core", "set", "child", "note", "fleeting", "--ttl", "30m"]);
+        let core = |branch: &str, env: &[(&str, &str)]| {
+            field(&sb.json_env(&["core", "get", branch], env), "core").clone()
+        };
+        assert_eq!(core("root", &[]), json!({"plan": "v79"}), "{}", db.name());
+        assert_eq!(core("child", &[]), json!({"plan": "v39", "note": "fleeting"}), "{}", db.name());
+        let later = [("MEMCTL_NOW", "2026-01-02T04:04:05Z")];
+        assert_eq!(
+            core("child", &later),
+            json!({"plan": "v39", "note": "v39"}),
+            "{}: the expired value gives way",
+            db.name()
+        );
+    }
+}
+
 // ---- recall (§4.3) ------------------------------------------------------------------------------
 
 #[test]

@@ -33,6 +33,9 @@
 //!   test too);
 //! - [`event_count`] and [`events_written_along`] count a view's events from running ordinals
 //!   kept at write time;
+//! - a core read of many versions of few keys (a key set at every step of a long branch) gives
+//!   up its scan of every version for one row per branch and key, found through the
+//!   `(branch, key, seq)` index ([`core_by_key`]; checked against the scan by a unit test too);
 //! - the HTML viewer's JavaScript (export/viewer.html) recomputes views, diffs and per-key histories from embedded rows.
 //!
 //! history.rs places single rows (one core key, record or event) against a path for `why`
@@ -56,8 +59,8 @@ use crate::schema::event_rid;
 use crate::store::Store;
 use serde::Serialize;
 use sql::{
-    anchored, current_version, has_tags, live_core, not_excluded, not_excluded_by_set, visible,
-    visible_through, EVENTS_NEWEST_FIRST, EVENTS_OLDEST_FIRST, NEWEST_FIRST,
+    anchored, current_version, has_tags, live_core, newest_core_per_key, not_excluded, not_excluded_by_set,
+    visible, visible_through, EVENTS_NEWEST_FIRST, EVENTS_OLDEST_FIRST, NEWEST_FIRST,
 };
 use std::cmp::Reverse;
 use std::collections::{HashMap, HashSet};
@@ -189,36 +192,95 @@ const CORE_COLUMNS: &str = "t.key, t.value, t.branch, t.seq, t.importance, t.ttl
 /// Visible core entries (tombstones and expired rows resolved), oldest write first.
 pub(crate) fn core(store: &Store, path: &BranchPath) -> Result<Vec<CoreEntry>> {
     let (last, anchor) = load_to_anchor(store, path)?;
-    let sql = format!(
-        "SELECT key, value, branch, seq, importance, ttl_s, created_at FROM ({}) r WHERE {}",
-        anchored("core", CORE_COLUMNS),
-        live_core("")
-    );
-    let params = named![":now" => store.clock.now(), ":last" => last, ":anchor" => anchor];
-    // (entry, whether it is a tombstone)
-    let mut rows = store.conn.query(&sql, params, |row| {
-        let value: Option<String> = row.get(1)?;
-        let tombstone = value.is_none();
-        let entry = CoreEntry {
-            key: row.get(0)?,
-            value: value.unwrap_or_default(),
-            branch: path.id_of(row.get(2)?).to_string(),
-            seq: row.get(3)?,
-            importance: row.get(4)?,
-            ttl: row.get(5)?,
-            ts: row.get(6)?,
-        };
-        Ok((entry, tombstone))
+    let now = store.clock.now();
+    let params = || named![":now" => now, ":last" => last, ":anchor" => anchor];
+    let rows = match core_by_scan(store, path, params(), true)? {
+        Some(rows) => rows,
+        None => core_by_key(store, path, params())?,
+    };
+    Ok(newest_live(rows))
+}
+
+/// A core read's scan of every row that can be visible gives up once it has read more than
+/// this many rows…
+const CORE_SCAN_MIN_ROWS: usize = 32;
+
+/// …and more than this many per (branch, key) pair among them: rows superseded on their own
+/// branch, which [`core_by_key`] skips at about two and a half rows' cost per pair.
+const CORE_ROWS_PER_PAIR: usize = 3;
+
+/// The live core rows of the path down to its nearest anchor and the anchor's rows (see
+/// [`load_to_anchor`]), every version of every key; None if `may_give_up` and they are many
+/// versions of few keys ([`CORE_SCAN_MIN_ROWS`]). Each of a key's versions costs a row read here,
+/// which is cheapest while most are current.
+fn core_by_scan(
+    store: &Store,
+    path: &BranchPath,
+    params: Params<'_>,
+    may_give_up: bool,
+) -> Result<Option<Vec<(CoreEntry, bool)>>> {
+    let sql =
+        format!("SELECT {CORE_OUTER} FROM ({}) r WHERE {}", anchored("core", CORE_COLUMNS), live_core(""));
+    let (mut rows, mut check_at, mut given_up) = (Vec::new(), CORE_SCAN_MIN_ROWS + 1, false);
+    store.conn.each(&sql, params, |row| {
+        rows.push(core_entry(path, row)?);
+        // Counted at doubling row counts: nothing for the few rows of most reads.
+        if may_give_up && rows.len() == check_at {
+            given_up = rows.len() > CORE_ROWS_PER_PAIR * branch_key_pairs(&rows);
+            check_at *= 2;
+        }
+        Ok(if given_up { ControlFlow::Break(()) } else { ControlFlow::Continue(()) })
     })?;
-    // Per key its newest row, unless a tombstone: here rather than by GROUP BY and ORDER BY,
-    // through which SQLite sorted the few rows in two temporary b-trees (a ninth of a core
-    // read), and one statement for both backends.
+    Ok((!given_up).then_some(rows))
+}
+
+/// How many (branch, key) pairs `rows` hold.
+fn branch_key_pairs(rows: &[(CoreEntry, bool)]) -> usize {
+    let mut pairs: Vec<(&str, &str)> =
+        rows.iter().map(|(e, _)| (e.branch.as_str(), e.key.as_str())).collect();
+    pairs.sort_unstable();
+    pairs.dedup();
+    pairs.len()
+}
+
+/// What [`core_by_scan`] reads that can be a key's newest live row: per branch and key one
+/// row, read through the `(branch, key, seq)` index ([`newest_core_per_key`]) whatever the
+/// number of versions under it.
+fn core_by_key(store: &Store, path: &BranchPath, params: Params<'_>) -> Result<Vec<(CoreEntry, bool)>> {
+    let sql =
+        format!("SELECT {CORE_OUTER} FROM ({}) r WHERE {}", newest_core_per_key(CORE_COLUMNS), live_core(""));
+    store.conn.query(&sql, params, |row| core_entry(path, row))
+}
+
+/// [`CORE_COLUMNS`] as a core read's outer query names them.
+const CORE_OUTER: &str = "key, value, branch, seq, importance, ttl_s, created_at";
+
+/// A core row, and whether it is a tombstone.
+fn core_entry(path: &BranchPath, row: &Row<'_>) -> Result<(CoreEntry, bool)> {
+    let value: Option<String> = row.get(1)?;
+    let tombstone = value.is_none();
+    let entry = CoreEntry {
+        key: row.get(0)?,
+        value: value.unwrap_or_default(),
+        branch: path.id_of(row.get(2)?).to_string(),
+        seq: row.get(3)?,
+        importance: row.get(4)?,
+        ttl: row.get(5)?,
+        ts: row.get(6)?,
+    };
+    Ok((entry, tombstone))
+}
+
+/// Per key its newest live row, unless a tombstone; oldest write first. Here rather than by
+/// GROUP BY and ORDER BY, through which SQLite sorted the few rows in two temporary b-trees (a
+/// ninth of a core read), and the same for both backends.
+fn newest_live(mut rows: Vec<(CoreEntry, bool)>) -> Vec<CoreEntry> {
     rows.sort_unstable_by(|(a, _), (b, _)| a.key.cmp(&b.key).then(b.seq.cmp(&a.seq)));
     rows.dedup_by(|(older, _), (newest, _)| older.key == newest.key);
     let mut entries: Vec<CoreEntry> =
         rows.into_iter().filter(|(_, tombstone)| !tombstone).map(|(entry, _)| entry).collect();
     entries.sort_unstable_by_key(|entry| entry.seq);
-    Ok(entries)
+    entries
 }
 
 /// The anchor rows a branch forked from `path`'s branch now keeps (see [`anchored`]): per core
@@ -1064,6 +1126,17 @@ mod tests {
         }
     }
 
+    /// A core row with a TTL, as `core set --ttl` stores it, but written `age` seconds ago: it
+    /// has run out if its TTL is shorter. (Written here, as the view's tests name no layer
+    /// above it, nor the clock.)
+    fn set_with_ttl(s: &Store, branch: &str, key: &str, value: &str, ttl: f64, age: f64) {
+        let bid = s.path(branch).unwrap().branches()[0].bid;
+        let sql = "INSERT INTO core(seq, branch, key, value, importance, ttl_s, created_at)
+                   VALUES (?1, ?2, ?3, ?4, 3, ?5, ?6)";
+        s.write(|tx| tx.conn.execute(sql, params![tx.next_seq()?, bid, key, value, ttl, tx.now() - age]))
+            .unwrap();
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(24))]
 
@@ -1257,6 +1330,64 @@ mod tests {
                         prop_assert_eq!(window.iter().collect::<Vec<_>>(), expected);
                     }
                 }
+            }
+        }
+
+        /// Random trees of forks and core writes — a few keys set over and over, some with a
+        /// TTL that has run out or not, deletions — with anchors or none: on every branch, the
+        /// core read per key finds what the scan of every version finds, and the core read
+        /// gives the same. A root that sets one key many times at the end makes
+        /// sure the scan gives up there, so that the read takes the per-key form at least once.
+        #[test]
+        fn core_per_key_reads_what_the_scan_reads(
+            anchor_every in prop::sample::select(vec![0i64, 1, 3]),
+            ops in prop::collection::vec((0u8..5, 0usize..16), 1..120),
+        ) {
+            let s = Store::scratch_anchoring(anchor_every);
+            s.create_root("b0").unwrap();
+            let mut branches = vec!["b0".to_string()];
+            for (i, (op, pick)) in ops.into_iter().enumerate() {
+                let branch = branches[pick % branches.len()].clone();
+                let key = format!("k{}", pick % 3);
+                match op {
+                    0 => {
+                        let child = format!("b{}", branches.len());
+                        s.fork(&branch, Some(&child)).unwrap();
+                        branches.push(child);
+                    }
+                    1 => {
+                        let (ttl, age) = (1.0 + (pick % 4) as f64, (pick % 7) as f64);
+                        set_with_ttl(&s, &branch, &key, &format!("v{i}"), ttl, age);
+                    }
+                    2 => {
+                        let _ = s.core_delete(&branch, &[&key]);
+                    }
+                    _ => {
+                        s.core_set(&branch, &key, &format!("v{i}"), Default::default()).unwrap();
+                    }
+                }
+            }
+            // A root with many versions of one key, some after its child forked.
+            s.create_root("solo").unwrap();
+            let many = |branch: &str, key: &str| {
+                for i in 0..=CORE_SCAN_MIN_ROWS {
+                    s.core_set(branch, key, &format!("{branch} {i}"), Default::default()).unwrap();
+                }
+            };
+            many("solo", "k0");
+            s.fork("solo", Some("solo1")).unwrap();
+            many("solo", "k0");
+            many("solo1", "k1");
+            branches.extend(["solo".to_string(), "solo1".to_string()]);
+            for branch in &branches {
+                let path = s.path(branch).unwrap();
+                let (last, anchor) = load_to_anchor(&s, &path).unwrap();
+                let params = || named![":now" => s.clock.now(), ":last" => last, ":anchor" => anchor];
+                let scanned = newest_live(core_by_scan(&s, &path, params(), false).unwrap().unwrap());
+                prop_assert_eq!(&newest_live(core_by_key(&s, &path, params()).unwrap()), &scanned);
+                prop_assert_eq!(core(&s, &path).unwrap(), scanned);
+                let gives_up = core_by_scan(&s, &path, params(), true).unwrap().is_none();
+                prop_assert!(gives_up || branch != "solo", "the scan of solo's many versions gives up");
             }
         }
 

@@ -86,10 +86,41 @@ pub(super) fn has_tags(backend: Backend) -> String {
 /// path (see the view's module comment). Parameters: `:last`, the anchor's position, and
 /// `:anchor`, its bid.
 pub(super) fn anchored(table: &str, columns: &str) -> String {
+    let near = format!("SELECT {columns} FROM {} WHERE p.pos <= :last", visible(table));
+    with_anchor_rows(&near, table, columns)
+}
+
+/// `near`, the rows read of the path down to its nearest anchor, and the anchor's rows of
+/// `table` (see [`anchored`]).
+fn with_anchor_rows(near: &str, table: &str, columns: &str) -> String {
     format!(
-        "SELECT {columns} FROM {} WHERE p.pos <= :last
+        "{near}
          UNION ALL
-         SELECT {columns} FROM anchor_rows a CROSS JOIN {table} t ON t.seq = a.seq WHERE a.branch = :anchor",
-        visible(table)
+         SELECT {columns} FROM anchor_rows a CROSS JOIN {table} t ON t.seq = a.seq WHERE a.branch = :anchor"
+    )
+}
+
+/// The core rows that can be a key's newest live row, as `t`, with the parameters of
+/// [`anchored`] and `:now`: per branch of the path down to its nearest anchor and per key its
+/// newest visible row whose TTL has not run out, then the anchor's rows. A branch's keys are
+/// walked through the `(branch, key, seq)` index one seek each, and each key's row found by one
+/// more, so that a key set a thousand times on a branch costs as much to read as one set once.
+pub(super) fn newest_core_per_key(columns: &str) -> String {
+    let near = format!(
+        "SELECT {columns} FROM keyed k CROSS JOIN core t ON t.seq = (
+             SELECT c.seq FROM core c WHERE {} AND c.key = k.key AND {}
+             ORDER BY c.seq DESC LIMIT 1)",
+        visible_through("k", "c"),
+        live_core("c")
+    );
+    format!(
+        "WITH RECURSIVE keyed(bid, cutoff, key) AS (
+             SELECT p.bid, p.cutoff, (SELECT min(c.key) FROM core c WHERE c.branch = p.bid)
+               FROM temp.view_path p WHERE p.pos <= :last
+             UNION ALL
+             SELECT k.bid, k.cutoff, (SELECT min(c.key) FROM core c WHERE c.branch = k.bid AND c.key > k.key)
+               FROM keyed k WHERE k.key IS NOT NULL)
+         {}",
+        with_anchor_rows(&near, "core", columns)
     )
 }
