@@ -473,33 +473,39 @@ pub(crate) fn steps(store: &Store, path: &BranchPath) -> Result<Vec<StoredStep>>
         .query(&sql, params![], |r| Ok(StoredStep { id: r.get(0)?, kind: r.get(1)?, payload: r.get(2)? }))
 }
 
-/// Visible summaries not folded into another visible summary, oldest first. The visible rows
-/// are read once and the folded ones dropped here: checking each row in SQL against every
-/// other row's list was quadratic in the rows a path accumulates.
+/// Visible summaries not folded into another visible summary, oldest first. First every
+/// visible row's seq and the summaries it folds, then the rows kept, whole: a folded row, most
+/// of a long branch's rows (each consolidation folds the one before), is read no further.
+/// (Checking each row in SQL against every other row's list was quadratic in the rows a path
+/// accumulates.)
 pub(crate) fn summaries(store: &Store, path: &BranchPath) -> Result<Vec<Summary>> {
     let (last, anchor) = load_to_anchor(store, path)?;
-    let columns = "t.seq, t.branch, t.kind, t.summary_text, t.summarized_event_ids, t.created_at, \
-                   t.replaced_summary_ids";
-    let sql = format!("{} ORDER BY 1", anchored("inherited_summaries", columns));
-    // (summary without its ids, the ids as stored)
-    let rows = store.conn.query(&sql, named![":last" => last, ":anchor" => anchor], |row| {
-        let summary = Summary {
+    let sql = anchored("inherited_summaries", "t.seq, t.replaced_summary_ids");
+    let (mut seqs, mut folded) = (Vec::new(), HashSet::new());
+    store.conn.each(&sql, named![":last" => last, ":anchor" => anchor], |row| {
+        seqs.push(row.get::<i64>(0)?);
+        folded.extend(parse_ids(row.value(1)?.as_str()?));
+        Ok(ControlFlow::Continue(()))
+    })?;
+    seqs.retain(|seq| !folded.contains(seq));
+    if seqs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let sql = format!(
+        "SELECT t.seq, t.branch, t.kind, t.summary_text, t.summarized_event_ids, t.created_at
+         FROM {} j JOIN inherited_summaries t ON t.seq = j.value ORDER BY t.seq",
+        store.backend().json_ints("?1")
+    );
+    store.conn.query(&sql, [serde_json::to_string(&seqs)?], |row| {
+        Ok(Summary {
             id: row.get(0)?,
             branch: path.id_of(row.get(1)?).to_string(),
             kind: row.get(2)?,
             text: row.get(3)?,
-            event_ids: Vec::new(),
+            event_ids: parse_ids(row.value(4)?.as_str()?),
             ts: row.get(5)?,
-        };
-        Ok((summary, row.get::<String>(4)?, parse_ids(row.value(6)?.as_str()?)))
-    })?;
-    let replaced: HashSet<i64> = rows.iter().flat_map(|(_, _, folded)| folded.iter().copied()).collect();
-    // Only the summaries kept have their ids parsed: a summary may cover tens of thousands.
-    Ok(rows
-        .into_iter()
-        .filter(|(summary, _, _)| !replaced.contains(&summary.id))
-        .map(|(summary, ids, _)| Summary { event_ids: parse_ids(&ids), ..summary })
-        .collect())
+        })
+    })
 }
 
 /// Ids from their stored JSON array (a summary's covered and folded ids): the form memctl
