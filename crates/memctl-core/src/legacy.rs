@@ -338,7 +338,9 @@ impl Tx<'_> {
                         });
                     let covered: Vec<i64> =
                         legacy_ids.iter().filter_map(|id| event_ids.get(id).copied()).collect();
-                    let folded: Vec<i64> = view::summaries(self, &path)?
+                    let shown = view::summaries(self, &path)?;
+                    let mut kept: Vec<i64> = shown.iter().map(|s| s.id).collect();
+                    let folded: Vec<i64> = shown
                         .into_iter()
                         .filter(|s| {
                             s.kind == kind
@@ -347,7 +349,7 @@ impl Tx<'_> {
                         })
                         .map(|s| s.id)
                         .collect();
-                    self.insert_summary(bid, &kind, &text, &covered, &folded)?;
+                    self.insert_summary(bid, &mut kept, &kind, &text, &covered, &folded)?;
                     tally.converted.summaries += 1;
                 }
             }

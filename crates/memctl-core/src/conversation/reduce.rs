@@ -164,6 +164,7 @@ impl Tx<'_> {
         }
         runs.retain(|run| !run.is_empty());
         runs.pop(); // the newest run stays as it is
+        let mut kept: Vec<i64> = view::summaries(self, &path)?.iter().map(|s| s.id).collect();
         for run in runs {
             let steps: Vec<(i64, String)> = run
                 .iter()
@@ -203,7 +204,7 @@ impl Tx<'_> {
             // Listed by the steps it replaces, the summary takes the place of the first: still
             // between the same two user messages as the summaries it folds in.
             let ids: Vec<i64> = steps.iter().map(|(id, _)| *id).collect();
-            let seq = self.insert_summary(bid, SUMMARY_KIND, &text, &ids, &folded)?;
+            let seq = self.insert_summary(bid, &mut kept, SUMMARY_KIND, &text, &ids, &folded)?;
             self.insert_exclusions(bid, &ids)?;
             outcome.summaries.push(seq);
             outcome.steps += ids.len();

@@ -95,19 +95,20 @@ fn threshold(store: &Store) -> usize {
     (config.recall_max_events as f64 * config.recall_consolidation_threshold).floor() as usize
 }
 
-/// What consolidating `path`'s branch now would summarise, per kind; empty when within bounds.
-fn plan(store: &Store, path: &BranchPath) -> Result<Vec<Group>> {
+/// What consolidating `path`'s branch now would summarise, per kind (empty when within bounds),
+/// and the ids of the summaries its view keeps.
+fn plan(store: &Store, path: &BranchPath) -> Result<(Vec<Group>, Vec<i64>)> {
     // The count is exact and constant-time; reading only that many events stops before the
     // excluded ones that earlier consolidations left behind, however many they are.
     let count = view::event_count(store, path.branch().bid)?;
     if count <= threshold(store) {
-        return Ok(vec![]);
+        return Ok((vec![], vec![]));
     }
     // Conversation steps are the conversation's to compact (`compact`), not consolidation's.
     let events: Vec<Event> =
         view::events(store, path, Some(count))?.into_iter().filter(|e| !is_step(&e.kind)).collect();
     if events.len() <= threshold(store) {
-        return Ok(vec![]);
+        return Ok((vec![], vec![]));
     }
     let summaries = view::summaries(store, path)?;
     let mut groups: Vec<Group> = Vec::new();
@@ -122,7 +123,7 @@ fn plan(store: &Store, path: &BranchPath) -> Result<Vec<Group>> {
             }),
         }
     }
-    Ok(groups)
+    Ok((groups, summaries.iter().map(|s| s.id).collect()))
 }
 
 impl Store {
@@ -130,7 +131,7 @@ impl Store {
     /// asked before the write transaction (it may take a while) and its answers are cached; the
     /// transaction then plans again and uses them.
     pub fn consolidate(&self, branch: &str) -> Result<ConsolidateOutcome> {
-        let groups = self.read(|| plan(self, &*self.path(branch)?))?;
+        let (groups, _) = self.read(|| plan(self, &*self.path(branch)?))?;
         let mut warnings = Vec::new();
         for group in &groups {
             if let Answer::Failed(warning) = self.ask_summarizer(&group.request(), Mode::Call)? {
@@ -150,7 +151,8 @@ impl Tx<'_> {
         let path = self.path(branch)?;
         let bid = path.branch().bid;
         let mut outcome = ConsolidateOutcome::default();
-        for group in plan(self, &path)? {
+        let (groups, mut kept) = plan(self, &path)?;
+        for group in groups {
             let text = match self.ask_summarizer(&group.request(), Mode::CacheOnly)? {
                 Answer::Text(text) => text,
                 Answer::None | Answer::Failed(_) => group.extract(),
@@ -178,7 +180,14 @@ impl Tx<'_> {
             // The new summary lists the events it newly covers; the ones before are covered by
             // the summary it folds in (copying their ids forward would grow every row).
             let replaced: Vec<i64> = group.previous.iter().map(|p| p.id).collect();
-            outcome.summaries.push(self.insert_summary(bid, &group.kind, &text, &new_ids, &replaced)?);
+            outcome.summaries.push(self.insert_summary(
+                bid,
+                &mut kept,
+                &group.kind,
+                &text,
+                &new_ids,
+                &replaced,
+            )?);
             self.insert_exclusions(bid, &new_ids)?;
             outcome.consolidated += n;
         }

@@ -228,26 +228,33 @@ impl Tx<'_> {
         let path = self.path(branch)?;
         let bid = path.branch().bid;
         let ids: Vec<i64> = self.visible_events(&path, ids)?.iter().map(|e| e.id).collect();
-        let seq = self.insert_summary(bid, kind, text, &ids, &[])?;
+        let mut kept: Vec<i64> = view::summaries(self, &path)?.iter().map(|s| s.id).collect();
+        let seq = self.insert_summary(bid, &mut kept, kind, text, &ids, &[])?;
         self.insert_exclusions(bid, &ids)?;
         self.journal(Some(bid), "recall.summarize", json!({"id": seq, "kind": kind, "event_ids": ids}))?;
         Ok(seq)
     }
 
-    /// Writes a summary row (redacted) standing in for `event_ids` and folding in `replaced`.
+    /// Writes a summary row (redacted) in branch `bid`, standing in for `event_ids` and folding
+    /// in `replaced`. `kept` holds the ids of the summaries the branch's view keeps (as
+    /// `view::summaries` reads them), and is brought up to date: `replaced` leave, this one
+    /// comes. The row records them for readers (see `view::summaries`).
     pub(crate) fn insert_summary(
         &self,
         bid: i64,
+        kept: &mut Vec<i64>,
         kind: &str,
         text: &str,
         event_ids: &[i64],
         replaced: &[i64],
     ) -> Result<i64> {
         let seq = self.next_seq()?;
+        kept.retain(|id| !replaced.contains(id));
+        kept.push(seq);
         self.conn.execute(
-            "INSERT INTO inherited_summaries
-                     (seq, branch, kind, summary_text, summarized_event_ids, replaced_summary_ids, created_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            "INSERT INTO inherited_summaries (seq, branch, kind, summary_text, summarized_event_ids,
+                                              replaced_summary_ids, created_at, view_summary_ids)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
             params![
                 seq,
                 bid,
@@ -255,7 +262,8 @@ impl Tx<'_> {
                 self.redacted(text),
                 serde_json::to_string(event_ids)?,
                 serde_json::to_string(replaced)?,
-                self.now()
+                self.now(),
+                serde_json::to_string(kept)?
             ],
         )?;
         Ok(seq)

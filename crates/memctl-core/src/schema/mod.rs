@@ -356,6 +356,14 @@ CREATE INDEX archival_seq_branch_tokens ON archival(seq, branch, tokens);
 "#,
         fts_sql: "",
     },
+    // Each summary records the summaries its branch's view kept once it was written, so that a
+    // view's summaries are read from its newest summary row, not from every row a long branch's
+    // consolidations left (view::summaries). Rows written before have none and are read as before.
+    Migration {
+        name: "20261126_summary_views",
+        sql: "ALTER TABLE inherited_summaries ADD COLUMN view_summary_ids TEXT;",
+        fts_sql: "",
+    },
 ];
 
 /// The page size of new databases. A commit writes whole pages to the WAL (an append: three), and
@@ -602,6 +610,7 @@ pub(crate) const RUN_TABLES: &[RunTable] = &[
             "summarized_event_ids",
             "replaced_summary_ids",
             "created_at",
+            "view_summary_ids",
         ],
         key: 1,
     },

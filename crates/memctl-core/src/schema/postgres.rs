@@ -177,6 +177,11 @@ DROP INDEX archival_seq_tokens;
 CREATE INDEX archival_seq_branch_tokens ON archival(seq, branch, tokens);
 "#,
     },
+    Migration {
+        version: 10,
+        name: "20261126_summary_views",
+        sql: "ALTER TABLE inherited_summaries ADD COLUMN view_summary_ids TEXT;",
+    },
 ];
 
 /// The version the PostgreSQL migrations bring a database to: SQLite's, always.

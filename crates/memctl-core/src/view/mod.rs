@@ -18,7 +18,9 @@
 //! probe per ancestor. So every `anchor_every` levels a fork records which rows of its parent's
 //! view can still count (`anchor_rows`, by seq; they are immutable, as the parent's later rows
 //! are not in the child's view), and readers take the path down to the nearest anchored branch
-//! plus its anchor rows. The rows read are the same, minus ones that can never win.
+//! plus its anchor rows. The rows read are the same, minus ones that can never win. Within a
+//! branch, each summary row records the summaries its view kept once it was written, which
+//! stand for every older row in the same way ([`summaries`]).
 //!
 //! Derived implementations — faster forms of the same rule, each checked against the in-memory
 //! model of tests/engine/model.rs (and the viewer's against `memctl read`, `diff` and `why`):
@@ -473,39 +475,67 @@ pub(crate) fn steps(store: &Store, path: &BranchPath) -> Result<Vec<StoredStep>>
         .query(&sql, params![], |r| Ok(StoredStep { id: r.get(0)?, kind: r.get(1)?, payload: r.get(2)? }))
 }
 
-/// Visible summaries not folded into another visible summary, oldest first. First every
-/// visible row's seq and the summaries it folds, then the rows kept, whole: a folded row, most
-/// of a long branch's rows (each consolidation folds the one before), is read no further.
+/// Visible summaries not folded into another visible summary, oldest first.
+///
+/// Every summary row records the summaries its branch's view kept once it was written
+/// (`view_summary_ids`, itself among them): for a view that sees the row, these stand for every
+/// row older than it, as anchor rows stand for the path beyond the anchor (the rows it leaves
+/// out are folded by rows this view sees too). So the visible rows are read newest first,
+/// nearest branch first, only until the first that records them, which is usually the first:
+/// a long branch's hundreds of folded summaries (each consolidation folds the one before) are
+/// not read. Rows written before memctl recorded them are read as they come, each with the
+/// summaries it folds, and after them the anchor's rows. Then the rows kept are read whole.
 /// (Checking each row in SQL against every other row's list was quadratic in the rows a path
 /// accumulates.)
 pub(crate) fn summaries(store: &Store, path: &BranchPath) -> Result<Vec<Summary>> {
     let (last, anchor) = load_to_anchor(store, path)?;
-    let sql = anchored("inherited_summaries", "t.seq, t.replaced_summary_ids");
-    let (mut seqs, mut folded) = (Vec::new(), HashSet::new());
-    store.conn.each(&sql, named![":last" => last, ":anchor" => anchor], |row| {
+    let sql = format!(
+        "SELECT t.seq, t.replaced_summary_ids, t.view_summary_ids FROM {} WHERE p.pos <= :last {NEWEST_FIRST}",
+        visible("inherited_summaries")
+    );
+    let (mut seqs, mut folded, mut settled) = (Vec::new(), HashSet::new(), false);
+    store.conn.each(&sql, named![":last" => last], |row| {
         seqs.push(row.get::<i64>(0)?);
         folded.extend(parse_ids(row.value(1)?.as_str()?));
+        if let Some(view_ids) = row.get::<Option<String>>(2)? {
+            seqs.extend(parse_ids(&view_ids));
+            settled = true;
+            return Ok(ControlFlow::Break(()));
+        }
         Ok(ControlFlow::Continue(()))
     })?;
     seqs.retain(|seq| !folded.contains(seq));
-    if seqs.is_empty() {
+    seqs.sort_unstable();
+    seqs.dedup();
+    let anchor = if settled { None } else { anchor };
+    if seqs.is_empty() && anchor.is_none() {
         return Ok(Vec::new());
     }
+    // (Joins, not `IN` lists: SQLite would fill a temporary b-tree for each.)
+    let columns = "t.seq, t.branch, t.kind, t.summary_text, t.summarized_event_ids, t.created_at";
     let sql = format!(
-        "SELECT t.seq, t.branch, t.kind, t.summary_text, t.summarized_event_ids, t.created_at
-         FROM {} j JOIN inherited_summaries t ON t.seq = j.value ORDER BY t.seq",
+        "SELECT {columns} FROM {} j CROSS JOIN inherited_summaries t ON t.seq = j.value
+         UNION ALL
+         SELECT {columns} FROM anchor_rows a CROSS JOIN inherited_summaries t ON t.seq = a.seq WHERE a.branch = ?2",
         store.backend().json_ints("?1")
     );
-    store.conn.query(&sql, [serde_json::to_string(&seqs)?], |row| {
-        Ok(Summary {
-            id: row.get(0)?,
-            branch: path.id_of(row.get(1)?).to_string(),
-            kind: row.get(2)?,
-            text: row.get(3)?,
-            event_ids: parse_ids(row.value(4)?.as_str()?),
-            ts: row.get(5)?,
-        })
-    })
+    let mut kept = Vec::new();
+    store.conn.each(&sql, params![serde_json::to_string(&seqs)?, anchor], |row| {
+        let seq = row.get(0)?;
+        if !folded.contains(&seq) {
+            kept.push(Summary {
+                id: seq,
+                branch: path.id_of(row.get(1)?).to_string(),
+                kind: row.get(2)?,
+                text: row.get(3)?,
+                event_ids: parse_ids(row.value(4)?.as_str()?),
+                ts: row.get(5)?,
+            });
+        }
+        Ok(ControlFlow::Continue(()))
+    })?;
+    kept.sort_unstable_by_key(|summary| summary.id);
+    Ok(kept)
 }
 
 /// Ids from their stored JSON array (a summary's covered and folded ids): the form memctl
@@ -1394,6 +1424,62 @@ mod tests {
                 prop_assert_eq!(core(&s, &path).unwrap(), scanned);
                 let gives_up = core_by_scan(&s, &path, params(), true).unwrap().is_none();
                 prop_assert!(gives_up || branch != "solo", "the scan of solo's many versions gives up");
+            }
+        }
+
+        /// Random trees of forks, bursts of appends that consolidate (each consolidation folding
+        /// the one before), single appends and summaries written by hand, with anchors or
+        /// none: on every branch, the summaries read from the rows' records of their view are
+        /// those read from the rows as written before memctl recorded them — some of them, then
+        /// all (every row read, the anchor's after them). A root consolidated many times, and a
+        /// child forked from it that consolidates and summarises by hand, are read at least.
+        #[test]
+        fn summaries_read_from_the_newest_row_are_those_of_every_row(
+            anchor_every in prop::sample::select(vec![0i64, 1, 3]),
+            ops in prop::collection::vec((0u8..4, 0usize..16), 1..40),
+            parity in 0i64..2,
+        ) {
+            let s = Store::scratch_anchoring(anchor_every);
+            let append = |branch: &str, i: usize, pick: usize| {
+                let kind = if pick % 2 == 0 { "note" } else { "plan" };
+                s.recall_append(branch, kind, &format!("{branch} event {i}"), &[]).unwrap();
+            };
+            let burst = |branch: &str, pick: usize| (0..12).for_each(|i| append(branch, 100 * pick + i, pick + i));
+            s.create_root("b0").unwrap();
+            let mut branches = vec!["b0".to_string()];
+            for (i, (op, pick)) in ops.into_iter().enumerate() {
+                let branch = branches[pick % branches.len()].clone();
+                match op {
+                    0 => {
+                        let child = format!("b{}", branches.len());
+                        s.fork(&branch, Some(&child)).unwrap();
+                        branches.push(child);
+                    }
+                    1 => burst(&branch, i),
+                    2 => {
+                        let events = s.view(&branch).unwrap().events;
+                        if let Some(event) = events.get(pick % events.len().max(1)) {
+                            s.recall_summarize(&branch, &event.kind, &format!("by hand {i}"), &[event.id]).unwrap();
+                        }
+                    }
+                    _ => append(&branch, i, pick),
+                }
+            }
+            s.create_root("long").unwrap();
+            (0..5).for_each(|i| burst("long", i));
+            s.fork("long", Some("long1")).unwrap();
+            (5..8).for_each(|i| burst("long1", i));
+            let event = s.view("long1").unwrap().events[0].clone();
+            s.recall_summarize("long1", "note", "by hand", &[event.id]).unwrap();
+            branches.extend(["long".to_string(), "long1".to_string()]);
+            let read = |branch: &str| summaries(&s, &s.path(branch).unwrap()).unwrap();
+            let recorded: Vec<Vec<Summary>> = branches.iter().map(|b| read(b)).collect();
+            prop_assert!(recorded.last().unwrap().len() >= 2, "long1 keeps its summaries");
+            for unrecorded in [format!("seq % 2 = {parity}"), "1 = 1".to_string()] {
+                s.conn.execute(&format!("UPDATE inherited_summaries SET view_summary_ids = NULL WHERE {unrecorded}"), params![]).unwrap();
+                for (branch, recorded) in branches.iter().zip(&recorded) {
+                    prop_assert_eq!(&read(branch), recorded, "{} with rows where {}", branch, unrecorded);
+                }
             }
         }
 
