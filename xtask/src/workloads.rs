@@ -824,8 +824,9 @@ fn recall_appends(reps: &Reps) -> Result<(Vec<Row>, Value)> {
     let windows = APPENDS / WINDOW;
     let mut window_rates: Vec<Vec<f64>> = vec![vec![]; windows];
     let (mut overall, mut per_append, mut tails) = (vec![], vec![], vec![]);
-    for _ in 0..reps.recall_runs {
-        let db = Db::new(bench_config())?;
+    // Each append's time in seconds, on a new database with `config`.
+    let run = |config: Config| -> Result<Vec<f64>> {
+        let db = Db::new(config)?;
         db.store.create_root(&branch)?;
         let mut times = Vec::with_capacity(APPENDS);
         for (kind, text, t) in &appends {
@@ -833,8 +834,13 @@ fn recall_appends(reps: &Reps) -> Result<(Vec<Row>, Value)> {
             ensure!(!outcome.skipped, "append {text:.20} was skipped as a duplicate");
             times.push(elapsed.as_secs_f64());
         }
+        Ok(times)
+    };
+    let window_rate = |chunk: &[f64]| WINDOW as f64 / chunk.iter().sum::<f64>();
+    for _ in 0..reps.recall_runs {
+        let times = run(bench_config())?;
         for (w, chunk) in times.chunks(WINDOW).enumerate() {
-            window_rates[w].push(WINDOW as f64 / chunk.iter().sum::<f64>());
+            window_rates[w].push(window_rate(chunk));
         }
         overall.push(APPENDS as f64 / times.iter().sum::<f64>());
         per_append.push(median(&times) * 1e6);
@@ -864,6 +870,14 @@ fn recall_appends(reps: &Reps) -> Result<(Vec<Row>, Value)> {
         floor_commit.push(commit_us);
     }
     let (floor, floor_commit) = (median(&floor), median(&floor_commit));
+    // The same appends consolidating as they go (the default): a summary every few appends,
+    // each folding the one before, which the view must not read again and again.
+    let (mut consolidating, mut growth) = (Vec::new(), Vec::new());
+    for _ in 0..reps.recall_runs {
+        let times = run(Config { auto_consolidate: true, ..bench_config() })?;
+        consolidating.push(APPENDS as f64 / times.iter().sum::<f64>());
+        growth.push(window_rate(&times[..WINDOW]) / window_rate(&times[APPENDS - WINDOW..]));
+    }
     let floor_what = "the same texts inserted by plain SQLite into a table, a hash index and a \
                       journal table, one commit each (2 KiB pages, WAL, synchronous=NORMAL; \
                       SQLite checkpoints inside commits, where memctl checkpoints in a \
@@ -899,11 +913,17 @@ fn recall_appends(reps: &Reps) -> Result<(Vec<Row>, Value)> {
                 last / first
             ),
         ),
+        Row::new("c recall 10k appends", "overall rate, auto_consolidate on", "/s")
+            .value(median(&consolidating))
+            .higher_is_better(),
+        Row::new("c recall 10k appends", "first / last window, auto_consolidate on", "x")
+            .value(median(&growth))
+            .note("how much slower the last 1,000 appends are than the first, consolidating as they go"),
     ];
     let detail = json!({
         "window_rates_per_s": rates, "overall_per_s": overall,
         "per_append_median_us": per_append, "tails": tails, "repetitions": reps.recall_runs,
-        "floor_per_s": floor,
+        "floor_per_s": floor, "consolidating_per_s": consolidating, "consolidating_slowdown": growth,
     });
     Ok((rows, detail))
 }
