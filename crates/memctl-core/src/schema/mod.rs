@@ -51,8 +51,13 @@ pub(crate) mod event_rid {
     /// SQL `lo AND hi` for `rid BETWEEN …`: the events of branch `bid` with seq ≤ `cutoff`,
     /// both SQL expressions (`cutoff` may exceed the seqs the encoding holds).
     pub(crate) fn range(bid: &str, cutoff: &str) -> String {
+        range_after(bid, "-1", cutoff)
+    }
+
+    /// [`range`] of the events with a seq above `after` (an SQL expression, at least -1).
+    pub(crate) fn range_after(bid: &str, after: &str, cutoff: &str) -> String {
         format!(
-            "{lo} AND {lo} + CASE WHEN {cutoff} < {MAX_SEQ} THEN {cutoff} ELSE {MAX_SEQ} END",
+            "{lo} + {after} + 1 AND {lo} + CASE WHEN {cutoff} < {MAX_SEQ} THEN {cutoff} ELSE {MAX_SEQ} END",
             lo = first(bid)
         )
     }

@@ -629,7 +629,15 @@ pub(crate) fn last_ordinal(table: &str, bid: &str) -> String {
 /// The visible rows of `table` with a seq above `after` (`?1`): one probe per path branch whose
 /// cutoff lies above it, the nearest few when `after` is where two views part (diff).
 fn visible_after(table: &str) -> String {
-    format!("{} AND p.cutoff > ?1 WHERE t.seq > ?1", visible(table))
+    let rows = if table == "events" {
+        // Bounded on the rowid, which holds the seq: one range, where the filter below alone
+        // would read every event of the branch.
+        let range = event_rid::range_after("p.bid", "?1", "p.cutoff");
+        format!("temp.view_path p CROSS JOIN events t ON t.rid BETWEEN {range}")
+    } else {
+        visible(table)
+    };
+    format!("{rows} AND p.cutoff > ?1 WHERE t.seq > ?1")
 }
 
 /// Loads the path's branches that hold the view's rows with a seq at or above `seq`: enough
