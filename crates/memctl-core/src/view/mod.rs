@@ -320,15 +320,31 @@ pub(crate) fn anchor_rows(store: &Store, path: &BranchPath) -> Result<Vec<i64>> 
 /// Visible events, newest first, at most `limit`.
 pub(crate) fn events(store: &Store, path: &BranchPath, limit: Option<usize>) -> Result<Vec<Event>> {
     match limit {
-        None => scanned_or_probed(
-            store,
-            path,
-            || every_event_by_scan(store, path),
-            || events_by_probes(store, path, None),
-        ),
+        None => {
+            // A view of few events on a short path takes them newest first and stops when it
+            // has them all: what its branches consolidated or evicted, however much, is older
+            // and not read. (On a long path, the probe per branch costs more.)
+            if path.branches().len() <= WINDOW_BRANCHES {
+                let count = event_count(store, path.branch().bid)?;
+                if count <= FEW_EVENTS {
+                    return events_by_probes(store, path, Some(count));
+                }
+            }
+            scanned_or_probed(
+                store,
+                path,
+                || every_event_by_scan(store, path),
+                || events_by_probes(store, path, None),
+            )
+        }
         Some(_) => events_by_probes(store, path, limit),
     }
 }
+
+/// The most events a read of all of a short path's events takes as a window of that many
+/// ([`events`]): each costs a probe for what hides it, where a read of every event reads every
+/// exclusion once.
+const FEW_EVENTS: usize = 256;
 
 /// [`events`] by one range probe per path branch, nearest first, stopping at `limit`.
 fn events_by_probes(store: &Store, path: &BranchPath, limit: Option<usize>) -> Result<Vec<Event>> {
@@ -1187,7 +1203,8 @@ mod tests {
         /// Random trees of forks, events (conversation steps among them), exclusions and archival
         /// writes: on every branch, the scans that read whole layers find the rows the probes
         /// find, in the same order (the keyword search's scan counts the versions its probes
-        /// count, and the scan of later versions finds the same updates and deletes), and the conversation's steps are the view's step events, oldest first (the
+        /// count, and the scan of later versions finds the same updates and deletes), a window
+        /// of the view's count of events holds them all, and the conversation's steps are the view's step events, oldest first (the
         /// nested loop's order, farthest branch first and rowid within one, is seq order). A
         /// chain forked last, long enough that its leaf's scans never give up, makes sure they
         /// are compared at least there.
@@ -1250,6 +1267,9 @@ mod tests {
                 let leaf = i + 1 == branches.len();
                 prop_assert!(!leaf || (scans.0.is_some() && scans.1.is_some() && scans.2.is_some()), "the chain's leaf");
                 let probed = events_by_probes(&s, &path, None).unwrap();
+                // A window of the view's count of events holds every one of them.
+                let count = event_count(&s, path.branch().bid).unwrap();
+                prop_assert_eq!(&events_by_probes(&s, &path, Some(count)).unwrap(), &probed);
                 let found: Vec<(i64, String)> =
                     steps(&s, &path).unwrap().into_iter().map(|step| (step.id, step.kind)).collect();
                 prop_assert!(found.windows(2).all(|pair| pair[0].0 < pair[1].0), "oldest first: {:?}", found);
