@@ -1186,6 +1186,13 @@ mod tests {
         }
     }
 
+    /// Forks a child of `parent`, named after the branches so far, and adds it to them.
+    fn fork_child(s: &Store, branches: &mut Vec<String>, parent: &str) {
+        let child = format!("b{}", branches.len());
+        s.fork(parent, Some(&child)).unwrap();
+        branches.push(child);
+    }
+
     /// A core row with a TTL, as `core set --ttl` stores it, but written `age` seconds ago: it
     /// has run out if its TTL is shorter. (Written here, as the view's tests name no layer
     /// above it, nor the clock.)
@@ -1219,11 +1226,7 @@ mod tests {
                 let text = format!("row {i}");
                 // Writes about rows another branch cannot see are refused; that is the view's business.
                 match op {
-                    0 => {
-                        let child = format!("b{}", branches.len());
-                        s.fork(&branch, Some(&child)).unwrap();
-                        branches.push(child);
-                    }
+                    0 => fork_child(&s, &mut branches, &branch),
                     1 => {
                         let kind = if pick % 2 == 0 { "step:user" } else { "note" };
                         events.push(s.recall_append(&branch, kind, &text, &[format!("t{pick}")]).unwrap().id);
@@ -1414,11 +1417,7 @@ mod tests {
                 let branch = branches[pick % branches.len()].clone();
                 let key = format!("k{}", pick % 3);
                 match op {
-                    0 => {
-                        let child = format!("b{}", branches.len());
-                        s.fork(&branch, Some(&child)).unwrap();
-                        branches.push(child);
-                    }
+                    0 => fork_child(&s, &mut branches, &branch),
                     1 => {
                         let (ttl, age) = (1.0 + (pick % 4) as f64, (pick % 7) as f64);
                         set_with_ttl(&s, &branch, &key, &format!("v{i}"), ttl, age);
@@ -1478,11 +1477,7 @@ mod tests {
             for (i, (op, pick)) in ops.into_iter().enumerate() {
                 let branch = branches[pick % branches.len()].clone();
                 match op {
-                    0 => {
-                        let child = format!("b{}", branches.len());
-                        s.fork(&branch, Some(&child)).unwrap();
-                        branches.push(child);
-                    }
+                    0 => fork_child(&s, &mut branches, &branch),
                     1 => burst(&branch, i),
                     2 => {
                         let events = s.view(&branch).unwrap().events;
