@@ -95,20 +95,26 @@ fn threshold(store: &Store) -> usize {
     (config.recall_max_events as f64 * config.recall_consolidation_threshold).floor() as usize
 }
 
-/// What consolidating `path`'s branch now would summarise, per kind (empty when within bounds),
-/// and the ids of the summaries its view keeps.
-fn plan(store: &Store, path: &BranchPath) -> Result<(Vec<Group>, Vec<i64>)> {
+/// What a consolidation summarises, per kind, and the ids of the summaries the view keeps
+/// before it.
+struct Plan {
+    groups: Vec<Group>,
+    kept: Vec<i64>,
+}
+
+/// What consolidating `path`'s branch now would do; None when within bounds.
+fn plan(store: &Store, path: &BranchPath) -> Result<Option<Plan>> {
     // The count is exact and constant-time; reading only that many events stops before the
     // excluded ones that earlier consolidations left behind, however many they are.
     let count = view::event_count(store, path.branch().bid)?;
     if count <= threshold(store) {
-        return Ok((vec![], vec![]));
+        return Ok(None);
     }
     // Conversation steps are the conversation's to compact (`compact`), not consolidation's.
     let events: Vec<Event> =
         view::events(store, path, Some(count))?.into_iter().filter(|e| !is_step(&e.kind)).collect();
     if events.len() <= threshold(store) {
-        return Ok((vec![], vec![]));
+        return Ok(None);
     }
     let summaries = view::summaries(store, path)?;
     let mut groups: Vec<Group> = Vec::new();
@@ -123,7 +129,7 @@ fn plan(store: &Store, path: &BranchPath) -> Result<(Vec<Group>, Vec<i64>)> {
             }),
         }
     }
-    Ok((groups, summaries.iter().map(|s| s.id).collect()))
+    Ok(Some(Plan { groups, kept: summaries.iter().map(|s| s.id).collect() }))
 }
 
 impl Store {
@@ -131,9 +137,9 @@ impl Store {
     /// asked before the write transaction (it may take a while) and its answers are cached; the
     /// transaction then plans again and uses them.
     pub fn consolidate(&self, branch: &str) -> Result<ConsolidateOutcome> {
-        let (groups, _) = self.read(|| plan(self, &*self.path(branch)?))?;
+        let plan = self.read(|| plan(self, &*self.path(branch)?))?;
         let mut warnings = Vec::new();
-        for group in &groups {
+        for group in plan.iter().flat_map(|plan| &plan.groups) {
             if let Answer::Failed(warning) = self.ask_summarizer(&group.request(), Mode::Call)? {
                 warnings.push(warning);
             }
@@ -151,7 +157,9 @@ impl Tx<'_> {
         let path = self.path(branch)?;
         let bid = path.branch().bid;
         let mut outcome = ConsolidateOutcome::default();
-        let (groups, mut kept) = plan(self, &path)?;
+        let Some(Plan { groups, mut kept }) = plan(self, &path)? else {
+            return Ok(outcome);
+        };
         for group in groups {
             let text = match self.ask_summarizer(&group.request(), Mode::CacheOnly)? {
                 Answer::Text(text) => text,

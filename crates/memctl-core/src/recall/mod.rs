@@ -60,6 +60,12 @@ pub struct RecallView {
     pub events: Vec<Event>,
 }
 
+/// The most kept summaries a summary row records. Summaries written by hand fold nothing, so a
+/// view may keep many; recording them all in every row would grow with their square. Past
+/// this, rows record nothing and readers read them one by one, as the summaries they return
+/// are that many anyway.
+const RECORDED_SUMMARIES: usize = 128;
+
 impl Store {
     /// Summaries, then the newest `limit` events (all when None).
     pub fn recall_list(&self, branch: &str, limit: Option<usize>) -> Result<RecallView> {
@@ -238,7 +244,8 @@ impl Tx<'_> {
     /// Writes a summary row (redacted) in branch `bid`, standing in for `event_ids` and folding
     /// in `replaced`. `kept` holds the ids of the summaries the branch's view keeps (as
     /// `view::summaries` reads them), and is brought up to date: `replaced` leave, this one
-    /// comes. The row records them for readers (see `view::summaries`).
+    /// comes. The row records them for readers (see `view::summaries`), unless they are more
+    /// than [`RECORDED_SUMMARIES`].
     pub(crate) fn insert_summary(
         &self,
         bid: i64,
@@ -263,7 +270,7 @@ impl Tx<'_> {
                 serde_json::to_string(event_ids)?,
                 serde_json::to_string(replaced)?,
                 self.now(),
-                serde_json::to_string(kept)?
+                (kept.len() <= RECORDED_SUMMARIES).then(|| serde_json::to_string(kept)).transpose()?
             ],
         )?;
         Ok(seq)
@@ -326,5 +333,33 @@ mod tests {
             let args = AppendArgs::new(7, kind, text, &tags);
             assert_eq!(serde_json::to_string(&args).unwrap(), expected.to_string());
         }
+    }
+
+    /// Summaries by hand fold nothing: a view keeping more than [`RECORDED_SUMMARIES`] of them
+    /// gets rows that record nothing, and still reads every summary it keeps.
+    #[test]
+    fn many_kept_summaries_are_not_recorded_and_still_read() {
+        let s = Store::scratch();
+        s.create_root("r").unwrap();
+        let written = RECORDED_SUMMARIES + 3;
+        for i in 0..written {
+            // Each summary hides its event: the view never holds enough to consolidate.
+            let event = s.recall_append("r", "note", &format!("event {i}"), &[]).unwrap().id;
+            s.recall_summarize("r", "note", &format!("summary {i}"), &[event]).unwrap();
+        }
+        let recorded: Vec<bool> = s
+            .conn
+            .query(
+                "SELECT view_summary_ids IS NOT NULL FROM inherited_summaries ORDER BY seq",
+                params![],
+                |r| r.get(0),
+            )
+            .unwrap();
+        let expected: Vec<bool> = (0..written).map(|i| i < RECORDED_SUMMARIES).collect();
+        assert_eq!(recorded, expected);
+        let path = s.path("r").unwrap();
+        let ids: Vec<i64> = view::summaries(&s, &path).unwrap().iter().map(|s| s.id).collect();
+        assert_eq!(ids.len(), written);
+        assert!(ids.windows(2).all(|w| w[0] < w[1]), "oldest first");
     }
 }

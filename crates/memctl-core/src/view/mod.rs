@@ -38,6 +38,9 @@
 //! - a core read of many versions of few keys (a key set at every step of a long branch) gives
 //!   up its scan of every version for one row per branch and key, found through the
 //!   `(branch, key, seq)` index ([`core_by_key`]; checked against the scan by a unit test too);
+//! - [`summaries`] stops at the first visible row that records the summaries its writer's
+//!   view kept, which stand for every older row (checked against the rows read one by one by
+//!   a unit test too);
 //! - the HTML viewer's JavaScript (export/viewer.html) recomputes views, diffs and per-key histories from embedded rows.
 //!
 //! history.rs places single rows (one core key, record or event) against a path for `why`
@@ -221,8 +224,7 @@ fn core_by_scan(
     params: Params<'_>,
     may_give_up: bool,
 ) -> Result<Option<Vec<(CoreEntry, bool)>>> {
-    let sql =
-        format!("SELECT {CORE_OUTER} FROM ({}) r WHERE {}", anchored("core", CORE_COLUMNS), live_core(""));
+    let sql = format!("SELECT r.* FROM ({}) r WHERE {}", anchored("core", CORE_COLUMNS), live_core(""));
     let (mut rows, mut check_at, mut given_up) = (Vec::new(), CORE_SCAN_MIN_ROWS + 1, false);
     store.conn.each(&sql, params, |row| {
         rows.push(core_entry(path, row)?);
@@ -249,13 +251,9 @@ fn branch_key_pairs(rows: &[(CoreEntry, bool)]) -> usize {
 /// row, read through the `(branch, key, seq)` index ([`newest_core_per_key`]) whatever the
 /// number of versions under it.
 fn core_by_key(store: &Store, path: &BranchPath, params: Params<'_>) -> Result<Vec<(CoreEntry, bool)>> {
-    let sql =
-        format!("SELECT {CORE_OUTER} FROM ({}) r WHERE {}", newest_core_per_key(CORE_COLUMNS), live_core(""));
+    let sql = format!("SELECT r.* FROM ({}) r WHERE {}", newest_core_per_key(CORE_COLUMNS), live_core(""));
     store.conn.query(&sql, params, |row| core_entry(path, row))
 }
-
-/// [`CORE_COLUMNS`] as a core read's outer query names them.
-const CORE_OUTER: &str = "key, value, branch, seq, importance, ttl_s, created_at";
 
 /// A core row, and whether it is a tombstone.
 fn core_entry(path: &BranchPath, row: &Row<'_>) -> Result<(CoreEntry, bool)> {
@@ -322,8 +320,9 @@ pub(crate) fn events(store: &Store, path: &BranchPath, limit: Option<usize>) -> 
     match limit {
         None => {
             // A view of few events on a short path takes them newest first and stops when it
-            // has them all: what its branches consolidated or evicted, however much, is older
-            // and not read. (On a long path, the probe per branch costs more.)
+            // has them all: what consolidation hid, the oldest events, however many, is never
+            // read; events hidden among newer ones (an evict by kind, say) cost a probe each.
+            // (On a long path, the probe per branch costs more than the scans.)
             if path.branches().len() <= WINDOW_BRANCHES {
                 let count = event_count(store, path.branch().bid)?;
                 if count <= FEW_EVENTS {
@@ -538,6 +537,7 @@ pub(crate) fn summaries(store: &Store, path: &BranchPath) -> Result<Vec<Summary>
     let mut kept = Vec::new();
     store.conn.each(&sql, params![serde_json::to_string(&seqs)?, anchor], |row| {
         let seq = row.get(0)?;
+        // (The anchor's rows may be folded by the rows read.)
         if !folded.contains(&seq) {
             kept.push(Summary {
                 id: seq,

@@ -105,6 +105,8 @@ fn with_anchor_rows(near: &str, table: &str, columns: &str) -> String {
 /// newest visible row whose TTL has not run out, then the anchor's rows. A branch's keys are
 /// walked through the `(branch, key, seq)` index one seek each, and each key's row found by one
 /// more, so that a key set a thousand times on a branch costs as much to read as one set once.
+/// The walk passes over the keys a branch first wrote after its cutoff (an ancestor's, after
+/// the path's fork) inside the seek, an index entry each.
 pub(super) fn newest_core_per_key(columns: &str) -> String {
     let near = format!(
         "SELECT {columns} FROM keyed k CROSS JOIN core t ON t.seq = (
@@ -115,12 +117,14 @@ pub(super) fn newest_core_per_key(columns: &str) -> String {
     );
     format!(
         "WITH RECURSIVE keyed(bid, cutoff, key) AS (
-             SELECT p.bid, p.cutoff, (SELECT min(c.key) FROM core c WHERE c.branch = p.bid)
+             SELECT p.bid, p.cutoff, (SELECT min(c.key) FROM core c WHERE {first})
                FROM temp.view_path p WHERE p.pos <= :last
              UNION ALL
-             SELECT k.bid, k.cutoff, (SELECT min(c.key) FROM core c WHERE c.branch = k.bid AND c.key > k.key)
+             SELECT k.bid, k.cutoff, (SELECT min(c.key) FROM core c WHERE {next} AND c.key > k.key)
                FROM keyed k WHERE k.key IS NOT NULL)
          {}",
-        with_anchor_rows(&near, "core", columns)
+        with_anchor_rows(&near, "core", columns),
+        first = visible_through("p", "c"),
+        next = visible_through("k", "c"),
     )
 }
