@@ -1211,10 +1211,10 @@ mod tests {
         /// writes: on every branch, the scans that read whole layers find the rows the probes
         /// find, in the same order (the keyword search's scan counts the versions its probes
         /// count, and the scan of later versions finds the same updates and deletes), a window
-        /// of the view's count of events holds them all, and the conversation's steps are the view's step events, oldest first (the
-        /// nested loop's order, farthest branch first and rowid within one, is seq order). A
-        /// chain forked last, long enough that its leaf's scans never give up, makes sure they
-        /// are compared at least there.
+        /// of the view's count of events holds them all, and the conversation's steps are the
+        /// view's step events, oldest first (the nested loop's order, farthest branch first and
+        /// rowid within one, is seq order). A chain forked last, long enough that its leaf's
+        /// scans never give up, makes sure they are compared at least there.
         #[test]
         fn scans_read_what_probes_read(ops in prop::collection::vec((0u8..9, 0usize..8), 1..60)) {
             let writes = ops.len();
@@ -1403,8 +1403,8 @@ mod tests {
         /// Random trees of forks and core writes — a few keys set over and over, some with a
         /// TTL that has run out or not, deletions — with anchors or none: on every branch, the
         /// core read per key finds what the scan of every version finds, and the core read
-        /// gives the same. A root that sets one key many times at the end makes
-        /// sure the scan gives up there, so that the read takes the per-key form at least once.
+        /// gives the same. A root that sets one key many times at the end makes sure the scan
+        /// gives up there, so that the read takes the per-key form at least once.
         #[test]
         fn core_per_key_reads_what_the_scan_reads(
             anchor_every in prop::sample::select(vec![0i64, 1, 3]),
