@@ -164,7 +164,7 @@ impl Tx<'_> {
         }
         runs.retain(|run| !run.is_empty());
         runs.pop(); // the newest run stays as it is
-        let mut kept: Vec<i64> = view::summaries(self, &path)?.iter().map(|s| s.id).collect();
+        let mut kept = self.kept_summaries(&path)?;
         for run in runs {
             let steps: Vec<(i64, String)> = run
                 .iter()

@@ -234,11 +234,16 @@ impl Tx<'_> {
         let path = self.path(branch)?;
         let bid = path.branch().bid;
         let ids: Vec<i64> = self.visible_events(&path, ids)?.iter().map(|e| e.id).collect();
-        let mut kept: Vec<i64> = view::summaries(self, &path)?.iter().map(|s| s.id).collect();
+        let mut kept = self.kept_summaries(&path)?;
         let seq = self.insert_summary(bid, &mut kept, kind, text, &ids, &[])?;
         self.insert_exclusions(bid, &ids)?;
         self.journal(Some(bid), "recall.summarize", json!({"id": seq, "kind": kind, "event_ids": ids}))?;
         Ok(seq)
+    }
+
+    /// The ids of the summaries `path`'s view keeps, as [`Tx::insert_summary`] takes them.
+    pub(crate) fn kept_summaries(&self, path: &BranchPath) -> Result<Vec<i64>> {
+        Ok(view::summaries(self, path)?.iter().map(|s| s.id).collect())
     }
 
     /// Writes a summary row (redacted) in branch `bid`, standing in for `event_ids` and folding

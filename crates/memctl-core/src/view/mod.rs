@@ -65,7 +65,7 @@ use crate::store::Store;
 use serde::Serialize;
 use sql::{
     anchored, current_version, has_tags, live_core, newest_core_per_key, not_excluded, not_excluded_by_set,
-    visible, visible_through, EVENTS_NEWEST_FIRST, EVENTS_OLDEST_FIRST, NEWEST_FIRST,
+    visible, visible_from, visible_through, EVENTS_NEWEST_FIRST, EVENTS_OLDEST_FIRST, NEWEST_FIRST,
 };
 use std::cmp::Reverse;
 use std::collections::{HashMap, HashSet};
@@ -645,15 +645,7 @@ pub(crate) fn last_ordinal(table: &str, bid: &str) -> String {
 /// The visible rows of `table` with a seq above `after` (`?1`): one probe per path branch whose
 /// cutoff lies above it, the nearest few when `after` is where two views part (diff).
 fn visible_after(table: &str) -> String {
-    let rows = if table == "events" {
-        // Bounded on the rowid, which holds the seq: one range, where the filter below alone
-        // would read every event of the branch.
-        let range = event_rid::range_after("p.bid", "?1", "p.cutoff");
-        format!("temp.view_path p CROSS JOIN events t ON t.rid BETWEEN {range}")
-    } else {
-        visible(table)
-    };
-    format!("{rows} AND p.cutoff > ?1 WHERE t.seq > ?1")
+    format!("{} AND p.cutoff > ?1 WHERE t.seq > ?1", visible_from(table, "?1"))
 }
 
 /// Loads the path's branches that hold the view's rows with a seq at or above `seq`: enough

@@ -15,8 +15,15 @@ pub(super) fn visible_through(p: &str, t: &str) -> String {
 /// branch. `events` are stored in branch order (schema.rs), so for them the same rule reads as
 /// a rowid range instead of an index range.
 pub(super) fn visible(table: &str) -> String {
+    visible_from(table, "-1")
+}
+
+/// [`visible`], where only rows with a seq above `after` (an SQL expression, at least -1) are
+/// wanted: for events, the rowid range starts there (the rowid holds the seq); other tables
+/// leave the bound to the caller's filter.
+pub(super) fn visible_from(table: &str, after: &str) -> String {
     if table == "events" {
-        let range = event_rid::range("p.bid", "p.cutoff");
+        let range = event_rid::range_after("p.bid", after, "p.cutoff");
         return format!("temp.view_path p CROSS JOIN events t ON t.rid BETWEEN {range}");
     }
     format!("temp.view_path p CROSS JOIN {table} t ON {}", visible_through("p", "t"))
