@@ -4,7 +4,9 @@
 
 use anyhow::{ensure, Result};
 use rusqlite::Connection;
+use std::io::Write;
 use std::path::Path;
+use std::process::Command;
 use std::time::Instant;
 
 use crate::report::millis;
@@ -218,16 +220,7 @@ fn spread_hash(text: &str) -> Vec<u8> {
 /// inserts one row and exits (`xtask floor-insert`); the times in ms.
 pub fn process(db: impl AsRef<std::ffi::OsStr>, runs: usize) -> Result<Vec<f64>> {
     let db = db.as_ref();
-    let xtask = crate::paths::release_binary("xtask");
-    (0..runs)
-        .map(|_| {
-            let start = Instant::now();
-            let output = std::process::Command::new(&xtask).arg("floor-insert").arg(db).output()?;
-            let elapsed = millis(start.elapsed());
-            ensure!(output.status.success(), "floor-insert: {}", String::from_utf8_lossy(&output.stderr));
-            Ok(elapsed)
-        })
-        .collect()
+    time_runs(runs, |xtask| xtask.arg("floor-insert").arg(db))
 }
 
 /// [`process`] on a copy of `db`, which the floor's insert leaves as it was.
@@ -240,3 +233,59 @@ pub fn process_on_copy(db: &Path, runs: usize) -> Result<Vec<f64>> {
 
 /// What [`process`] measures, for the table's floor notes.
 pub const PROCESS: &str = "a process that starts, opens the database, inserts one row and exits";
+
+/// The floor of a CLI call whose output is many rows: `runs` times, a process that starts,
+/// opens memctl's database `db`, reads the newest `events` events and `records` archival
+/// versions of the file and prints each on one line ([`print_rows`], `xtask floor-print`); the
+/// times in ms. The output is read through a pipe, as the calls' is.
+pub fn process_printing(db: &Path, events: usize, records: usize, runs: usize) -> Result<Vec<f64>> {
+    let counts = [events.to_string(), records.to_string()];
+    time_runs(runs, |xtask| xtask.arg("floor-print").arg(db).args(&counts))
+}
+
+/// What [`process_printing`] measures, for the table's floor notes.
+pub fn printing(events: usize, records: usize) -> String {
+    format!("a process that starts, opens the database and prints {events} events and {records} records, a line each")
+}
+
+/// `xtask floor-print DB EVENTS RECORDS`: the newest `events` events and `records` archival
+/// versions of memctl's database `db`, newest first (by rowid, the order of their seqs), one
+/// line each on stdout (seq, time, kind, text and tags; a record's seq, time, text and tags),
+/// with none of memctl's view, ranking or layout.
+pub fn print_rows(db: &Path, events: usize, records: usize) -> Result<()> {
+    let conn = Connection::open(db)?;
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let mut stmt =
+        conn.prepare("SELECT seq, created_at, kind, text, tags FROM events ORDER BY rid DESC LIMIT ?1")?;
+    let mut rows = stmt.query([events as i64])?;
+    while let Some(r) = rows.next()? {
+        let (seq, ts, kind, text, tags): (i64, f64, String, String, String) =
+            (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?);
+        writeln!(out, "#{seq} {ts} [{kind}] {text} {tags}")?;
+    }
+    let mut stmt = conn.prepare(
+        "SELECT seq, created_at, text, tags FROM archival WHERE text IS NOT NULL ORDER BY seq DESC LIMIT ?1",
+    )?;
+    let mut rows = stmt.query([records as i64])?;
+    while let Some(r) = rows.next()? {
+        let (seq, ts, text, tags): (i64, f64, String, String) = (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?);
+        writeln!(out, "#{seq} {ts} {text} {tags}")?;
+    }
+    out.flush()?;
+    Ok(())
+}
+
+/// Runs `target/release/xtask` with the arguments `args` gives, `runs` times; each run's time
+/// in ms, its output read through a pipe.
+fn time_runs(runs: usize, args: impl Fn(&mut Command) -> &mut Command) -> Result<Vec<f64>> {
+    let xtask = crate::paths::release_binary("xtask");
+    (0..runs)
+        .map(|_| {
+            let start = Instant::now();
+            let output = args(&mut Command::new(&xtask)).output()?;
+            let elapsed = millis(start.elapsed());
+            ensure!(output.status.success(), "xtask floor: {}", String::from_utf8_lossy(&output.stderr));
+            Ok(elapsed)
+        })
+        .collect()
+}

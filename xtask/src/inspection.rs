@@ -12,6 +12,7 @@ use crate::report::{median, millis, percentile, Floor, Row};
 use anyhow::{ensure, Context, Result};
 use memctl_core::{Clock, CoreWrite, Store, SCHEMA_VERSION};
 use serde_json::{json, Value};
+use std::collections::HashSet;
 use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
@@ -44,12 +45,32 @@ pub fn inspection(quick: bool, out_dir: &Path) -> Result<(Vec<Row>, Value)> {
     let deepest = node_id(CHAIN - 1);
     let depth = store.branch(&deepest)?.depth;
     let branches = store.branches()?.len();
-    let events = store.view(&deepest)?.events.len();
+    let deepest_view = store.view(&deepest)?;
+    let events = deepest_view.events.len();
+    // What the calls that print whole views print: every event and record of a view, or of
+    // two views, those one of them holds.
+    let (a, b) = (LEAVES[0].1, LEAVES[1].1);
+    let (a_view, b_view) = (store.view(a)?, store.view(b)?);
+    let printed = |views: &[&memctl_core::View]| match views {
+        [one] => (one.events.len(), one.archival.len()),
+        _ => {
+            let ids = |v: &memctl_core::View| -> (HashSet<i64>, HashSet<i64>) {
+                (v.events.iter().map(|e| e.id).collect(), v.archival.iter().map(|r| r.seq).collect())
+            };
+            let ((e0, r0), (e1, r1)) = (ids(views[0]), ids(views[1]));
+            (e0.symmetric_difference(&e1).count(), r0.symmetric_difference(&r1).count())
+        }
+    };
+    let prints = [
+        ("read --all (the whole view)", printed(&[&deepest_view])),
+        ("read --all of leaf-600", printed(&[&b_view])),
+        ("diff of leaves 200 levels apart", printed(&[&a_view, &b_view])),
+    ];
     ensure!(
         depth as usize == CHAIN - 1 && branches == CHAIN + LEAVES.len(),
         "the tree: depth {depth}, {branches} branches"
     );
-    drop(store);
+    drop((store, deepest_view, a_view, b_view));
 
     let memctl = crate::paths::release_binary("memctl");
     ensure!(memctl.exists(), "{} is missing: run `cargo xtask bench`, which builds it", memctl.display());
@@ -60,7 +81,6 @@ pub fn inspection(quick: bool, out_dir: &Path) -> Result<(Vec<Row>, Value)> {
         Ok(millis(t.elapsed()))
     };
     let call = |args: &[&str]| call_on(&path, args);
-    let (a, b) = (LEAVES[0].1, LEAVES[1].1);
     let (sib_a, sib_b) = (LEAVES[2].1, LEAVES[3].1);
     let calls: [(&str, Vec<&str>); 11] = [
         ("read (core, 20 events, 8 records)", vec!["read", &deepest]),
@@ -84,6 +104,12 @@ pub fn inspection(quick: bool, out_dir: &Path) -> Result<(Vec<Row>, Value)> {
     for (name, args) in &calls {
         call(args).with_context(|| name.to_string())?; // warm the page cache
         let times = (0..runs).map(|_| call(args)).collect::<Result<Vec<f64>>>()?;
+        // A call that prints a whole view is held to a process printing as many rows.
+        let printing = prints.iter().find(|(n, _)| n == name).map(|(_, (events, records))| {
+            let times = crate::floor::process_printing(&path, *events, *records, runs)?;
+            Ok::<_, anyhow::Error>(Floor::new(median(&times), crate::floor::printing(*events, *records)))
+        });
+        let floor = printing.transpose()?.unwrap_or_else(|| floor.clone());
         let (row, m) = cli_row(&label, name, &times, &floor);
         rows.push(row);
         detail[*name] = json!({"median_ms": m, "p95_ms": percentile(&times, 95.0)});

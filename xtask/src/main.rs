@@ -187,6 +187,15 @@ fn run(args: &[String]) -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        // The floor of a CLI call that prints many rows (workload j): start, open the
+        // database, print the newest events and records, exit.
+        "floor-print" => {
+            let [db, events, records] = rest else {
+                bail!("floor-print needs a database path, an event count and a record count")
+            };
+            floor::print_rows(db.as_ref(), events.parse()?, records.parse()?)?;
+            Ok(ExitCode::SUCCESS)
+        }
         other => {
             eprint!("xtask: unknown task '{other}'\n\n{HELP}");
             Ok(ExitCode::from(2))
