@@ -132,6 +132,20 @@ impl Context {
         }
     }
 
+    /// [`Context::emit_sorted`] for a result whose text is written as it is made, whole lines
+    /// each ending in a line break (`output::stdout_lines`): a whole view runs to megabytes.
+    pub fn emit_sorted_lines<T: serde::Serialize>(
+        &self,
+        result: &T,
+        lines: impl FnOnce(&mut dyn std::fmt::Write) -> std::fmt::Result,
+    ) {
+        if self.json {
+            output::stdout_json(result);
+        } else {
+            output::stdout_lines(lines);
+        }
+    }
+
     /// The text a result renders, on stdout without trailing line breaks (nothing if empty).
     fn print_text(&self, text: impl FnOnce() -> String) {
         let text = text();

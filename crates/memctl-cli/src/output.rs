@@ -3,7 +3,7 @@
 
 use clap::ValueEnum;
 use memctl_core::{Branch, BranchStatus, Event, Record, Summary, View};
-use std::fmt::{self, Display, Write as _};
+use std::fmt::{self, Display};
 use std::io::Write;
 
 /// Writes one line of data to stdout. A closed pipe (`memctl … | head -1`) ends the output
@@ -21,6 +21,36 @@ pub fn stdout_json(value: &impl serde::Serialize) {
         writeln!(out)?;
         out.flush()
     });
+}
+
+/// Writes text to stdout as it is made, through a buffer: `write` writes whole lines, each
+/// ending in a line break. A whole view's text can run to tens of megabytes, which a `String`
+/// would first hold, grown by copies.
+pub fn stdout_lines(write: impl FnOnce(&mut dyn fmt::Write) -> fmt::Result) {
+    to_stdout(|out| {
+        let mut text = IoText { out: std::io::BufWriter::new(out), error: None };
+        if write(&mut text).is_err() {
+            return Err(text
+                .error
+                .unwrap_or_else(|| std::io::Error::other("the text could not be formatted")));
+        }
+        text.out.flush()
+    });
+}
+
+/// A `fmt::Write` onto an `io::Write`, keeping the first I/O error (`fmt::Error` carries none).
+struct IoText<W> {
+    out: W,
+    error: Option<std::io::Error>,
+}
+
+impl<W: Write> fmt::Write for IoText<W> {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        self.out.write_all(s.as_bytes()).map_err(|e| {
+            self.error.get_or_insert(e);
+            fmt::Error
+        })
+    }
 }
 
 fn to_stdout(write: impl FnOnce(&mut std::io::StdoutLock<'static>) -> std::io::Result<()>) {
@@ -124,41 +154,51 @@ pub enum Scope {
     Archival,
 }
 
-/// The view as text, one section per layer in `scope`: written into one buffer, as a whole
-/// view can show 100,000 events.
+/// The view as text, one section per layer in `scope` (see [`write_view`]).
 pub fn view_text(view: &View, scope: Scope) -> String {
-    let show = |wanted: Scope| scope == Scope::All || scope == wanted;
     let mut out = String::new();
     // Writing to a String cannot fail.
-    let mut line = |text: &dyn Display| {
-        let _ = writeln!(out, "{text}");
-    };
+    let _ = write_view(&mut out, view, scope);
+    out.pop();
+    out
+}
+
+/// Writes the view as text, one section per layer in `scope`, each line ending in a line break:
+/// as it is made, since a whole view can show 100,000 events.
+pub fn write_view(out: &mut dyn fmt::Write, view: &View, scope: Scope) -> fmt::Result {
+    let show = |wanted: Scope| scope == Scope::All || scope == wanted;
     if show(Scope::Core) {
-        line(&format_args!("Core ({}):", count(view.core.len(), "key", "keys")));
+        writeln!(out, "Core ({}):", count(view.core.len(), "key", "keys"))?;
         if !view.core.is_empty() {
             let rows: Vec<Vec<String>> = view
                 .core
                 .iter()
                 .map(|e| vec![format!("  {}", e.key), one_line(&e.value), format!("← {}", e.branch)])
                 .collect();
-            line(&table(&["  KEY", "VALUE", "FROM"], &rows));
+            writeln!(out, "{}", table(&["  KEY", "VALUE", "FROM"], &rows))?;
         }
     }
     if show(Scope::Recall) {
-        line(&format_args!(
+        writeln!(
+            out,
             "Recall ({}, {}, newest first):",
             count(view.summaries.len(), "summary", "summaries"),
             count(view.events.len(), "event", "events")
-        ));
-        view.summaries.iter().for_each(|s| line(&summary_line(s)));
-        view.events.iter().for_each(|e| line(&event_line(e)));
+        )?;
+        for summary in &view.summaries {
+            writeln!(out, "{}", summary_line(summary))?;
+        }
+        for event in &view.events {
+            writeln!(out, "{}", event_line(event))?;
+        }
     }
     if show(Scope::Archival) {
-        line(&format_args!("Archival ({}, newest first):", count(view.archival.len(), "record", "records")));
-        view.archival.iter().for_each(|r| line(&record_line(r)));
+        writeln!(out, "Archival ({}, newest first):", count(view.archival.len(), "record", "records"))?;
+        for record in &view.archival {
+            writeln!(out, "{}", record_line(record))?;
+        }
     }
-    out.pop();
-    out
+    Ok(())
 }
 
 /// `#12  2026-01-02 03:04:05  [kind] text (tags: a, b)  ← branch`
@@ -258,6 +298,25 @@ pub fn tree(branches: &[Branch]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Text written onto a failing output keeps its I/O error for the caller to report, which
+    /// `fmt::Error` cannot carry, and stops at the first.
+    #[test]
+    fn text_onto_a_failing_output_keeps_its_error() {
+        struct Full;
+        impl Write for Full {
+            fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+                Err(std::io::ErrorKind::StorageFull.into())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let mut text = IoText { out: Full, error: None };
+        let written = fmt::write(&mut text, format_args!("{}\n", "line"));
+        assert!(written.is_err());
+        assert_eq!(text.error.map(|e| e.kind()), Some(std::io::ErrorKind::StorageFull));
+    }
 
     #[test]
     fn one_line_excerpts() {

@@ -1,7 +1,7 @@
 //! `memctl read`: what a branch sees, layer by layer.
 
 use crate::invocation::Context;
-use crate::output::{view_text, Scope};
+use crate::output::{write_view, Scope};
 use clap::Args;
 use memctl_core::{Event, Record, Summary};
 use serde::Serialize;
@@ -41,7 +41,7 @@ pub fn run(ctx: &Context, args: ReadArgs) -> anyhow::Result<()> {
             .then(|| view.core.iter().map(|e| (e.key.as_str(), e.value.as_str())).collect()),
         recall: show(Scope::Recall).then_some(recall),
     };
-    ctx.emit_sorted(&json, || view_text(&view, args.scope));
+    ctx.emit_sorted_lines(&json, |out| write_view(out, &view, args.scope));
     Ok(())
 }
 
