@@ -434,19 +434,19 @@ impl Store {
     /// scan of the branches table, its parent links followed here: the recursive query costs
     /// two seeks and a queue entry per level.
     fn read_path_by_scan(&self, branch: &Branch) -> Result<BranchPath> {
-        let sql = format!("SELECT {BRANCH_COLUMNS_UNJOINED}, b.parent FROM branches b");
-        let mut rows: HashMap<i64, (Branch, Option<i64>)> = self
+        // In bid order, the table's own: each parent is found by bisection, with no map to build.
+        let sql = format!("SELECT {BRANCH_COLUMNS_UNJOINED}, b.parent FROM branches b ORDER BY b.bid");
+        let mut rows: Vec<Option<(Branch, Option<i64>)>> = self
             .conn
-            .query(&sql, params![], |row| Ok((branch_from_row(row)?, row.get(BRANCH_COLUMN_COUNT)?)))?
-            .into_iter()
-            .map(|(b, parent)| (b.bid, (b, parent)))
-            .collect();
+            .query(&sql, params![], |row| Ok(Some((branch_from_row(row)?, row.get(BRANCH_COLUMN_COUNT)?))))?;
+        let bids: Vec<i64> = rows.iter().flatten().map(|(b, _)| b.bid).collect();
         let mut branches = Vec::with_capacity(branch.depth as usize + 1);
         let mut next = Some(branch.bid);
         while let Some(bid) = next {
-            let (b, parent) = rows
-                .remove(&bid)
-                .ok_or_else(|| Error::internal(format!("branch {bid} of {}'s path is missing", branch.id)))?;
+            let (b, parent) =
+                bids.binary_search(&bid).ok().and_then(|at| rows[at].take()).ok_or_else(|| {
+                    Error::internal(format!("branch {bid} of {}'s path is missing", branch.id))
+                })?;
             branches.push(b);
             next = parent;
         }
