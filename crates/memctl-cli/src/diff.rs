@@ -4,7 +4,7 @@ use crate::invocation::Context;
 use crate::output::{event_line, one_line, record_line, summary_line};
 use clap::{Args, ValueEnum};
 use memctl_core::{CoreEntry, Diff, Layer, Record};
-use std::fmt::{Display, Write};
+use std::fmt::{self, Display, Write};
 
 pub const EXAMPLES: &str = "\
 Examples:
@@ -49,23 +49,24 @@ pub fn run(ctx: &Context, args: DiffArgs) -> anyhow::Result<()> {
     let store = ctx.open()?;
     let layers: Vec<Layer> = args.layers.iter().map(|&l| l.into()).collect();
     let diff = store.diff(&args.a, &args.b, &layers)?;
-    ctx.emit_sorted(&diff, || text(&diff));
+    ctx.emit_sorted_lines(&diff, |out| write_text(out, &diff));
     Ok(())
 }
 
-fn text(diff: &Diff) -> String {
-    let mut out = heading(diff);
+/// Writes the diff as text, ending in a line break: as it is made, since a diff can hold tens
+/// of thousands of lines.
+fn write_text(out: &mut dyn Write, diff: &Diff) -> fmt::Result {
+    write!(out, "{}", heading(diff))?;
     if diff.is_empty() {
-        out += &format!("\nNo differences: {} and {} see the same memory.", diff.a, diff.b);
-        return out;
+        return writeln!(out, "\nNo differences: {} and {} see the same memory.", diff.a, diff.b);
     }
     if let Some(core) = &diff.core {
-        let mut section = Section::new(&mut out, "Core");
+        let mut section = Section::new(out, "Core");
         for entry in &core.only_a {
-            section.line(format_args!("  - {}", core_line(entry)));
+            section.line(format_args!("  - {}", core_line(entry)))?;
         }
         for entry in &core.only_b {
-            section.line(format_args!("  + {}", core_line(entry)));
+            section.line(format_args!("  + {}", core_line(entry)))?;
         }
         for c in &core.changed {
             section.line(format_args!(
@@ -77,78 +78,78 @@ fn text(diff: &Diff) -> String {
                 c.a.seq,
                 c.b.branch,
                 c.b.seq
-            ));
+            ))?;
         }
     }
     if let Some(recall) = &diff.recall {
-        let mut section = Section::new(&mut out, "Recall");
+        let mut section = Section::new(out, "Recall");
         for event in &recall.only_a {
-            section.marked('-', event_line(event));
+            section.marked('-', event_line(event))?;
         }
         for event in &recall.only_b {
-            section.marked('+', event_line(event));
+            section.marked('+', event_line(event))?;
         }
     }
     if let Some(summaries) = &diff.summaries {
-        let mut section = Section::new(&mut out, "Summaries");
+        let mut section = Section::new(out, "Summaries");
         for summary in &summaries.only_a {
-            section.marked('-', summary_line(summary));
+            section.marked('-', summary_line(summary))?;
         }
         for summary in &summaries.only_b {
-            section.marked('+', summary_line(summary));
+            section.marked('+', summary_line(summary))?;
         }
     }
     if let Some(archival) = &diff.archival {
-        let mut section = Section::new(&mut out, "Archival");
+        let mut section = Section::new(out, "Archival");
         for record in &archival.only_a {
-            section.marked('-', record_line(record));
+            section.marked('-', record_line(record))?;
         }
         for record in &archival.only_b {
-            section.marked('+', record_line(record));
+            section.marked('+', record_line(record))?;
         }
         for c in &archival.changed {
-            section.line(format_args!("  ~ #{}: {} → {}", c.a.id, version(&c.a), version(&c.b)));
+            section.line(format_args!("  ~ #{}: {} → {}", c.a.id, version(&c.a), version(&c.b)))?;
         }
     }
-    out
+    writeln!(out)
 }
 
-/// A layer's lines, written straight into the output (a diff can hold tens of thousands), under
+/// A layer's lines, written straight to the output (a diff can hold tens of thousands), under
 /// the layer's heading, which is written with the first line: a layer without lines shows nothing.
 struct Section<'a> {
-    out: &'a mut String,
+    out: &'a mut dyn Write,
     name: &'static str,
     started: bool,
+    /// The line being marked.
+    line: String,
 }
 
 impl<'a> Section<'a> {
-    fn new(out: &'a mut String, name: &'static str) -> Section<'a> {
-        Section { out, name, started: false }
+    fn new(out: &'a mut dyn Write, name: &'static str) -> Section<'a> {
+        Section { out, name, started: false, line: String::new() }
     }
 
-    fn line(&mut self, line: impl Display) {
-        self.start();
-        // Writing to a String cannot fail.
-        let _ = write!(self.out, "\n{line}");
+    fn line(&mut self, line: impl Display) -> fmt::Result {
+        self.start()?;
+        write!(self.out, "\n{line}")
     }
 
     /// A line of output.rs, which starts with two spaces, with a marker after them: `  - #12 …`.
-    fn marked(&mut self, marker: char, line: impl Display) {
-        self.start();
-        let at = self.out.len() + 3;
-        let _ = write!(self.out, "\n{line}");
-        debug_assert_eq!(&self.out[at - 2..at], "  ", "output.rs lines start with two spaces");
-        self.out.insert(at, ' ');
-        self.out.insert(at, marker);
+    fn marked(&mut self, marker: char, line: impl Display) -> fmt::Result {
+        self.start()?;
+        self.line.clear();
+        write!(self.line, "{line}")?;
+        let rest = self.line.strip_prefix("  ");
+        debug_assert!(rest.is_some(), "output.rs lines start with two spaces");
+        write!(self.out, "\n  {marker} {}", rest.unwrap_or(&self.line))
     }
 
-    fn start(&mut self) {
+    fn start(&mut self) -> fmt::Result {
         if !self.started {
-            self.out.push('\n');
-            self.out.push_str(self.name);
-            self.out.push(':');
+            write!(self.out, "\n{}:", self.name)?;
             self.started = true;
         }
+        Ok(())
     }
 }
 
@@ -188,9 +189,9 @@ mod tests {
     fn sections_mark_lines_after_their_indent() {
         let mut out = "heading".to_string();
         let mut section = Section::new(&mut out, "Recall");
-        section.marked('-', "  #1     text\n         more\n  #9");
-        section.marked('+', "  #2     next");
-        section.line("  ~ changed");
+        section.marked('-', "  #1     text\n         more\n  #9").unwrap();
+        section.marked('+', "  #2     next").unwrap();
+        section.line("  ~ changed").unwrap();
         Section::new(&mut out, "Empty");
         assert_eq!(
             out,
