@@ -3,6 +3,7 @@
 //! `:`, `AND`, `NEAR` — and the keyword fallback matches the same records FTS5 does.
 
 use memchr::memmem::Finder;
+use smallvec::SmallVec;
 use std::cmp::Ordering;
 use std::collections::HashSet;
 
@@ -446,7 +447,7 @@ impl Query {
 
     /// A counter of this query's words, for one text after another.
     pub fn term_counter(&self) -> TermCounter<'_> {
-        let counts = TermCounts { tokens: 0, tf: vec![0; self.words.len()] };
+        let counts = TermCounts { tokens: 0, tf: smallvec::smallvec![0; self.words.len()] };
         TermCounter { query: self, counts, lowered: Vec::new(), folded: String::new() }
     }
 
@@ -543,13 +544,17 @@ fn ascii_occurrences(text: &[u8], finder: &Finder<'_>) -> u32 {
     finder.find_iter(text).filter(|&at| (at == 0 || bounded(at - 1)) && bounded(at + len)).count() as u32
 }
 
+/// How many query words' counts [`TermCounts`] keeps without a heap buffer.
+const INLINE_WORDS: usize = 4;
+
 /// What ranking needs of one matching record or event.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TermCounts {
     /// Words in its searched text (text and tags).
     pub tokens: u32,
-    /// Occurrences of each query word, in query order.
-    pub tf: Vec<u32>,
+    /// Occurrences of each query word, in query order; a search holds one per match, so those
+    /// of a few words are kept inline.
+    pub tf: SmallVec<[u32; INLINE_WORDS]>,
 }
 
 impl TermCounts {
@@ -711,7 +716,7 @@ mod tests {
     fn counts_occurrences_and_words() {
         let q = Query::parse("gpu cache ÉTÉ");
         let counts = q.term_counts(&["GPU gpu, no été", "[\"cache\"]"]);
-        assert_eq!(counts, TermCounts { tokens: 5, tf: vec![2, 1, 1] });
+        assert_eq!(counts, TermCounts { tokens: 5, tf: smallvec::smallvec![2, 1, 1] });
         assert!(!q.term_counts(&["gpus"]).matches());
     }
 
@@ -727,12 +732,12 @@ mod tests {
             assert_eq!(counter.matches(haystacks), fresh.matches().then_some(fresh));
         }
         let counts = counter.matches_of(&["gpu"], 7).unwrap();
-        assert_eq!(counts, TermCounts { tokens: 7, tf: vec![1, 0] });
+        assert_eq!(counts, TermCounts { tokens: 7, tf: smallvec::smallvec![1, 0] });
     }
 
     #[test]
     fn bm25_prefers_more_and_rarer_words_and_shorter_records() {
-        let m = |tokens, tf: &[u32]| TermCounts { tokens, tf: tf.to_vec() };
+        let m = |tokens, tf: &[u32]| TermCounts { tokens, tf: tf.into() };
         // "rare" is in one match, "common" in all three.
         let scores = bm25(&[m(10, &[1, 1]), m(10, &[0, 1]), m(20, &[0, 1])]);
         assert!(scores[0] > scores[1] && scores[1] > scores[2], "{scores:?}");
