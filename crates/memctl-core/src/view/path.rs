@@ -93,6 +93,9 @@ struct PathState {
     /// for a core write (`path_for_core_write`), by id; dropped with the paths.
     branches: HashMap<String, Branch>,
     core_paths: HashMap<String, Rc<BranchPath>>,
+    /// Every branch, from the last scan for a path ([`Store::read_path_by_scan`]); dropped with
+    /// the paths.
+    scanned: Option<Rc<ScannedBranches>>,
     /// The data version the paths were last checked at (None on PostgreSQL, which keeps none:
     /// checked on every call), and how many times `gc` had collected branches then: a path is
     /// valid only while its branch is not collected.
@@ -408,6 +411,7 @@ impl Store {
                 state.paths.clear();
                 state.branches.clear();
                 state.core_paths.clear();
+                state.scanned = None;
             }
             state.checked = Some((version, collections));
         });
@@ -432,25 +436,39 @@ impl Store {
 
     /// The path to the root of a branch whose path holds most branches (a deep chain), from one
     /// scan of the branches table, its parent links followed here: the recursive query costs
-    /// two seeks and a queue entry per level.
+    /// two seeks and a queue entry per level. The scan is kept for the handle's next such path
+    /// (`diff` reads two, mostly the same branches), unless the branch is newer than it.
     fn read_path_by_scan(&self, branch: &Branch) -> Result<BranchPath> {
-        // In bid order, the table's own: each parent is found by bisection, with no map to build.
-        let sql = format!("SELECT {BRANCH_COLUMNS_UNJOINED}, b.parent FROM branches b ORDER BY b.bid");
-        let mut rows: Vec<Option<(Branch, Option<i64>)>> = self
-            .conn
-            .query(&sql, params![], |row| Ok(Some((branch_from_row(row)?, row.get(BRANCH_COLUMN_COUNT)?))))?;
-        let bids: Vec<i64> = rows.iter().flatten().map(|(b, _)| b.bid).collect();
+        let kept = self.memo(|state: &mut PathState| state.scanned.clone());
+        let scanned = match kept {
+            Some(scanned) if scanned.position(branch.bid).is_some() => scanned,
+            _ => {
+                let scanned = Rc::new(self.scan_branches()?);
+                self.memo(|state: &mut PathState| state.scanned = Some(scanned.clone()));
+                scanned
+            }
+        };
         let mut branches = Vec::with_capacity(branch.depth as usize + 1);
         let mut next = Some(branch.bid);
         while let Some(bid) = next {
-            let (b, parent) =
-                bids.binary_search(&bid).ok().and_then(|at| rows[at].take()).ok_or_else(|| {
-                    Error::internal(format!("branch {bid} of {}'s path is missing", branch.id))
-                })?;
-            branches.push(b);
-            next = parent;
+            let (b, parent) = scanned
+                .position(bid)
+                .map(|at| &scanned.rows[at])
+                .ok_or_else(|| Error::internal(format!("branch {bid} of {}'s path is missing", branch.id)))?;
+            branches.push(b.clone());
+            next = *parent;
         }
         Ok(linked(branches))
+    }
+
+    /// Every branch row, collected or not, with its parent's bid.
+    fn scan_branches(&self) -> Result<ScannedBranches> {
+        // In bid order, the table's own: a branch is then found by bisection, with no map to build.
+        let sql = format!("SELECT {BRANCH_COLUMNS_UNJOINED}, b.parent FROM branches b ORDER BY b.bid");
+        let rows: Vec<(Branch, Option<i64>)> = self
+            .conn
+            .query(&sql, params![], |row| Ok((branch_from_row(row)?, row.get(BRANCH_COLUMN_COUNT)?)))?;
+        Ok(ScannedBranches { bids: rows.iter().map(|(b, _)| b.bid).collect(), rows })
     }
 
     /// The path of a branch read up its parent links by a recursive query, to the root or its
@@ -489,6 +507,21 @@ impl Store {
     }
 }
 
+/// Every branch row as one scan read it ([`Store::read_path_by_scan`]), in bid order, each
+/// with its parent's bid. A branch's ancestors are older than it, so a scan that holds a branch
+/// holds its whole path.
+struct ScannedBranches {
+    bids: Vec<i64>,
+    rows: Vec<(Branch, Option<i64>)>,
+}
+
+impl ScannedBranches {
+    /// Where branch `bid` is in `rows`.
+    fn position(&self, bid: i64) -> Option<usize> {
+        self.bids.binary_search(&bid).ok()
+    }
+}
+
 /// The path of `branches` (nearest first, read without their parents' ids), each one's parent
 /// id taken from the next branch; the last one's is left as it is.
 fn linked(mut branches: Vec<Branch>) -> BranchPath {
@@ -519,13 +552,16 @@ mod tests {
 
         /// Random trees, anchored every few levels or not: every branch's path read from one
         /// scan of the branches equals the path read up its parent links, and so does the path
-        /// a handle reads, whichever of the two it chose.
+        /// a handle reads, whichever of the two it chose. Each new branch's path is read as it
+        /// is forked, after a scan the handle kept that does not hold it.
         #[test]
         fn scanned_paths_are_the_paths_up(parents in prop::collection::vec(0usize..1000, 1..40), every in 0i64..4) {
             let s = Store::scratch_anchoring(every);
             s.create_root("b0").unwrap();
             for (i, pick) in parents.iter().enumerate() {
-                s.fork(&format!("b{}", pick % (i + 1)), Some(&format!("b{}", i + 1))).unwrap();
+                let child = s.fork(&format!("b{}", pick % (i + 1)), Some(&format!("b{}", i + 1))).unwrap();
+                let branch = s.branch(&child.branch).unwrap();
+                prop_assert_eq!(s.read_path_by_scan(&branch).unwrap(), s.read_path_up(&branch, false).unwrap());
             }
             for i in 0..=parents.len() {
                 let branch = s.branch(&format!("b{i}")).unwrap();
