@@ -340,6 +340,27 @@ mod tests {
         assert_eq!(walk(conn, &path, &by_words, 1, Some(SAMPLE)).unwrap().map(|m| m.len()), Some(3 * SAMPLE));
     }
 
+    /// A query of more words than the function keeps on the stack, and than a match keeps
+    /// inline: FTS5's counts are still the keyword counter's, word by word.
+    #[test]
+    fn many_words_are_counted_as_the_keyword_counter_counts() {
+        let s = Store::scratch();
+        s.create_root("root").unwrap();
+        let words: Vec<String> = (0..STACK_WORDS + 4).map(|i| format!("w{i}")).collect();
+        let texts: Vec<String> =
+            (0..6).map(|r| words.iter().step_by(r + 1).cloned().collect::<Vec<_>>().join(" ")).collect();
+        for text in &texts {
+            s.archival_add("root", &format!("{text} {text} tail"), &[]).unwrap();
+        }
+        let (by_words, by_branches) = walks(&s, "root", &words.join(" "), &[]);
+        assert_eq!(by_words, by_branches);
+        assert_eq!(by_words.len(), texts.len());
+        let query = Query::parse(&words.join(" "));
+        for (text, (_, counts)) in texts.iter().zip(&by_words) {
+            assert_eq!(counts, &query.term_counts(&[&format!("{text} {text} tail"), "[]"]), "{text}");
+        }
+    }
+
     #[test]
     fn decodes_counts() {
         let blob: Vec<u8> = [2u32, 0].iter().flat_map(|v| v.to_le_bytes()).collect();
