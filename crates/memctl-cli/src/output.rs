@@ -107,6 +107,17 @@ pub fn fields(rows: &[(&str, String)]) -> String {
 
 /// `text` on one line (line breaks shown as ⏎), cut to `max` characters with an ellipsis.
 pub fn excerpt(text: &str, max: usize) -> String {
+    // Most texts are one line: cut as a slice, not rebuilt character by character.
+    if !text.contains('\n') {
+        let line = text.trim_end();
+        return match line.char_indices().nth(max) {
+            None => line.to_string(),
+            Some(_) => {
+                let cut = line.char_indices().nth(max.saturating_sub(1)).map_or(line.len(), |(at, _)| at);
+                format!("{}…", &line[..cut])
+            }
+        };
+    }
     // Only as far as the cut: a record's text can be megabytes.
     let mut chars = one_line_chars(text);
     let head: String = chars.by_ref().take(max).collect();
@@ -119,6 +130,9 @@ pub fn excerpt(text: &str, max: usize) -> String {
 
 /// `text` with its line breaks shown as ⏎, for table cells and list lines.
 pub fn one_line(text: &str) -> String {
+    if !text.contains('\n') {
+        return text.trim_end().to_string();
+    }
     one_line_chars(text).collect()
 }
 
@@ -330,9 +344,22 @@ mod tests {
     /// An excerpt is `one_line` cut to `max` characters, the last an ellipsis when cut.
     #[test]
     fn excerpts_cut_one_line() {
-        let texts = ["", "a", "abc", "a\n\nb  \n c", "é\r\nà ⏎ ü\n", "\n\n", "line one\nline two\nthree"];
+        let texts = [
+            "",
+            "a",
+            "abc",
+            "a\n\nb  \n c",
+            "é\r\nà ⏎ ü\n",
+            "\n\n",
+            "line one\nline two\nthree",
+            "  one line, indented \t ",
+            "   ",
+            "a\rb\r",
+            "ééé àà",
+        ];
         for text in texts {
-            let whole = one_line(text);
+            let whole: String = one_line_chars(text).collect();
+            assert_eq!(one_line(text), whole, "{text:?}");
             for max in 0..whole.chars().count() + 3 {
                 let expected = if whole.chars().count() > max {
                     whole.chars().take(max.saturating_sub(1)).collect::<String>() + "…"
