@@ -93,8 +93,9 @@ struct PathState {
     /// for a core write (`path_for_core_write`), by id; dropped with the paths.
     branches: HashMap<String, Branch>,
     core_paths: HashMap<String, Rc<BranchPath>>,
-    /// Every branch, from the last scan for a path ([`Store::read_path_by_scan`]); dropped with
-    /// the paths.
+    /// Every branch, from the last scan for a path ([`Store::read_path_by_scan`]); dropped
+    /// once another connection has committed (it may have marked a branch, or set its meta or
+    /// node_uid), and with the paths.
     scanned: Option<Rc<ScannedBranches>>,
     /// The data version the paths were last checked at (None on PostgreSQL, which keeps none:
     /// checked on every call), and how many times `gc` had collected branches then: a path is
@@ -386,7 +387,8 @@ impl Store {
     }
 
     /// Forgets the cached paths and branches when another handle's `gc` has collected
-    /// branches since they were checked: a write must never go to a collected branch. Costs a
+    /// branches since they were checked: a write must never go to a collected branch; and the
+    /// kept scan of the branches whenever another connection has committed. Costs a
     /// data-version read per call and, after another connection's commit, one read of the
     /// collection count.
     fn drop_paths_if_collected(&self) -> Result<()> {
@@ -407,11 +409,11 @@ impl Store {
         }
         let collections = self.gc_collections()?;
         self.memo(|state: &mut PathState| {
+            state.scanned = None;
             if state.checked.is_some_and(|(_, c)| c != collections) {
                 state.paths.clear();
                 state.branches.clear();
                 state.core_paths.clear();
-                state.scanned = None;
             }
             state.checked = Some((version, collections));
         });
@@ -455,6 +457,13 @@ impl Store {
                 .position(bid)
                 .map(|at| &scanned.rows[at])
                 .ok_or_else(|| Error::internal(format!("branch {bid} of {}'s path is missing", branch.id)))?;
+            // A parent is older than its child: a loop is a damaged database, not a long path.
+            if parent.is_some_and(|parent| parent >= bid) {
+                return Err(Error::internal(format!(
+                    "branch {bid} of {}'s path has a later parent",
+                    branch.id
+                )));
+            }
             branches.push(b.clone());
             next = *parent;
         }

@@ -1174,6 +1174,31 @@ fn node_uid_resolves_everywhere_a_branch_is_taken() {
     assert_eq!(s.branch(u).unwrap().id, "c2");
 }
 
+/// A handle that read a deep chain's path from a scan of every branch, and kept the scan for
+/// its next such path, reads a sibling's path afresh once another handle has marked the
+/// sibling: the kept scan does not outlive another connection's commit.
+#[test]
+fn a_kept_branch_scan_does_not_outlive_another_handles_mark() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("memory.sqlite");
+    let a = Store::open(&file, Config::default(), Clock::Fixed(T0)).unwrap();
+    let b = Store::open(&file, Config::default(), Clock::Fixed(T0)).unwrap();
+    a.create_root("root").unwrap();
+    let mut parent = "root".to_string();
+    for depth in 1..=8 {
+        a.fork(&parent, Some(&format!("level-{depth}"))).unwrap();
+        parent = format!("level-{depth}");
+    }
+    // Each leaf's path holds 10 of the 11 branches: read from a scan of them all.
+    a.fork(&parent, Some("leaf-a")).unwrap();
+    a.fork(&parent, Some("leaf-b")).unwrap();
+    assert_eq!(b.view("leaf-a").unwrap().branch.status, BranchStatus::Alive);
+    a.mark_branch("leaf-b", BranchStatus::Dead, Some("a dead end"), false).unwrap();
+    let leaf_b = b.view("leaf-b").unwrap().branch;
+    assert_eq!((leaf_b.status, leaf_b.status_note.as_deref()), (BranchStatus::Dead, Some("a dead end")));
+    assert_eq!(b.path("leaf-b").unwrap().branch().status, BranchStatus::Dead);
+}
+
 /// A handle that kept a branch's path, its path to an anchor or the branch alone (for its
 /// writes) learns that another handle's gc collected the branch: its next write there is
 /// not-found, never rows in a collected branch. Its own commits in between do not hide the
