@@ -235,9 +235,9 @@ pub fn process_on_copy(db: &Path, runs: usize) -> Result<Vec<f64>> {
 pub const PROCESS: &str = "a process that starts, opens the database, inserts one row and exits";
 
 /// The floor of a CLI call whose output is many rows: `runs` times, a process that starts,
-/// opens memctl's database `db`, reads the newest `events` events and `records` archival
-/// versions of the file and prints each on one line ([`print_rows`], `xtask floor-print`); the
-/// times in ms. The output is read through a pipe, as the calls' is.
+/// opens memctl's database `db`, reads `events` events and `records` archival versions of the
+/// file and prints each on one line ([`print_rows`], `xtask floor-print`); the times in ms. The
+/// output is read through a pipe, as the calls' is.
 pub fn process_printing(db: &Path, events: usize, records: usize, runs: usize) -> Result<Vec<f64>> {
     let counts = [events.to_string(), records.to_string()];
     time_runs(runs, |xtask| xtask.arg("floor-print").arg(db).args(&counts))
@@ -248,10 +248,11 @@ pub fn printing(events: usize, records: usize) -> String {
     format!("a process that starts, opens the database and prints {events} events and {records} records, a line each")
 }
 
-/// `xtask floor-print DB EVENTS RECORDS`: the newest `events` events and `records` archival
-/// versions of memctl's database `db`, newest first (by rowid, the order of their seqs), one
-/// line each on stdout (seq, time, kind, text and tags; a record's seq, time, text and tags),
-/// with none of memctl's view, ranking or layout.
+/// `xtask floor-print DB EVENTS RECORDS`: `events` events and `records` archival versions of
+/// memctl's database `db`, in descending rowid order (the cheapest: an event's rowid holds its
+/// branch, then its seq; a record's is its seq), one line each on stdout (seq, time, kind, text
+/// and tags; a record's seq, time, text and tags), with none of memctl's view, ranking or
+/// layout.
 pub fn print_rows(db: &Path, events: usize, records: usize) -> Result<()> {
     let conn = Connection::open(db)?;
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());

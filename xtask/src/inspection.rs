@@ -12,7 +12,7 @@ use crate::report::{median, millis, percentile, Floor, Row};
 use anyhow::{ensure, Context, Result};
 use memctl_core::{Clock, CoreWrite, Store, SCHEMA_VERSION};
 use serde_json::{json, Value};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
@@ -47,25 +47,24 @@ pub fn inspection(quick: bool, out_dir: &Path) -> Result<(Vec<Row>, Value)> {
     let branches = store.branches()?.len();
     let deepest_view = store.view(&deepest)?;
     let events = deepest_view.events.len();
-    // What the calls that print whole views print: every event and record of a view, or of
-    // two views, those one of them holds.
+    // What the calls that print whole views print: every event and record of a view; for a
+    // diff, the events one of two views holds, and the records one holds or both hold in
+    // different versions (a line each).
     let (a, b) = (LEAVES[0].1, LEAVES[1].1);
     let (a_view, b_view) = (store.view(a)?, store.view(b)?);
-    let printed = |views: &[&memctl_core::View]| match views {
-        [one] => (one.events.len(), one.archival.len()),
-        _ => {
-            let ids = |v: &memctl_core::View| -> (HashSet<i64>, HashSet<i64>) {
-                (v.events.iter().map(|e| e.id).collect(), v.archival.iter().map(|r| r.seq).collect())
-            };
-            let ((e0, r0), (e1, r1)) = (ids(views[0]), ids(views[1]));
-            (e0.symmetric_difference(&e1).count(), r0.symmetric_difference(&r1).count())
-        }
+    let whole = |v: &memctl_core::View| Some((v.events.len(), v.archival.len()));
+    let differing = |v: &memctl_core::View, w: &memctl_core::View| {
+        let events = |v: &memctl_core::View| v.events.iter().map(|e| e.id).collect::<HashSet<i64>>();
+        let records =
+            |v: &memctl_core::View| v.archival.iter().map(|r| (r.id, r.seq)).collect::<HashMap<i64, i64>>();
+        let (rv, rw) = (records(v), records(w));
+        let one_sided = rv.keys().filter(|id| !rw.contains_key(id)).count()
+            + rw.keys().filter(|id| !rv.contains_key(id)).count();
+        let changed = rv.iter().filter(|(id, seq)| rw.get(id).is_some_and(|s| s != *seq)).count();
+        Some((events(v).symmetric_difference(&events(w)).count(), one_sided + changed))
     };
-    let prints = [
-        ("read --all (the whole view)", printed(&[&deepest_view])),
-        ("read --all of leaf-600", printed(&[&b_view])),
-        ("diff of leaves 200 levels apart", printed(&[&a_view, &b_view])),
-    ];
+    let (deepest_prints, b_prints, ab_prints) =
+        (whole(&deepest_view), whole(&b_view), differing(&a_view, &b_view));
     ensure!(
         depth as usize == CHAIN - 1 && branches == CHAIN + LEAVES.len(),
         "the tree: depth {depth}, {branches} branches"
@@ -82,18 +81,19 @@ pub fn inspection(quick: bool, out_dir: &Path) -> Result<(Vec<Row>, Value)> {
     };
     let call = |args: &[&str]| call_on(&path, args);
     let (sib_a, sib_b) = (LEAVES[2].1, LEAVES[3].1);
-    let calls: [(&str, Vec<&str>); 11] = [
-        ("read (core, 20 events, 8 records)", vec!["read", &deepest]),
-        ("read --all (the whole view)", vec!["read", "--all", &deepest]),
-        ("read of a deep sibling", vec!["read", sib_b]),
-        ("diff of the deep siblings", vec!["diff", sib_a, sib_b]),
-        ("diff --json of the deep siblings", vec!["--json", "diff", sib_a, sib_b]),
-        ("read --all of leaf-600", vec!["read", "--all", b]),
-        ("diff of leaves 200 levels apart", vec!["diff", a, b]),
-        ("why of a key written at every level", vec!["why", &deepest, "key0"]),
-        ("why --json", vec!["--json", "why", &deepest, "key0"]),
-        ("path", vec!["path", &deepest]),
-        ("path --json", vec!["--json", "path", &deepest]),
+    // Each call, and for a call that prints a whole view the rows it prints.
+    let calls: [(&str, Vec<&str>, Option<Printed>); 11] = [
+        ("read (core, 20 events, 8 records)", vec!["read", &deepest], None),
+        ("read --all (the whole view)", vec!["read", "--all", &deepest], deepest_prints),
+        ("read of a deep sibling", vec!["read", sib_b], None),
+        ("diff of the deep siblings", vec!["diff", sib_a, sib_b], None),
+        ("diff --json of the deep siblings", vec!["--json", "diff", sib_a, sib_b], None),
+        ("read --all of leaf-600", vec!["read", "--all", b], b_prints),
+        ("diff of leaves 200 levels apart", vec!["diff", a, b], ab_prints),
+        ("why of a key written at every level", vec!["why", &deepest, "key0"], None),
+        ("why --json", vec!["--json", "why", &deepest, "key0"], None),
+        ("path", vec!["path", &deepest], None),
+        ("path --json", vec!["--json", "path", &deepest], None),
     ];
     let label = format!("j inspection, D={depth}, {branches} branches, {events} events");
     let mut rows = Vec::new();
@@ -101,15 +101,17 @@ pub fn inspection(quick: bool, out_dir: &Path) -> Result<(Vec<Row>, Value)> {
     let mut detail = json!({"depth": depth, "branches": branches, "events_in_view": events, "runs": runs});
     // The process floor writes a row, so it runs on a copy: the kept database stays as built.
     let floor = Floor::new(median(&crate::floor::process_on_copy(&path, runs)?), crate::floor::PROCESS);
-    for (name, args) in &calls {
+    for (name, args, prints) in &calls {
         call(args).with_context(|| name.to_string())?; // warm the page cache
         let times = (0..runs).map(|_| call(args)).collect::<Result<Vec<f64>>>()?;
         // A call that prints a whole view is held to a process printing as many rows.
-        let printing = prints.iter().find(|(n, _)| n == name).map(|(_, (events, records))| {
-            let times = crate::floor::process_printing(&path, *events, *records, runs)?;
-            Ok::<_, anyhow::Error>(Floor::new(median(&times), crate::floor::printing(*events, *records)))
-        });
-        let floor = printing.transpose()?.unwrap_or_else(|| floor.clone());
+        let floor = match *prints {
+            Some((events, records)) => {
+                let times = crate::floor::process_printing(&path, events, records, runs)?;
+                Floor::new(median(&times), crate::floor::printing(events, records))
+            }
+            None => floor.clone(),
+        };
         let (row, m) = cli_row(&label, name, &times, &floor);
         rows.push(row);
         detail[*name] = json!({"median_ms": m, "p95_ms": percentile(&times, 95.0)});
@@ -174,6 +176,9 @@ pub fn inspection(quick: bool, out_dir: &Path) -> Result<(Vec<Row>, Value)> {
     }
     Ok((rows, detail))
 }
+
+/// The event and record rows a call that prints a whole view prints, for its floor.
+type Printed = (usize, usize);
 
 /// The row of one kind of CLI call timed `times` (ms), and its median.
 fn cli_row(label: &str, name: &str, times: &[f64], floor: &Floor) -> (Row, f64) {

@@ -188,7 +188,7 @@ fn run(args: &[String]) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         // The floor of a CLI call that prints many rows (workload j): start, open the
-        // database, print the newest events and records, exit.
+        // database, print as many events and records as the call prints, exit.
         "floor-print" => {
             let [db, events, records] = rest else {
                 bail!("floor-print needs a database path, an event count and a record count")
