@@ -107,24 +107,22 @@ pub fn fields(rows: &[(&str, String)]) -> String {
 
 /// `text` on one line (line breaks shown as ⏎), cut to `max` characters with an ellipsis.
 pub fn excerpt(text: &str, max: usize) -> String {
-    // Most texts are one line: cut as a slice, not rebuilt character by character.
+    // Most texts are one line: cut as a slice, not rebuilt character by character. Others are
+    // made one line only as far as the cut: a record's text can be megabytes.
     if !text.contains('\n') {
-        let line = text.trim_end();
-        return match line.char_indices().nth(max) {
-            None => line.to_string(),
-            Some(_) => {
-                let cut = line.char_indices().nth(max.saturating_sub(1)).map_or(line.len(), |(at, _)| at);
-                format!("{}…", &line[..cut])
-            }
-        };
+        return cut(text.trim_end(), max);
     }
-    // Only as far as the cut: a record's text can be megabytes.
-    let mut chars = one_line_chars(text);
-    let head: String = chars.by_ref().take(max).collect();
-    if chars.next().is_some() {
-        head.chars().take(max.saturating_sub(1)).collect::<String>() + "…"
-    } else {
-        head
+    cut(&one_line_chars(text).take(max.saturating_add(1)).collect::<String>(), max)
+}
+
+/// `line` cut to `max` characters, the last an ellipsis when cut.
+fn cut(line: &str, max: usize) -> String {
+    match line.char_indices().nth(max) {
+        None => line.to_string(),
+        Some(_) => {
+            let end = line.char_indices().nth(max.saturating_sub(1)).map_or(line.len(), |(at, _)| at);
+            format!("{}…", &line[..end])
+        }
     }
 }
 
