@@ -1174,21 +1174,28 @@ fn node_uid_resolves_everywhere_a_branch_is_taken() {
     assert_eq!(s.branch(u).unwrap().id, "c2");
 }
 
-/// A handle that read a deep chain's path from a scan of every branch, and kept the scan for
-/// its next such path, reads a sibling's path afresh once another handle has marked the
-/// sibling: the kept scan does not outlive another connection's commit.
-#[test]
-fn a_kept_branch_scan_does_not_outlive_another_handles_mark() {
+/// Two handles on one new database file, and a chain root → level-1 → … → level-`levels`
+/// written through the first; the file's directory and the deepest level's id.
+fn two_handles_on_a_chain(levels: usize) -> (tempfile::TempDir, Store, Store, String) {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("memory.sqlite");
     let a = Store::open(&file, Config::default(), Clock::Fixed(T0)).unwrap();
     let b = Store::open(&file, Config::default(), Clock::Fixed(T0)).unwrap();
     a.create_root("root").unwrap();
     let mut parent = "root".to_string();
-    for depth in 1..=8 {
+    for depth in 1..=levels {
         a.fork(&parent, Some(&format!("level-{depth}"))).unwrap();
         parent = format!("level-{depth}");
     }
+    (dir, a, b, parent)
+}
+
+/// A handle that read a deep chain's path from a scan of every branch, and kept the scan for
+/// its next such path, reads a sibling's path afresh once another handle has marked the
+/// sibling: the kept scan does not outlive another connection's commit.
+#[test]
+fn a_kept_branch_scan_does_not_outlive_another_handles_mark() {
+    let (_dir, a, b, parent) = two_handles_on_a_chain(8);
     // Each leaf's path holds 10 of the 11 branches: read from a scan of them all.
     a.fork(&parent, Some("leaf-a")).unwrap();
     a.fork(&parent, Some("leaf-b")).unwrap();
@@ -1209,17 +1216,8 @@ fn a_cached_path_does_not_outlive_another_handles_gc() {
     // What b keeps of the branch, and b's first write after the gc, which goes through it (a
     // write that fails rolls back, and a rollback clears all b keeps).
     for keep in ["whole path", "branch", "path to its anchor"] {
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("memory.sqlite");
-        let a = Store::open(&file, Config::default(), Clock::Fixed(1_700_000_000.0)).unwrap();
-        let b = Store::open(&file, Config::default(), Clock::Fixed(1_700_000_000.0)).unwrap();
-        a.create_root("root").unwrap();
         // Below the anchor that every 16th level keeps (depth 16).
-        let mut parent = "root".to_string();
-        for depth in 1..=16 {
-            a.fork(&parent, Some(&format!("level-{depth}"))).unwrap();
-            parent = format!("level-{depth}");
-        }
+        let (_dir, a, b, parent) = two_handles_on_a_chain(16);
         a.fork(&parent, Some("doomed")).unwrap();
         let core_write = || b.core_set("doomed", "k", "too late", CoreWrite::default()).map(drop);
         let append = || b.recall_append("doomed", "note", "too late", &[]).map(drop);
