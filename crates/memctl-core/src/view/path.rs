@@ -439,7 +439,8 @@ impl Store {
     /// The path to the root of a branch whose path holds most branches (a deep chain), from one
     /// scan of the branches table, its parent links followed here: the recursive query costs
     /// two seeks and a queue entry per level. The scan is kept for the handle's next such path
-    /// (`diff` reads two, mostly the same branches), unless the branch is newer than it.
+    /// (`diff` reads two, mostly the same branches), unless the branch is newer than it; another
+    /// connection's commit drops it (`drop_paths_if_collected`).
     fn read_path_by_scan(&self, branch: &Branch) -> Result<BranchPath> {
         let kept = self.memo(|state: &mut PathState| state.scanned.clone());
         let scanned = match kept {
