@@ -12,7 +12,6 @@ use crate::report::{median, millis, percentile, Floor, Row};
 use anyhow::{ensure, Context, Result};
 use memctl_core::{Clock, CoreWrite, Store, SCHEMA_VERSION};
 use serde_json::{json, Value};
-use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
@@ -48,28 +47,22 @@ pub fn inspection(quick: bool, out_dir: &Path) -> Result<(Vec<Row>, Value)> {
     let deepest_view = store.view(&deepest)?;
     let events = deepest_view.events.len();
     // What the calls that print whole views print: every event and record of a view; for a
-    // diff, the events one of two views holds, and the records one holds or both hold in
-    // different versions (a line each).
+    // diff, the events and records its sides list (a changed record once), as `diff` reads them.
     let (a, b) = (LEAVES[0].1, LEAVES[1].1);
-    let (a_view, b_view) = (store.view(a)?, store.view(b)?);
+    let b_view = store.view(b)?;
     let whole = |v: &memctl_core::View| Some((v.events.len(), v.archival.len()));
-    let differing = |v: &memctl_core::View, w: &memctl_core::View| {
-        let events = |v: &memctl_core::View| v.events.iter().map(|e| e.id).collect::<HashSet<i64>>();
-        let records =
-            |v: &memctl_core::View| v.archival.iter().map(|r| (r.id, r.seq)).collect::<HashMap<i64, i64>>();
-        let (rv, rw) = (records(v), records(w));
-        let one_sided = rv.keys().filter(|id| !rw.contains_key(id)).count()
-            + rw.keys().filter(|id| !rv.contains_key(id)).count();
-        let changed = rv.iter().filter(|(id, seq)| rw.get(id).is_some_and(|s| s != *seq)).count();
-        Some((events(v).symmetric_difference(&events(w)).count(), one_sided + changed))
+    let diff = store.diff(a, b, &[])?;
+    let differing = {
+        let events = diff.recall.as_ref().map_or(0, |r| r.only_a.len() + r.only_b.len());
+        let records = diff.archival.as_ref().map_or(0, |r| r.only_a.len() + r.only_b.len() + r.changed.len());
+        Some((events, records))
     };
-    let (deepest_prints, b_prints, ab_prints) =
-        (whole(&deepest_view), whole(&b_view), differing(&a_view, &b_view));
+    let (deepest_prints, b_prints, ab_prints) = (whole(&deepest_view), whole(&b_view), differing);
     ensure!(
         depth as usize == CHAIN - 1 && branches == CHAIN + LEAVES.len(),
         "the tree: depth {depth}, {branches} branches"
     );
-    drop((store, deepest_view, a_view, b_view));
+    drop((store, deepest_view, b_view, diff));
 
     let memctl = crate::paths::release_binary("memctl");
     ensure!(memctl.exists(), "{} is missing: run `cargo xtask bench`, which builds it", memctl.display());

@@ -925,7 +925,7 @@ fn recall_appends(reps: &Reps) -> Result<(Vec<Row>, Value)> {
     let detail = json!({
         "window_rates_per_s": rates, "overall_per_s": overall,
         "per_append_median_us": per_append, "tails": tails, "repetitions": reps.recall_runs,
-        "floor_per_s": floor, "consolidating_per_s": consolidating, "consolidating_slowdown": growth,
+        "floor_per_s": floor, "consolidating_per_s": consolidating, "consolidating_last_over_first": growth,
     });
     Ok((rows, detail))
 }
