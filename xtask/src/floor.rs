@@ -108,6 +108,21 @@ impl PlainDb {
         })
     }
 
+    /// A search without an index, as far as plain SQLite goes: one scan of the records reading
+    /// each text where it lies (no copy) and looking for each of the query's words in it
+    /// (`str::contains`: no case folding, no word bounds, no ranking); how many hold one.
+    pub fn scan_search(&self, query: &str) -> Result<usize> {
+        let words: Vec<&str> = query.split_whitespace().collect();
+        let mut stmt = self.conn.prepare_cached("SELECT text FROM records")?;
+        let mut rows = stmt.query([])?;
+        let mut found = 0;
+        while let Some(row) = rows.next()? {
+            let text = row.get_ref(0)?.as_str()?;
+            found += usize::from(words.iter().any(|w| text.contains(w)));
+        }
+        Ok(found)
+    }
+
     /// FTS5's own search: the `k` best records by its bm25 over the whole table (no view, no
     /// versions), the query's words OR-ed; how many it found.
     pub fn search(&self, query: &str, k: usize) -> Result<usize> {
