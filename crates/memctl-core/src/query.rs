@@ -488,18 +488,14 @@ impl TermCounter<'_> {
         counts.tokens = 0;
         counts.tf.fill(0);
         for haystack in haystacks {
-            if haystack.is_ascii() {
+            if lower_ascii(haystack.as_bytes(), &mut self.lowered) {
                 // Most text: words are runs of ASCII letters and digits. Rather than compare every
                 // word with every query word, count the runs and find each query word in the
                 // lowered text, where an occurrence with no letter or digit on either side is
                 // one word equal to it (no ASCII word equals a query word that is not ASCII).
-                let text = haystack.as_bytes();
                 if tokens.is_none() {
-                    counts.tokens += ascii_word_count(text);
+                    counts.tokens += ascii_word_count(&self.lowered);
                 }
-                self.lowered.clear();
-                self.lowered.extend_from_slice(text);
-                self.lowered.make_ascii_lowercase();
                 for (tf, finder) in counts.tf.iter_mut().zip(&self.query.ascii_finders) {
                     if let Some(finder) = finder {
                         *tf += ascii_occurrences(&self.lowered, finder);
@@ -523,6 +519,19 @@ impl TermCounter<'_> {
         }
         counts
     }
+}
+
+/// Whether `text` is ASCII; if so, `lowered` holds it in lower case. One pass over the text,
+/// where checking it, copying it and lowering the copy took three.
+fn lower_ascii(text: &[u8], lowered: &mut Vec<u8>) -> bool {
+    lowered.clear();
+    lowered.extend_from_slice(text);
+    let mut high = 0;
+    for b in lowered.iter_mut() {
+        high |= *b;
+        b.make_ascii_lowercase();
+    }
+    high.is_ascii()
 }
 
 /// The words of ASCII `text`: the starts of its runs of letters and digits.
