@@ -521,8 +521,8 @@ impl TermCounter<'_> {
     }
 }
 
-/// Whether `text` is ASCII; if so, `lowered` holds it in lower case. One pass over the text,
-/// where checking it, copying it and lowering the copy took three.
+/// Whether `text` is ASCII; if so, `lowered` holds it in lower case. The check is made in the
+/// pass that lowers the copy, not in a pass of its own.
 fn lower_ascii(text: &[u8], lowered: &mut Vec<u8>) -> bool {
     lowered.clear();
     lowered.extend_from_slice(text);
