@@ -4,7 +4,8 @@
 use crate::invocation::Context;
 use crate::output::{excerpt, timestamp};
 use clap::Args;
-use memctl_core::{Content, Status, Subject, Why, Write};
+use memctl_core::{Content, Status, Subject, Why, Write as WriteRow};
+use std::fmt::{self, Write};
 
 pub const EXAMPLES: &str = "\
 Examples:
@@ -47,27 +48,28 @@ pub fn run(ctx: &Context, args: WhyArgs) -> anyhow::Result<()> {
         _ => unreachable!("clap requires one subject"),
     };
     let why = ctx.open()?.why(&args.branch, &subject)?;
-    ctx.emit_serialized(&why, || text(&why))
+    ctx.emit_serialized_lines(&why, |out| write_text(out, &why))
 }
 
-fn text(why: &Why) -> String {
+/// Writes the history as text, ending in a line break: as it is made, since a key written at
+/// every level of a deep path has thousands of lines.
+fn write_text(out: &mut dyn Write, why: &Why) -> fmt::Result {
     let subject = match &why.subject {
         Subject::Key(key) => format!("core key {key}"),
         Subject::Record(id) => format!("archival record {id}"),
         Subject::Event(id) => format!("event {id}"),
     };
     let verdict = serde_json::to_value(why.verdict).unwrap_or_default();
-    let mut out =
-        vec![format!("{} · {subject}: {}", why.branch, verdict.as_str().unwrap_or("?")), why.reason.clone()];
+    writeln!(out, "{} · {subject}: {}", why.branch, verdict.as_str().unwrap_or("?"))?;
+    writeln!(out, "{}", why.reason)?;
     if why.writes.is_empty() {
-        return out.join("\n");
+        return Ok(());
     }
-    out.push(String::new());
-    out.push("Writes, oldest first (* decides):".to_string());
+    writeln!(out, "\nWrites, oldest first (* decides):")?;
     for w in &why.writes {
         let mark = if Some(w.seq) == why.decided_by { '*' } else { ' ' };
-        out.push(format!("{mark} seq {}  {}  {}  {}", w.seq, w.branch, timestamp(w.ts), what(w)));
-        out.push(format!("    {}: {}", status(w.status), w.reason));
+        writeln!(out, "{mark} seq {}  {}  {}  {}", w.seq, w.branch, timestamp(w.ts), what(w))?;
+        writeln!(out, "    {}: {}", status(w.status), w.reason)?;
         if let Some(op) = &w.journal {
             let by: Vec<String> = [
                 op.phase.as_ref().map(|p| format!("phase {p}")),
@@ -77,18 +79,18 @@ fn text(why: &Why) -> String {
             .flatten()
             .collect();
             let by = if by.is_empty() { String::new() } else { format!(" ({})", by.join(", ")) };
-            out.push(format!("    journal #{} {}{by}", op.seq, op.op));
+            writeln!(out, "    journal #{} {}{by}", op.seq, op.op)?;
         }
         if let Some(origin) = &w.promoted_from {
             let note = origin.note.as_ref().map_or(String::new(), |n| format!(": {n}"));
-            out.push(format!("    promoted from {} (seq {}){note}", origin.branch, origin.seq));
+            writeln!(out, "    promoted from {} (seq {}){note}", origin.branch, origin.seq)?;
         }
     }
-    out.join("\n")
+    Ok(())
 }
 
 /// What a write did, in a few words.
-fn what(w: &Write) -> String {
+fn what(w: &WriteRow) -> String {
     match &w.content {
         Content::Core { value: Some(value), importance, ttl, .. } => {
             let ttl = ttl.map_or(String::new(), |t| format!(", ttl {t} s"));

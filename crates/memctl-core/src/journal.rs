@@ -5,6 +5,7 @@ use crate::db::{params, Row};
 use crate::error::Result;
 use crate::store::{Store, Tx};
 use serde::Serialize;
+use serde_json::value::RawValue;
 use serde_json::Value;
 use std::borrow::Cow;
 
@@ -22,7 +23,41 @@ pub struct Op {
     pub phase: Option<String>,
     pub actor: Option<String>,
     pub ts: f64,
-    pub details: Value,
+    pub details: Details,
+}
+
+/// A journal row's arguments: the JSON object as stored, written out as it is. `why` and `log`
+/// read thousands of rows and show few arguments, so none is parsed into a [`Value`] unless
+/// asked for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Details(String);
+
+impl Details {
+    /// The arguments as a JSON value (null if the stored text is not JSON).
+    pub fn value(&self) -> Value {
+        serde_json::from_str(&self.0).unwrap_or(Value::Null)
+    }
+
+    /// The stored text, if it is JSON.
+    fn raw(&self) -> Option<&RawValue> {
+        serde_json::from_str(&self.0).ok()
+    }
+}
+
+impl std::fmt::Display for Details {
+    /// The stored JSON, as it is written out.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.raw().is_some() { &self.0 } else { "null" })
+    }
+}
+
+impl Serialize for Details {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+        match self.raw() {
+            Some(raw) => raw.serialize(serializer),
+            None => serializer.serialize_unit(),
+        }
+    }
 }
 
 impl Tx<'_> {
@@ -118,6 +153,6 @@ fn op_from_row_at(row: &Row<'_>, first: usize) -> Result<Op> {
         phase: row.get(first + 4)?,
         actor: row.get(first + 5)?,
         ts: row.get(first + 6)?,
-        details: serde_json::from_str(&row.get::<String>(first + 7)?).unwrap_or(Value::Null),
+        details: Details(row.get(first + 7)?),
     })
 }

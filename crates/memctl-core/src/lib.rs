@@ -68,7 +68,7 @@ pub use diff::{ArchivalDiff, Changed, CommonAncestor, CoreDiff, Diff, Layer, Sid
 pub use error::{Error, ErrorKind, Result, Topic};
 pub use export::{viewer_html, Artifacts, JsonlLine, PaperMemory, PaperSection};
 pub use gc::{GcReport, GcRequest, Kept, RowsFreed, VacuumOutcome};
-pub use journal::Op;
+pub use journal::{Details, Op};
 pub use legacy::{Converted, ImportReport, LegacyDatabase, SkippedRows};
 pub use path_report::{
     ArchivalDelta, Consolidation, CoreDelta, KeyWrite, NodeDelta, PathReport, Previous, RecallDelta,

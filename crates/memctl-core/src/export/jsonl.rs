@@ -3,10 +3,9 @@
 //! `actor`, `memctl_op`).
 
 use crate::error::Result;
-use crate::journal::Op;
+use crate::journal::{Details, Op};
 use crate::store::Store;
 use serde::Serialize;
-use serde_json::Value;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct JsonlLine {
@@ -18,7 +17,7 @@ pub struct JsonlLine {
     pub node_id: Option<String>,
     pub phase: Option<String>,
     pub run_id: Option<String>,
-    pub details: Value,
+    pub details: Details,
     pub seq: i64,
     pub actor: Option<String>,
     pub memctl_op: String,
