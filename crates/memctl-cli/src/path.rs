@@ -4,7 +4,7 @@ use crate::invocation::Context;
 use crate::output::{stdout, stdout_json, timestamp};
 use clap::{Args, ValueEnum};
 use memctl_core::PathReport;
-use std::fmt::Write;
+use std::fmt::{self, Write};
 
 pub const EXAMPLES: &str = "\
 Examples:
@@ -37,30 +37,32 @@ pub fn run(ctx: &Context, args: PathArgs) -> anyhow::Result<()> {
     match args.format {
         Format::Json => stdout_json(&report),
         Format::Md if !ctx.json => stdout(&report.markdown()),
-        _ => ctx.emit_sorted(&report, || text(&report)),
+        _ => ctx.emit_sorted_lines(&report, |out| write_text(out, &report)),
     }
     Ok(())
 }
 
-fn text(report: &PathReport) -> String {
+/// Writes the report as text, ending in a line break: as it is made, since a path at depth
+/// 1,000 has thousands of lines.
+fn write_text(out: &mut dyn Write, report: &PathReport) -> fmt::Result {
     let chain: Vec<&str> = report.nodes.iter().map(|n| n.branch.id.as_str()).collect();
-    let mut out = format!("Path {} ({} nodes)", chain.join(" → "), chain.len());
+    writeln!(out, "Path {} ({} nodes)", chain.join(" → "), chain.len())?;
     for node in &report.nodes {
         let b = &node.branch;
         let uid = b.node_uid.as_ref().map_or(String::new(), |u| format!(" ({u})"));
-        // Writing to a String cannot fail.
-        let _ = write!(out, "\n\n{}{uid}  depth {} · {} · ", b.id, b.depth, timestamp(b.created_at));
-        let _ = match node.sees_up_to {
-            Some(seq) => write!(out, "{} sees its rows up to seq {seq}", report.branch),
-            None => write!(out, "all of its rows"),
-        };
-        let lines = node.lines();
-        if lines.is_empty() {
-            out += "\n  no memory written";
+        write!(out, "\n{}{uid}  depth {} · {} · ", b.id, b.depth, timestamp(b.created_at))?;
+        match node.sees_up_to {
+            Some(seq) => writeln!(out, "{} sees its rows up to seq {seq}", report.branch)?,
+            None => writeln!(out, "all of its rows")?,
         }
-        for line in &lines {
-            let _ = write!(out, "\n  {line}");
+        let mut written = false;
+        node.each_line(|line| {
+            written = true;
+            writeln!(out, "  {line}")
+        })?;
+        if !written {
+            writeln!(out, "  no memory written")?;
         }
     }
-    out
+    Ok(())
 }

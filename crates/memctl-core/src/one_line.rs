@@ -6,16 +6,66 @@ pub(crate) fn one_line(text: &str) -> String {
 }
 
 /// [`one_line`], cut after `max` characters (the cut marked `…`).
-/// Built a word at a time, stopping at the cut: a path report quotes a value per level, and
-/// values can be long.
 pub(crate) fn shortened(text: &str, max: usize) -> String {
     let mut out = String::with_capacity(text.len().min(4 * max + 3));
+    push_shortened(&mut out, text, max);
+    out
+}
+
+/// Appends [`shortened`]`(text, max)` to `out`, stopping at the cut: a path report quotes a
+/// value per level, and values can be long.
+pub(crate) fn push_shortened(out: &mut String, text: &str, max: usize) {
+    let start = out.len();
+    if !push_shortened_ascii(out, text, max) {
+        out.truncate(start);
+        push_shortened_words(out, text, max);
+    }
+}
+
+/// [`push_shortened`] for a text whose words are ASCII up to the cut (most are): a word's
+/// bytes are its characters. False at the first other word, having written part of it.
+fn push_shortened_ascii(out: &mut String, text: &str, max: usize) -> bool {
+    // The ASCII characters `char::is_whitespace` (so `split_whitespace`) counts as such.
+    let is_space = |b: &u8| matches!(b, b'\t' | b'\n' | b'\x0b' | b'\x0c' | b'\r' | b' ');
+    let bytes = text.as_bytes();
+    let (mut chars, mut at) = (0, 0);
+    loop {
+        at += bytes[at..].iter().take_while(|b| is_space(b)).count();
+        if at == bytes.len() {
+            return true;
+        }
+        let end = at + bytes[at..].iter().position(is_space).unwrap_or(bytes.len() - at);
+        if !bytes[at..end].is_ascii() {
+            return false;
+        }
+        if chars > 0 {
+            if chars == max {
+                out.push('…');
+                return true;
+            }
+            out.push(' ');
+            chars += 1;
+        }
+        let room = max - chars;
+        if end - at > room {
+            out.push_str(&text[at..at + room]);
+            out.push('…');
+            return true;
+        }
+        out.push_str(&text[at..end]);
+        chars += end - at;
+        at = end;
+    }
+}
+
+/// [`push_shortened`] a word at a time, for any text.
+fn push_shortened_words(out: &mut String, text: &str, max: usize) {
     let mut chars = 0;
     for (i, word) in text.split_whitespace().enumerate() {
         if i > 0 {
             if chars == max {
                 out.push('…');
-                return out;
+                return;
             }
             out.push(' ');
             chars += 1;
@@ -31,11 +81,10 @@ pub(crate) fn shortened(text: &str, max: usize) -> String {
             Some((end, _)) => {
                 out.push_str(&word[..end]);
                 out.push('…');
-                return out;
+                return;
             }
         }
     }
-    out
 }
 
 #[cfg(test)]
@@ -64,7 +113,13 @@ mod tests {
     proptest! {
         /// Words of ASCII and wider characters, cut anywhere: in a word, at its end, at a space.
         #[test]
-        fn shortened_is_one_line_cut(text in "[ab é€\n\t]{0,24}", max in 0usize..20) {
+        fn shortened_is_one_line_cut(text in "[ab é€\n\t\r\x0b\x0c\u{a0}\u{2003}]{0,24}", max in 0usize..20) {
+            prop_assert_eq!(shortened(&text, max), joined_then_cut(&text, max));
+        }
+
+        /// ASCII text, which is shortened a byte at a time, with every whitespace it can hold.
+        #[test]
+        fn ascii_is_shortened_as_any_text(text in "[ab \n\t\r\x0b\x0c]{0,24}", max in 0usize..20) {
             prop_assert_eq!(shortened(&text, max), joined_then_cut(&text, max));
         }
     }

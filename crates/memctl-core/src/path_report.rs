@@ -5,12 +5,13 @@
 
 use crate::clock::utc_datetime;
 use crate::error::Result;
-use crate::one_line::shortened;
+use crate::one_line::push_shortened;
 use crate::rows::Branch;
 use crate::store::Store;
 use crate::view;
 use serde::Serialize;
 use std::collections::HashMap;
+use std::fmt::{self, Write};
 
 /// The path of a branch, root first, with each node's delta.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -241,78 +242,115 @@ impl PathReport {
                 b.depth,
                 utc_datetime(b.created_at)
             ));
-            let lines = node.lines();
-            if lines.is_empty() {
+            let written = out.len();
+            // Pushing to a vector cannot fail.
+            let _ = node.each_line(|line| {
+                out.push(format!("- {line}"));
+                Ok(())
+            });
+            if out.len() == written {
                 out.push("- No memory written.".to_string());
             }
-            out.extend(lines.into_iter().map(|l| format!("- {l}")));
         }
         out.join("\n")
     }
 }
 
 impl NodeDelta {
-    /// The delta as short lines of text (plain, and valid markdown), one per kind of change.
-    pub fn lines(&self) -> Vec<String> {
-        let mut lines = Vec::new();
+    /// Hands `emit` the delta as short lines of text (plain, and valid markdown), one per kind
+    /// of change, each made in one reused buffer: a report at depth 1,000 has thousands.
+    pub fn each_line(&self, mut emit: impl FnMut(&str) -> fmt::Result) -> fmt::Result {
+        let mut line = String::new();
         let core = &self.core;
         if !core.set.is_empty() {
-            let keys: Vec<String> = core
-                .set
-                .iter()
-                .map(|w| format!("{} = {}", w.key, shortened(w.value.as_deref().unwrap_or(""), VALUE_CHARS)))
-                .collect();
-            lines.push(format!("Core set: {}", keys.join("; ")));
+            begin(&mut line, "Core set: ");
+            for (i, w) in core.set.iter().enumerate() {
+                separate(&mut line, i, "; ");
+                key_value(&mut line, w);
+            }
+            emit(&line)?;
         }
         if !core.overridden.is_empty() {
-            let keys: Vec<String> = core
-                .overridden
-                .iter()
-                .map(|w| {
-                    let was = w
-                        .previous
-                        .as_ref()
-                        .map_or(String::new(), |p| format!(" (was {})", shortened(&p.value, VALUE_CHARS)));
-                    format!("{} = {}{was}", w.key, shortened(w.value.as_deref().unwrap_or(""), VALUE_CHARS))
-                })
-                .collect();
-            lines.push(format!("Core overridden: {}", keys.join("; ")));
+            begin(&mut line, "Core overridden: ");
+            for (i, w) in core.overridden.iter().enumerate() {
+                separate(&mut line, i, "; ");
+                key_value(&mut line, w);
+                if let Some(previous) = &w.previous {
+                    line.push_str(" (was ");
+                    push_shortened(&mut line, &previous.value, VALUE_CHARS);
+                    line.push(')');
+                }
+            }
+            emit(&line)?;
         }
         if !core.deleted.is_empty() {
-            let keys: Vec<String> = core.deleted.iter().map(|w| w.key.clone()).collect();
-            lines.push(format!("Core deleted: {}", keys.join(", ")));
+            begin(&mut line, "Core deleted: ");
+            for (i, w) in core.deleted.iter().enumerate() {
+                separate(&mut line, i, ", ");
+                line.push_str(&w.key);
+            }
+            emit(&line)?;
         }
         let recall = &self.recall;
         if let Some([first, last]) = recall.added_ids {
-            let ids = match recall.added {
-                1 => format!("#{first}"),
-                2 => format!("#{first}, #{last}"),
-                _ => format!("#{first} … #{last}"),
-            };
-            lines.push(format!("Recall: {} added ({ids})", count(recall.added, "event")));
+            begin(&mut line, "Recall: ");
+            write!(line, "{} added (", count(recall.added, "event"))?;
+            match recall.added {
+                1 => write!(line, "#{first})")?,
+                2 => write!(line, "#{first}, #{last})")?,
+                _ => write!(line, "#{first} … #{last})")?,
+            }
+            emit(&line)?;
         }
         if !recall.consolidated.is_empty() {
-            let parts: Vec<String> = recall
-                .consolidated
-                .iter()
-                .map(|c| format!("summary #{} [{}] of {}", c.summary, c.kind, count(c.events, "event")))
-                .collect();
-            lines.push(format!("Consolidated: {}", parts.join("; ")));
+            begin(&mut line, "Consolidated: ");
+            for (i, c) in recall.consolidated.iter().enumerate() {
+                separate(&mut line, i, "; ");
+                write!(line, "summary #{} [{}] of {}", c.summary, c.kind, count(c.events, "event"))?;
+            }
+            emit(&line)?;
         }
         if !recall.excluded.is_empty() {
-            lines.push(format!("Excluded from the view: {}", count(recall.excluded.len(), "event")));
+            begin(&mut line, "Excluded from the view: ");
+            line.push_str(&count(recall.excluded.len(), "event"));
+            emit(&line)?;
         }
         let archival = &self.archival;
         for (what, ids) in
             [("added", &archival.added), ("updated", &archival.updated), ("deleted", &archival.deleted)]
         {
             if !ids.is_empty() {
-                let ids: Vec<String> = ids.iter().map(|id| format!("#{id}")).collect();
-                lines.push(format!("Archival {what}: {}", ids.join(", ")));
+                begin(&mut line, "Archival ");
+                write!(line, "{what}: ")?;
+                for (i, id) in ids.iter().enumerate() {
+                    separate(&mut line, i, ", ");
+                    write!(line, "#{id}")?;
+                }
+                emit(&line)?;
             }
         }
-        lines
+        Ok(())
     }
+}
+
+/// Starts the next line with `head`.
+fn begin(line: &mut String, head: &str) {
+    line.clear();
+    line.push_str(head);
+}
+
+/// `sep` before every item of a list but the first (the `i`th).
+fn separate(line: &mut String, i: usize, sep: &str) {
+    if i > 0 {
+        line.push_str(sep);
+    }
+}
+
+/// `key = value`, the value shortened (empty for a delete).
+fn key_value(line: &mut String, w: &KeyWrite) {
+    line.push_str(&w.key);
+    line.push_str(" = ");
+    push_shortened(line, w.value.as_deref().unwrap_or(""), VALUE_CHARS);
 }
 
 fn count(n: usize, one: &str) -> String {
