@@ -26,18 +26,13 @@ pub struct Op {
     pub details: Details,
 }
 
-/// A journal row's arguments: the JSON object as stored, written out as it is. `why` and `log`
-/// read thousands of rows and show few arguments, so none is parsed into a [`Value`] unless
-/// asked for.
+/// A journal row's arguments: the JSON object as stored, written out as it is (null if the
+/// stored text is not JSON). `why` reads thousands of rows and its text shows no arguments, so
+/// none is parsed into a [`Value`] but to be written into one.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Details(String);
 
 impl Details {
-    /// The arguments as a JSON value (null if the stored text is not JSON).
-    pub fn value(&self) -> Value {
-        serde_json::from_str(&self.0).unwrap_or(Value::Null)
-    }
-
     /// The stored text, if it is JSON.
     fn raw(&self) -> Option<&RawValue> {
         serde_json::from_str(&self.0).ok()
@@ -155,4 +150,24 @@ fn op_from_row_at(row: &Row<'_>, first: usize) -> Result<Op> {
         ts: row.get(first + 6)?,
         details: Details(row.get(first + 7)?),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Arguments are written out as stored, straight or through a `Value`; a stored text that is
+    /// not JSON is written as null.
+    #[test]
+    fn details_are_written_as_stored() {
+        let stored = r#"{"id":7,"tags":["a"],"text":"é \" \u0001"}"#;
+        let details = Details(stored.to_string());
+        assert_eq!(serde_json::to_string(&details).unwrap(), stored);
+        assert_eq!(serde_json::to_value(&details).unwrap().to_string(), stored);
+        assert_eq!(details.to_string(), stored);
+        let damaged = Details("{\"id\":".to_string());
+        assert_eq!(serde_json::to_string(&damaged).unwrap(), "null");
+        assert_eq!(serde_json::to_value(&damaged).unwrap(), Value::Null);
+        assert_eq!(damaged.to_string(), "null");
+    }
 }
