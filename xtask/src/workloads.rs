@@ -301,7 +301,7 @@ fn tree(reps: &Reps) -> Result<(Vec<Row>, Value)> {
         sizes.push(db.close_and_measure()? as f64 / 1e6);
     }
     let total = median(&totals);
-    let floor = tree_floor(&ops, &BTreeMap::new(), reps.trees)?;
+    let (floor, op_floors) = tree_floor(&ops, &BTreeMap::new(), reps.trees)?;
     let floor_what = "plain SQLite, the same 29,000 texts, one commit each: a fork's 7 b-trees, a \
                       row, a hash index entry and a journal row per core set and append, a row, \
                       its FTS5 entry and a journal row per archival add";
@@ -317,9 +317,17 @@ fn tree(reps: &Reps) -> Result<(Vec<Row>, Value)> {
             .python(Python::new(4_840.0, "4,840 ops/s"))
             .floor(Floor::new(29_000.0 / floor, floor_what)),
     ];
+    let op_floors_what = [
+        "plain SQLite's median commit of a fork's writes: a node row, its 4 index entries, a counter, a journal row",
+        "plain SQLite's median commit of a row, its hash index entry and a journal row",
+        "plain SQLite's median commit of a row, its hash index entry and a journal row",
+        "plain SQLite's median commit of a record, its FTS5 entry and a journal row",
+    ];
     for (slot, name) in ["fork", "core set", "recall append", "archival add"].iter().enumerate() {
         rows.push(
-            Row::new("b tree 1000 branches", format!("{name}, median"), "µs").value(median(&per_op[slot])),
+            Row::new("b tree 1000 branches", format!("{name}, median"), "µs")
+                .value(median(&per_op[slot]))
+                .floor(Floor::new(op_floors[slot], op_floors_what[slot])),
         );
     }
     rows.push(
@@ -346,7 +354,7 @@ fn tree(reps: &Reps) -> Result<(Vec<Row>, Value)> {
     let consolidated = db.store.recall_list(&node_id(TREE_BRANCHES - 1), None)?;
     let consolidations = written_by_consolidation(&db.path, &ops)?;
     let auto_total = median(&auto_totals);
-    let auto_floor = tree_floor(&ops, &consolidations, reps.trees)?;
+    let (auto_floor, _) = tree_floor(&ops, &consolidations, reps.trees)?;
     rows.push(
         Row::new("b tree 1000 branches", "29,000 ops, auto_consolidate on", "s")
             .value(auto_total)
@@ -378,27 +386,41 @@ fn tree(reps: &Reps) -> Result<(Vec<Row>, Value)> {
     Ok((rows, detail))
 }
 
-/// The seconds plain SQLite takes to write the tree's texts, one commit per operation, with
-/// what `consolidations` wrote in the commits of the appends they name (median of `runs`).
-fn tree_floor(ops: &[TreeOp], consolidations: &BTreeMap<usize, Consolidation>, runs: usize) -> Result<f64> {
+/// What plain SQLite takes to write the tree's texts, one commit per operation, with what
+/// `consolidations` wrote in the commits of the appends they name: the seconds of the whole
+/// tree, and the µs of a median commit of each kind of operation, in [`apply`]'s slots (medians
+/// of `runs`).
+fn tree_floor(
+    ops: &[TreeOp],
+    consolidations: &BTreeMap<usize, Consolidation>,
+    runs: usize,
+) -> Result<(f64, [f64; 4])> {
     let mut totals = Vec::new();
+    let mut per_op: [Vec<f64>; 4] = Default::default();
     for _ in 0..runs {
         let plain = PlainDb::new()?;
+        let mut times: [Vec<f64>; 4] = Default::default();
         let start = Instant::now();
         for (i, op) in ops.iter().enumerate() {
-            match op {
-                TreeOp::Root(id) | TreeOp::Fork(_, id) => plain.commit_fork(i, id)?,
-                TreeOp::Core(_, _, text) => plain.commit_row(i, text)?,
+            let t = Instant::now();
+            let slot = match op {
+                TreeOp::Root(id) | TreeOp::Fork(_, id) => plain.commit_fork(i, id).map(|()| 0)?,
+                TreeOp::Core(_, _, text) => plain.commit_row(i, text).map(|()| 1)?,
                 TreeOp::Recall(_, _, text, _) => match consolidations.get(&i) {
-                    Some(consolidation) => plain.commit_consolidating_row(i, text, consolidation)?,
-                    None => plain.commit_row(i, text)?,
-                },
-                TreeOp::Archival(_, text, tags) => plain.commit_record(i, text, tags)?,
-            }
+                    Some(consolidation) => plain.commit_consolidating_row(i, text, consolidation),
+                    None => plain.commit_row(i, text),
+                }
+                .map(|()| 2)?,
+                TreeOp::Archival(_, text, tags) => plain.commit_record(i, text, tags).map(|()| 3)?,
+            };
+            times[slot].push(micros(t.elapsed()));
         }
         totals.push(start.elapsed().as_secs_f64());
+        for (slot, t) in times.iter().enumerate() {
+            per_op[slot].push(median(t));
+        }
     }
-    Ok(median(&totals))
+    Ok((median(&totals), per_op.map(|medians| median(&medians))))
 }
 
 /// What auto-consolidation wrote in the tree database at `path`, keyed by the index in `ops` of
