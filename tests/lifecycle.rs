@@ -103,6 +103,10 @@ fn promote_reaches_the_target_and_later_forks_on(sb: &Sandbox) {
     assert_eq!(opt_string(field(shown, "promoted_from"), "note"), None);
     let first = array(&why, "writes").iter().find(|w| w["promoted_from"].is_object()).unwrap();
     assert_eq!(opt_string(field(first, "promoted_from"), "note"), Some("every fork should know"));
+    // A note's own line breaks at the end of the text are trimmed, as any text output's are.
+    sb.ok(&["promote", "good-1", "root", "--core", "best_tile", "--note", "kept here\n\n"]);
+    let why = sb.ok(&["why", "root", "best_tile"]);
+    assert!(why.ends_with(": kept here\n"), "{why:?}");
 }
 
 #[test]

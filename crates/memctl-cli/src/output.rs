@@ -25,31 +25,64 @@ pub fn stdout_json(value: &impl serde::Serialize) {
 
 /// Writes text to stdout as it is made, through a buffer: `write` writes whole lines, each
 /// ending in a line break. A whole view's text can run to tens of megabytes, which a `String`
-/// would first hold, grown by copies.
+/// would first hold, grown by copies. As for text written whole ([`stdout`] of a trimmed text),
+/// the output ends in exactly one line break: user text at the end (a note) may add more.
 pub fn stdout_lines(write: impl FnOnce(&mut dyn fmt::Write) -> fmt::Result) {
     to_stdout(|out| {
-        let mut text = IoText { out: std::io::BufWriter::new(out), error: None };
+        let mut text = IoText::new(std::io::BufWriter::new(out));
         if write(&mut text).is_err() {
             return Err(text
                 .error
                 .unwrap_or_else(|| std::io::Error::other("the text could not be formatted")));
         }
-        text.out.flush()
+        text.finish()?.flush()
     });
 }
 
-/// A `fmt::Write` onto an `io::Write`, keeping the first I/O error (`fmt::Error` carries none).
+/// A `fmt::Write` onto an `io::Write`, keeping the first I/O error (`fmt::Error` carries none),
+/// and holding back the line breaks that end what it has been given until more text follows.
 struct IoText<W> {
     out: W,
     error: Option<std::io::Error>,
+    /// Line breaks held back.
+    breaks: usize,
+    /// Whether it has been given any text.
+    given: bool,
+}
+
+impl<W: Write> IoText<W> {
+    fn new(out: W) -> Self {
+        IoText { out, error: None, breaks: 0, given: false }
+    }
+
+    /// Ends the text with one line break, if it has any text; the output.
+    fn finish(mut self) -> std::io::Result<W> {
+        if self.given {
+            self.out.write_all(b"\n")?;
+        }
+        Ok(self.out)
+    }
+
+    fn put(&mut self, bytes: &[u8]) -> fmt::Result {
+        self.out.write_all(bytes).map_err(|e| {
+            self.error.get_or_insert(e);
+            fmt::Error
+        })
+    }
 }
 
 impl<W: Write> fmt::Write for IoText<W> {
     fn write_str(&mut self, s: &str) -> fmt::Result {
-        self.out.write_all(s.as_bytes()).map_err(|e| {
-            self.error.get_or_insert(e);
-            fmt::Error
-        })
+        let body = s.trim_end_matches('\n');
+        if !body.is_empty() {
+            for _ in 0..std::mem::take(&mut self.breaks) {
+                self.put(b"\n")?;
+            }
+            self.put(body.as_bytes())?;
+        }
+        self.breaks += s.len() - body.len();
+        self.given |= !s.is_empty();
+        Ok(())
     }
 }
 
@@ -324,10 +357,29 @@ mod tests {
                 Ok(())
             }
         }
-        let mut text = IoText { out: Full, error: None };
+        let mut text = IoText::new(Full);
         let written = fmt::write(&mut text, format_args!("{}\n", "line"));
         assert!(written.is_err());
         assert_eq!(text.error.map(|e| e.kind()), Some(std::io::ErrorKind::StorageFull));
+    }
+
+    /// Text written as it is made ends as text written whole, trimmed of its line breaks, then
+    /// one: blank lines within it are kept, nothing is written for no text.
+    #[test]
+    fn text_written_as_it_is_made_ends_in_one_line_break() {
+        let made = |pieces: &[&str]| {
+            let mut text = IoText::new(Vec::new());
+            for piece in pieces {
+                fmt::Write::write_str(&mut text, piece).unwrap();
+            }
+            String::from_utf8(text.finish().unwrap()).unwrap()
+        };
+        assert_eq!(made(&["a\n", "\n", "b\n"]), "a\n\nb\n");
+        assert_eq!(made(&["a\n", "note\n\n", "\n"]), "a\nnote\n");
+        assert_eq!(made(&["a", "\n\n", "b"]), "a\n\nb\n");
+        assert_eq!(made(&["\n\n"]), "\n");
+        assert_eq!(made(&[]), "");
+        assert_eq!(made(&[""]), "");
     }
 
     #[test]
