@@ -42,7 +42,7 @@ impl Details {
 impl std::fmt::Display for Details {
     /// The stored JSON, as it is written out.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(if self.raw().is_some() { &self.0 } else { "null" })
+        f.write_str(self.raw().map_or("null", RawValue::get))
     }
 }
 
