@@ -113,13 +113,14 @@ mod tests {
     proptest! {
         /// Words of ASCII and wider characters, cut anywhere: in a word, at its end, at a space.
         #[test]
-        fn shortened_is_one_line_cut(text in "[ab é€\n\t\r\x0b\x0c\u{a0}\u{2003}]{0,24}", max in 0usize..20) {
+        fn shortened_is_one_line_cut(text in "[ab é€\n\t\r\x0b\x0c\x1c\x1f\u{85}\u{a0}\u{2003}]{0,24}", max in 0usize..20) {
             prop_assert_eq!(shortened(&text, max), joined_then_cut(&text, max));
         }
 
-        /// ASCII text, which is shortened a byte at a time, with every whitespace it can hold.
+        /// ASCII text, which is shortened over its bytes, with every whitespace it can hold and the
+        /// separators that are not whitespace (`\x1c` to `\x1f`).
         #[test]
-        fn ascii_is_shortened_as_any_text(text in "[ab \n\t\r\x0b\x0c]{0,24}", max in 0usize..20) {
+        fn ascii_is_shortened_as_any_text(text in "[ab \n\t\r\x0b\x0c\x1c\x1f]{0,24}", max in 0usize..20) {
             prop_assert_eq!(shortened(&text, max), joined_then_cut(&text, max));
         }
     }
