@@ -109,8 +109,8 @@ impl PlainDb {
     }
 
     /// A search without an index, as far as plain SQLite goes: one scan of the records reading
-    /// each text where it lies (no copy) and looking for each of the query's words in it
-    /// (`str::contains`: no case folding, no word bounds, no ranking); how many hold one.
+    /// each text where it lies (no copy) and looking in it for the query's words until one is
+    /// found (`str::contains`: no case folding, no word bounds, no ranking); how many hold one.
     pub fn scan_search(&self, query: &str) -> Result<usize> {
         let words: Vec<&str> = query.split_whitespace().collect();
         let mut stmt = self.conn.prepare_cached("SELECT text FROM records")?;

@@ -283,13 +283,7 @@ pub fn table(rows: &[Row]) -> String {
             out.push('\n');
         }
     }
-    let mut floors: Vec<String> = Vec::new();
-    for line in rows.iter().filter_map(|r| r.floor.as_ref().map(|f| format!("  {}: {}", r.workload, f.what)))
-    {
-        if !floors.contains(&line) {
-            floors.push(line);
-        }
-    }
+    let floors = floor_notes(rows);
     if !floors.is_empty() {
         out.push_str("\nfloors:\n");
         out.push_str(&floors.join("\n"));
@@ -303,6 +297,30 @@ pub fn table(rows: &[Row]) -> String {
         out.push('\n');
     }
     out
+}
+
+/// One line per workload and floor, saying what the floor is; where a workload's rows have
+/// floors of more than one kind, each line names the rows its floor is for.
+fn floor_notes(rows: &[Row]) -> Vec<String> {
+    // (workload, what, metrics), in the order of the rows.
+    let mut kinds: Vec<(&str, &str, Vec<&str>)> = Vec::new();
+    for row in rows {
+        let Some(floor) = &row.floor else { continue };
+        match kinds.iter_mut().find(|(w, what, _)| *w == row.workload && *what == floor.what) {
+            Some((_, _, metrics)) => metrics.push(&row.metric),
+            None => kinds.push((&row.workload, &floor.what, vec![&row.metric])),
+        }
+    }
+    kinds
+        .iter()
+        .map(|(workload, what, metrics)| {
+            if kinds.iter().filter(|(w, ..)| w == workload).count() > 1 {
+                format!("  {workload} ({}): {what}", metrics.join("; "))
+            } else {
+                format!("  {workload}: {what}")
+            }
+        })
+        .collect()
 }
 
 /// Runs `f` and times it.
@@ -339,5 +357,19 @@ mod tests {
         assert_eq!(timed.over_floor(), Some(1.5));
         let text = table(&[slower, rate, floored, timed]);
         assert!(text.contains("10.0x") && text.contains("2.00x") && text.contains("  w: bare"));
+    }
+
+    #[test]
+    fn a_workload_with_floors_of_several_kinds_names_their_rows() {
+        let rows = [
+            Row::new("w", "total", "s").value(1.0).floor(Floor::new(1.0, "plain")),
+            Row::new("w", "a, median", "µs").value(1.0).floor(Floor::new(1.0, "commit")),
+            Row::new("w", "b, median", "µs").value(1.0).floor(Floor::new(1.0, "commit")),
+            Row::new("v", "total", "s").value(1.0).floor(Floor::new(1.0, "plain")),
+        ];
+        assert_eq!(
+            floor_notes(&rows),
+            ["  w (total): plain", "  w (a, median; b, median): commit", "  v: plain"]
+        );
     }
 }

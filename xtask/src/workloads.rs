@@ -318,7 +318,8 @@ fn tree(reps: &Reps) -> Result<(Vec<Row>, Value)> {
             .floor(Floor::new(29_000.0 / floor, floor_what)),
     ];
     let op_floors_what = [
-        "plain SQLite's median commit of a fork's writes: a node row, its 4 index entries, a counter, a journal row",
+        "plain SQLite's median commit of a fork's writes: a node row, its 4 index entries, a counter, \
+         a journal row",
         "plain SQLite's median commit of a row, its hash index entry and a journal row",
         "plain SQLite's median commit of a row, its hash index entry and a journal row",
         "plain SQLite's median commit of a record, its FTS5 entry and a journal row",
@@ -1082,6 +1083,10 @@ fn archival_floor(
                 let start = Instant::now();
                 ensure!(plain.search(query, 5)? == 5, "the floor's search of {query:?} found fewer than 5");
                 searches.push(millis(start.elapsed()));
+            }
+            // Apart from the FTS5 searches, whose pages a scan of every text would push out of
+            // the cache between them (memctl's searches run back to back too).
+            for query in queries {
                 let start = Instant::now();
                 ensure!(plain.scan_search(query)? >= 5, "the floor's scan for {query:?} found fewer than 5");
                 scans.push(millis(start.elapsed()));
@@ -1099,8 +1104,8 @@ fn archival_floor(
         ),
         scan: Floor::new(
             median(&scans),
-            "plain SQLite reading all 10,000 texts in one scan and looking for the query's words \
-             in each (no case folding, no word bounds, no ranking, no view)",
+            "plain SQLite reading all 10,000 texts in one scan and looking in each for a query word \
+             until one is found (no case folding, no word bounds, no ranking, no view)",
         ),
     })
 }
