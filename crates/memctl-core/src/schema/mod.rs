@@ -62,6 +62,15 @@ pub(crate) mod event_rid {
         )
     }
 
+    /// [`range`] of the events with a rowid above `rid` (an SQL expression, at least -1): the
+    /// rest of a read in rowid order that stopped at `rid`.
+    pub(crate) fn range_past(bid: &str, cutoff: &str, rid: &str) -> String {
+        format!(
+            "max({lo}, {rid} + 1) AND {lo} + CASE WHEN {cutoff} < {MAX_SEQ} THEN {cutoff} ELSE {MAX_SEQ} END",
+            lo = first(bid)
+        )
+    }
+
     /// SQL for the first rowid of branch `bid` (typed, as a bound parameter may not be).
     fn first(bid: &str) -> String {
         format!("(CAST({bid} AS BIGINT) << {SEQ_BITS})")

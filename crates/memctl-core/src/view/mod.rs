@@ -64,8 +64,9 @@ use crate::schema::event_rid;
 use crate::store::Store;
 use serde::Serialize;
 use sql::{
-    anchored, current_version, has_tags, live_core, newest_core_per_key, not_excluded, not_excluded_by_set,
-    visible, visible_from, visible_through, EVENTS_NEWEST_FIRST, EVENTS_OLDEST_FIRST, NEWEST_FIRST,
+    anchored, current_version, events_past, has_tags, live_core, newest_core_per_key, not_excluded,
+    not_excluded_by_set, visible, visible_from, visible_through, EVENTS_NEWEST_FIRST, EVENTS_OLDEST_FIRST,
+    NEWEST_FIRST,
 };
 use std::cmp::Reverse;
 use std::collections::{HashMap, HashSet};
@@ -347,15 +348,7 @@ const FEW_EVENTS: usize = 256;
 
 /// [`events`] by one range probe per path branch, nearest first, stopping at `limit`.
 fn events_by_probes(store: &Store, path: &BranchPath, limit: Option<usize>) -> Result<Vec<Event>> {
-    let Some(limit) = limit else {
-        path::load(store, path)?;
-        let sql = format!(
-            "SELECT {EVENT_COLUMNS} FROM {} WHERE {} {EVENTS_NEWEST_FIRST}",
-            visible("events"),
-            not_excluded_by_set()
-        );
-        return store.conn.query(&sql, params![], |row| event_from_row(path, row));
-    };
+    let Some(limit) = limit else { return events_past_rid(store, path, -1) };
     let sql = format!(
         "SELECT {EVENT_COLUMNS} FROM {} WHERE p.pos >= ?1 AND {} {EVENTS_NEWEST_FIRST} LIMIT ?2",
         visible("events"),
@@ -364,6 +357,18 @@ fn events_by_probes(store: &Store, path: &BranchPath, limit: Option<usize>) -> R
     windowed(store, path, limit, |from, limit| {
         store.conn.query(&sql, params![from as i64, limit as i64], |row| event_from_row(path, row))
     })
+}
+
+/// The visible events with a rowid above `rid` (-1: every one), newest first, by one range
+/// probe per path branch.
+fn events_past_rid(store: &Store, path: &BranchPath, rid: i64) -> Result<Vec<Event>> {
+    path::load(store, path)?;
+    let sql = format!(
+        "SELECT {EVENT_COLUMNS} FROM {} WHERE {} {EVENTS_NEWEST_FIRST}",
+        events_past("?1"),
+        not_excluded_by_set()
+    );
+    store.conn.query(&sql, params![rid], |row| event_from_row(path, row))
 }
 
 /// Whether a read of every visible row of a layer first tries one scan of the whole table
@@ -402,8 +407,22 @@ fn scanned<T>(
     sql: &str,
     params: Params<'_>,
     at: [usize; 2],
-    mut f: impl FnMut(&Row<'_>, Held<'_>) -> Result<Option<T>>,
+    f: impl FnMut(&Row<'_>, Held<'_>) -> Result<Option<T>>,
 ) -> Result<Option<Vec<T>>> {
+    let (kept, whole) = scanned_so_far(store, path, sql, params, at, f)?;
+    Ok(whole.then_some(kept))
+}
+
+/// [`scanned`], with the rows kept before it gave up: the rows of `sql`, mapped, and whether
+/// it read them all.
+fn scanned_so_far<T>(
+    store: &Store,
+    path: &BranchPath,
+    sql: &str,
+    params: Params<'_>,
+    at: [usize; 2],
+    mut f: impl FnMut(&Row<'_>, Held<'_>) -> Result<Option<T>>,
+) -> Result<(Vec<T>, bool)> {
     let bound = 2 * path.branches().len();
     let (mut kept, mut passed) = (Vec::new(), 0);
     store.conn.each(sql, params, |row| {
@@ -415,7 +434,7 @@ fn scanned<T>(
         }
         Ok(if passed > bound { ControlFlow::Break(()) } else { ControlFlow::Continue(()) })
     })?;
-    Ok((passed <= bound).then_some(kept))
+    Ok((kept, passed <= bound))
 }
 
 /// A row of the view, as [`scanned`] read it: its seq, and the path position and id of the
@@ -427,7 +446,11 @@ struct Held<'p> {
 }
 
 /// Every visible event, newest first, from one scan of the exclusions and one of the events
-/// ([`scanned`]), in one snapshot; None if either gave up.
+/// ([`scanned`]), in one snapshot; None if the exclusions' gave up. The events are scanned in
+/// rowid order, a branch's after another's: if that scan gives up, it has read every visible
+/// event up to the last it kept, and one probe per path branch reads on from there (a branch
+/// that holds most of the path's branches but few of the table's rows, whose siblings come
+/// after it, would otherwise read them twice).
 fn every_event_by_scan(store: &Store, path: &BranchPath) -> Result<Option<Vec<Event>>> {
     store.read(|| events_by_scans(store, path))
 }
@@ -439,13 +462,16 @@ fn events_by_scans(store: &Store, path: &BranchPath) -> Result<Option<Vec<Event>
         return Ok(None);
     };
     let hidden: HashSet<i64> = hidden.into_iter().collect();
-    let sql = format!("SELECT {EVENT_COLUMNS} FROM events t");
-    let Some(mut events) = scanned(store, path, &sql, params![], [0, 1], |row, held| {
+    let sql = format!("SELECT {EVENT_COLUMNS} FROM events t ORDER BY t.rid");
+    let mut last = None;
+    let (mut events, whole) = scanned_so_far(store, path, &sql, params![], [0, 1], |row, held| {
+        last = Some((path.branches()[held.position].bid, held.seq));
         (!hidden.contains(&held.seq)).then(|| event_of(row, held.seq, held.branch)).transpose()
-    })?
-    else {
-        return Ok(None);
-    };
+    })?;
+    if !whole {
+        let after = last.map_or(Ok(-1), |(bid, seq)| event_rid::of(bid, seq))?;
+        events.extend(events_past_rid(store, path, after)?);
+    }
     events.sort_unstable_by_key(|e| Reverse(e.id));
     Ok(Some(events))
 }
@@ -1104,7 +1130,8 @@ mod tests {
     }
 
     /// A chain's leaf reads its whole view by scans; a branch whose siblings wrote most rows
-    /// gives the scans up after two rows per path branch, and reads by probes.
+    /// gives the scans up after two rows per path branch, and reads by probes (the events from
+    /// where their scan stopped).
     #[test]
     fn scans_give_up_on_other_branches_rows() {
         let s = Store::scratch();
@@ -1124,9 +1151,46 @@ mod tests {
         for i in 0..5 {
             write("busy", &format!("busy {i}"));
         }
-        assert!(every_event_by_scan(&s, &leaf).unwrap().is_none());
+        assert!(scanned(
+            &s,
+            &leaf,
+            &format!("SELECT {EVENT_COLUMNS} FROM events t"),
+            params![],
+            [0, 1],
+            |_, _| { Ok(Some(())) }
+        )
+        .unwrap()
+        .is_none());
+        assert_eq!(every_event_by_scan(&s, &leaf).unwrap(), Some(events_by_probes(&s, &leaf, None).unwrap()));
         assert!(versions_by_scan(&s, &leaf, None).unwrap().is_none());
         assert_eq!(s.view("leaf").unwrap(), before, "the probes read the same view");
+    }
+
+    /// An events scan that gives up on a sibling's rows, past a path branch's own and before
+    /// a later path branch's, keeps what it read and probes on from there: the whole view, each
+    /// event once, newest first.
+    #[test]
+    fn an_events_scan_given_up_reads_on_by_probes() {
+        let s = Store::scratch();
+        let append = |branch: &str, text: &str| s.recall_append(branch, "note", text, &[]).unwrap().id;
+        s.create_root("root").unwrap();
+        let mut seen = vec![append("root", "root's")];
+        s.fork("root", Some("mid")).unwrap();
+        s.fork("root", Some("busy")).unwrap();
+        seen.push(append("mid", "mid's"));
+        for i in 0..8 {
+            append("busy", &format!("busy {i}"));
+        }
+        s.fork("mid", Some("late")).unwrap();
+        seen.extend([append("late", "late 1"), append("late", "late 2")]);
+        seen.push(append("mid", "after the fork"));
+        let path = s.path("late").unwrap();
+        let all = |_: &Row<'_>, _: Held<'_>| Ok(Some(()));
+        let sql = format!("SELECT {EVENT_COLUMNS} FROM events t ORDER BY t.rid");
+        assert_eq!(scanned_so_far(&s, &path, &sql, params![], [0, 1], all).unwrap(), (vec![(); 2], false));
+        let ids: Vec<i64> = every_event_by_scan(&s, &path).unwrap().unwrap().iter().map(|e| e.id).collect();
+        assert_eq!(ids, [seen[3], seen[2], seen[1], seen[0]]);
+        assert_eq!(every_event_by_scan(&s, &path).unwrap(), Some(events_by_probes(&s, &path, None).unwrap()));
     }
 
     /// At depth 40, a window that the leaf's own rows fill reads over the nearest

@@ -29,6 +29,15 @@ pub(super) fn visible_from(table: &str, after: &str) -> String {
     format!("temp.view_path p CROSS JOIN {table} t ON {}", visible_through("p", "t"))
 }
 
+/// The visible events with a rowid above `rid` (an SQL expression, at least -1: all of them),
+/// as `t` with their path entry `p`: one rowid range per path branch.
+pub(super) fn events_past(rid: &str) -> String {
+    format!(
+        "temp.view_path p CROSS JOIN events t ON t.rid BETWEEN {}",
+        event_rid::range_past("p.bid", "p.cutoff", rid)
+    )
+}
+
 /// Newest first. A branch's rows all have seqs above its fork_seq, so every visible row of a
 /// nearer branch is newer than every visible row of a farther one: SQLite reads this order
 /// straight off the nested loop, and a window of N rows stops at the nearest ancestors.
