@@ -32,7 +32,8 @@
 //!   one probe per path branch and table (3,000 at depth 1,000: events, exclusions, records)
 //!   costs more than reading past the other branches' rows — giving up for the probes once it
 //!   has read past two rows per path branch ([`scanned`]; checked against the probes by a unit
-//!   test too);
+//!   test too); the events, scanned in rowid order, then read on by probes from the last row
+//!   kept;
 //! - [`event_count`] and [`events_written_along`] count a view's events from running ordinals
 //!   kept at write time;
 //! - a core read of many versions of few keys (a key set at every step of a long branch) gives
@@ -400,7 +401,7 @@ fn scanned_or_probed<T>(
 /// branch: the table then holds many other branches' rows, and the probes, one per path branch,
 /// read only the view's. A scan given up costs at most about what the probes cost: the rows
 /// read past, about as much as the probes' seeks, and the view's rows read before it gave up,
-/// which the probes read again.
+/// which the probes read again (but for the events: [`every_event_by_scan`]).
 fn scanned<T>(
     store: &Store,
     path: &BranchPath,
