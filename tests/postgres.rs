@@ -182,3 +182,28 @@ fn search_finds_and_ranks_alike_on_both_backends() {
         assert_eq!(found, &results[0].1, "{name} finds and ranks as SQLite does");
     }
 }
+
+/// A path longer than a window's nearest branches reads every event by one probe per branch
+/// (PostgreSQL never scans whole tables): the same whole view, diff and path on both backends.
+#[test]
+fn a_deep_view_reads_alike_on_both_backends() {
+    let mut readouts = Vec::new();
+    for db in backends("a_deep_view_reads_alike") {
+        let sb = Sandbox::initialized_on(&db);
+        sb.ok(&["branch", "create", "b0"]);
+        for level in 1..=40 {
+            let (parent, child) = (format!("b{}", level - 1), format!("b{level}"));
+            sb.ok(&["recall", "append", &parent, "--kind", "note", &format!("at {parent}")]);
+            sb.ok(&["fork", &parent, &child]);
+        }
+        sb.ok(&["recall", "append", "b20", "--kind", "note", "after b21's fork"]);
+        sb.ok(&["fork", "b20", "side"]);
+        sb.ok(&["recall", "append", "side", "--kind", "note", "on the side"]);
+        let view = sb.json(&["read", "b40", "--all"]);
+        assert!(array(field(&view, "recall"), "events").len() > 20, "{}: the ancestors' events", db.name());
+        readouts.push((db.name(), [view, sb.json(&["diff", "b40", "side"]), sb.json(&["path", "b40"])]));
+    }
+    for (name, readout) in &readouts[1..] {
+        assert_eq!(readout, &readouts[0].1, "{name} reads as SQLite does");
+    }
+}

@@ -63,10 +63,12 @@ pub(crate) mod event_rid {
     }
 
     /// [`range`] of the events with a rowid above `rid` (an SQL expression, at least -1): the
-    /// rest of a read in rowid order that stopped at `rid`.
+    /// rest of a read in rowid order that stopped at `rid`. (CASE, not SQLite's two-argument
+    /// `max`, which PostgreSQL spells `GREATEST`.)
     pub(crate) fn range_past(bid: &str, cutoff: &str, rid: &str) -> String {
         format!(
-            "max({lo}, {rid} + 1) AND {lo} + CASE WHEN {cutoff} < {MAX_SEQ} THEN {cutoff} ELSE {MAX_SEQ} END",
+            "CASE WHEN {rid} < {lo} THEN {lo} ELSE {rid} + 1 END
+             AND {lo} + CASE WHEN {cutoff} < {MAX_SEQ} THEN {cutoff} ELSE {MAX_SEQ} END",
             lo = first(bid)
         )
     }
