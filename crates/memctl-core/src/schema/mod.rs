@@ -56,10 +56,7 @@ pub(crate) mod event_rid {
 
     /// [`range`] of the events with a seq above `after` (an SQL expression, at least -1).
     pub(crate) fn range_after(bid: &str, after: &str, cutoff: &str) -> String {
-        format!(
-            "{lo} + {after} + 1 AND {lo} + CASE WHEN {cutoff} < {MAX_SEQ} THEN {cutoff} ELSE {MAX_SEQ} END",
-            lo = first(bid)
-        )
+        format!("{} + {after} + 1 AND {}", first(bid), last(bid, cutoff))
     }
 
     /// [`range`] of the events with a rowid above `rid` (an SQL expression, at least -1): the
@@ -67,10 +64,16 @@ pub(crate) mod event_rid {
     /// `max`, which PostgreSQL spells `GREATEST`.)
     pub(crate) fn range_past(bid: &str, cutoff: &str, rid: &str) -> String {
         format!(
-            "CASE WHEN {rid} < {lo} THEN {lo} ELSE {rid} + 1 END
-             AND {lo} + CASE WHEN {cutoff} < {MAX_SEQ} THEN {cutoff} ELSE {MAX_SEQ} END",
+            "CASE WHEN {rid} < {lo} THEN {lo} ELSE {rid} + 1 END AND {}",
+            last(bid, cutoff),
             lo = first(bid)
         )
+    }
+
+    /// SQL for the rowid of branch `bid`'s event `cutoff`, or of its last if the encoding
+    /// holds no such seq.
+    fn last(bid: &str, cutoff: &str) -> String {
+        format!("{} + CASE WHEN {cutoff} < {MAX_SEQ} THEN {cutoff} ELSE {MAX_SEQ} END", first(bid))
     }
 
     /// SQL for the first rowid of branch `bid` (typed, as a bound parameter may not be).

@@ -32,8 +32,8 @@
 //!   one probe per path branch and table (3,000 at depth 1,000: events, exclusions, records)
 //!   costs more than reading past the other branches' rows — giving up for the probes once it
 //!   has read past two rows per path branch ([`scanned`]; checked against the probes by a unit
-//!   test too); the events, scanned in rowid order, then read on by probes from the last row
-//!   kept;
+//!   test too); the events, scanned in rowid order, are then read on by probes past the last
+//!   row of the view the scan met;
 //! - [`event_count`] and [`events_written_along`] count a view's events from running ordinals
 //!   kept at write time;
 //! - a core read of many versions of few keys (a key set at every step of a long branch) gives
@@ -360,8 +360,8 @@ fn events_by_probes(store: &Store, path: &BranchPath, limit: Option<usize>) -> R
     })
 }
 
-/// The visible events with a rowid above `rid` (-1: every one), newest first, by one range
-/// probe per path branch.
+/// The visible events with a rowid above `rid` (-1: every one) that no visible exclusion hides,
+/// newest first, by one range probe per path branch.
 fn events_past_rid(store: &Store, path: &BranchPath, rid: i64) -> Result<Vec<Event>> {
     path::load(store, path)?;
     let sql = format!(
@@ -449,9 +449,9 @@ struct Held<'p> {
 /// Every visible event, newest first, from one scan of the exclusions and one of the events
 /// ([`scanned`]), in one snapshot; None if the exclusions' gave up. The events are scanned in
 /// rowid order, a branch's after another's: if that scan gives up, it has read every visible
-/// event up to the last it kept, and one probe per path branch reads on from there (a branch
-/// that holds most of the path's branches but few of the table's rows, whose siblings come
-/// after it, would otherwise read them twice).
+/// event up to the last row of the view it met (hidden or not), and one probe per path branch
+/// reads on from there. (A path that holds most branches but few of the table's rows, its
+/// siblings' rows after its own, would otherwise read its events twice.)
 fn every_event_by_scan(store: &Store, path: &BranchPath) -> Result<Option<Vec<Event>>> {
     store.read(|| events_by_scans(store, path))
 }
@@ -463,19 +463,24 @@ fn events_by_scans(store: &Store, path: &BranchPath) -> Result<Option<Vec<Event>
         return Ok(None);
     };
     let hidden: HashSet<i64> = hidden.into_iter().collect();
-    let sql = format!("SELECT {EVENT_COLUMNS} FROM events t ORDER BY t.rid");
-    let mut last = None;
-    let (mut events, whole) = scanned_so_far(store, path, &sql, params![], [0, 1], |row, held| {
-        last = Some((path.branches()[held.position].bid, held.seq));
+    let mut last = -1;
+    let (mut events, whole) = scanned_so_far(store, path, &EVERY_EVENT, params![], [0, 1], |row, held| {
+        last = row.get(RID_COLUMN)?;
         (!hidden.contains(&held.seq)).then(|| event_of(row, held.seq, held.branch)).transpose()
     })?;
     if !whole {
-        let after = last.map_or(Ok(-1), |(bid, seq)| event_rid::of(bid, seq))?;
-        events.extend(events_past_rid(store, path, after)?);
+        events.extend(events_past_rid(store, path, last)?);
     }
     events.sort_unstable_by_key(|e| Reverse(e.id));
     Ok(Some(events))
 }
+
+/// Every event, in rowid order, with its rowid after [`EVENT_COLUMNS`].
+static EVERY_EVENT: LazyLock<String> =
+    LazyLock::new(|| format!("SELECT {EVENT_COLUMNS}, t.rid FROM events t ORDER BY t.rid"));
+
+/// Where [`EVERY_EVENT`] has the rowid.
+const RID_COLUMN: usize = 6;
 
 const EVENT_COLUMNS: &str = "t.seq, t.branch, t.kind, t.text, t.tags, t.created_at";
 
@@ -1152,16 +1157,7 @@ mod tests {
         for i in 0..5 {
             write("busy", &format!("busy {i}"));
         }
-        assert!(scanned(
-            &s,
-            &leaf,
-            &format!("SELECT {EVENT_COLUMNS} FROM events t"),
-            params![],
-            [0, 1],
-            |_, _| { Ok(Some(())) }
-        )
-        .unwrap()
-        .is_none());
+        assert!(scanned(&s, &leaf, &EVERY_EVENT, params![], [0, 1], |_, _| Ok(Some(()))).unwrap().is_none());
         assert_eq!(every_event_by_scan(&s, &leaf).unwrap(), Some(events_by_probes(&s, &leaf, None).unwrap()));
         assert!(versions_by_scan(&s, &leaf, None).unwrap().is_none());
         assert_eq!(s.view("leaf").unwrap(), before, "the probes read the same view");
@@ -1169,29 +1165,38 @@ mod tests {
 
     /// An events scan that gives up on a sibling's rows, past a path branch's own and before
     /// a later path branch's, keeps what it read and probes on from there: the whole view, each
-    /// event once, newest first.
+    /// event once, newest first; also when the last row of the view it met, and a row the
+    /// probes meet, are hidden.
     #[test]
     fn an_events_scan_given_up_reads_on_by_probes() {
         let s = Store::scratch();
         let append = |branch: &str, text: &str| s.recall_append(branch, "note", text, &[]).unwrap().id;
         s.create_root("root").unwrap();
-        let mut seen = vec![append("root", "root's")];
+        let root = append("root", "root's");
         s.fork("root", Some("mid")).unwrap();
         s.fork("root", Some("busy")).unwrap();
-        seen.push(append("mid", "mid's"));
+        let mid = append("mid", "mid's");
         for i in 0..8 {
             append("busy", &format!("busy {i}"));
         }
         s.fork("mid", Some("late")).unwrap();
-        seen.extend([append("late", "late 1"), append("late", "late 2")]);
-        seen.push(append("mid", "after the fork"));
+        let late = [append("late", "late 1"), append("late", "late 2")];
+        append("mid", "after late's fork");
         let path = s.path("late").unwrap();
+        let scanned_ids = || -> Vec<i64> {
+            let events = every_event_by_scan(&s, &path).unwrap().unwrap();
+            assert_eq!(events, events_by_probes(&s, &path, None).unwrap());
+            events.iter().map(|e| e.id).collect()
+        };
+        // Root's and mid's kept, mid's later row and busy's passed: given up, two rows read.
         let all = |_: &Row<'_>, _: Held<'_>| Ok(Some(()));
-        let sql = format!("SELECT {EVENT_COLUMNS} FROM events t ORDER BY t.rid");
-        assert_eq!(scanned_so_far(&s, &path, &sql, params![], [0, 1], all).unwrap(), (vec![(); 2], false));
-        let ids: Vec<i64> = every_event_by_scan(&s, &path).unwrap().unwrap().iter().map(|e| e.id).collect();
-        assert_eq!(ids, [seen[3], seen[2], seen[1], seen[0]]);
-        assert_eq!(every_event_by_scan(&s, &path).unwrap(), Some(events_by_probes(&s, &path, None).unwrap()));
+        assert_eq!(
+            scanned_so_far(&s, &path, &EVERY_EVENT, params![], [0, 1], all).unwrap(),
+            (vec![(); 2], false)
+        );
+        assert_eq!(scanned_ids(), [late[1], late[0], mid, root]);
+        s.recall_exclude("late", &[mid, late[0]]).unwrap();
+        assert_eq!(scanned_ids(), [late[1], root]);
     }
 
     /// At depth 40, a window that the leaf's own rows fill reads over the nearest
