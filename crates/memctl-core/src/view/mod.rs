@@ -463,24 +463,24 @@ fn events_by_scans(store: &Store, path: &BranchPath) -> Result<Option<Vec<Event>
         return Ok(None);
     };
     let hidden: HashSet<i64> = hidden.into_iter().collect();
-    let mut last = -1;
+    // The last row met, by its branch and seq: its rowid is worked out only if needed (reading
+    // it with each row costs 2% of a whole view).
+    let mut last = None;
     let (mut events, whole) = scanned_so_far(store, path, &EVERY_EVENT, params![], [0, 1], |row, held| {
-        last = row.get(RID_COLUMN)?;
+        last = Some((held.position, held.seq));
         (!hidden.contains(&held.seq)).then(|| event_of(row, held.seq, held.branch)).transpose()
     })?;
     if !whole {
-        events.extend(events_past_rid(store, path, last)?);
+        let after = last.map_or(Ok(-1), |(at, seq)| event_rid::of(path.branches()[at].bid, seq))?;
+        events.extend(events_past_rid(store, path, after)?);
     }
     events.sort_unstable_by_key(|e| Reverse(e.id));
     Ok(Some(events))
 }
 
-/// Every event, in rowid order, with its rowid after [`EVENT_COLUMNS`].
+/// Every event, in rowid order.
 static EVERY_EVENT: LazyLock<String> =
-    LazyLock::new(|| format!("SELECT {EVENT_COLUMNS}, t.rid FROM events t ORDER BY t.rid"));
-
-/// Where [`EVERY_EVENT`] has the rowid.
-const RID_COLUMN: usize = 6;
+    LazyLock::new(|| format!("SELECT {EVENT_COLUMNS} FROM events t ORDER BY t.rid"));
 
 const EVENT_COLUMNS: &str = "t.seq, t.branch, t.kind, t.text, t.tags, t.created_at";
 
