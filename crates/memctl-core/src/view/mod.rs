@@ -397,33 +397,19 @@ fn scanned_or_probed<T>(
 
 /// The rows of `sql`, a read of a whole layer table whose columns `at` are a row's seq and
 /// branch, that the view holds (`path::held_at`), each mapped by `f`, which may leave one out
-/// (None: it still counts as held). None once it has read past more than two rows per path
-/// branch: the table then holds many other branches' rows, and the probes, one per path branch,
-/// read only the view's. A scan given up costs at most about what the probes cost: the rows
-/// read past, about as much as the probes' seeks, and the view's rows read before it gave up,
-/// which the probes read again (but for the events: [`every_event_by_scan`]).
+/// (None: it still counts as held). It gives up once it has read past more than two rows per
+/// path branch: the table then holds many other branches' rows, and the probes, one per path
+/// branch, read only the view's. A scan given up costs at most about what the probes cost: the
+/// rows read past, about as much as the probes' seeks, and the view's rows read before it gave
+/// up, which the probes read again (but for the events: [`every_event_by_scan`]).
 fn scanned<T>(
     store: &Store,
     path: &BranchPath,
     sql: &str,
     params: Params<'_>,
     at: [usize; 2],
-    f: impl FnMut(&Row<'_>, Held<'_>) -> Result<Option<T>>,
-) -> Result<Option<Vec<T>>> {
-    let (kept, whole) = scanned_so_far(store, path, sql, params, at, f)?;
-    Ok(whole.then_some(kept))
-}
-
-/// [`scanned`], with the rows kept before it gave up: the rows of `sql`, mapped, and whether
-/// it read them all.
-fn scanned_so_far<T>(
-    store: &Store,
-    path: &BranchPath,
-    sql: &str,
-    params: Params<'_>,
-    at: [usize; 2],
     mut f: impl FnMut(&Row<'_>, Held<'_>) -> Result<Option<T>>,
-) -> Result<(Vec<T>, bool)> {
+) -> Result<Scan<T>> {
     let bound = 2 * path.branches().len();
     let (mut kept, mut passed) = (Vec::new(), 0);
     store.conn.each(sql, params, |row| {
@@ -435,7 +421,20 @@ fn scanned_so_far<T>(
         }
         Ok(if passed > bound { ControlFlow::Break(()) } else { ControlFlow::Continue(()) })
     })?;
-    Ok((kept, passed <= bound))
+    Ok(Scan { kept, whole: passed <= bound })
+}
+
+/// What [`scanned`] kept, and whether it read the whole table (it had not given up).
+struct Scan<T> {
+    kept: Vec<T>,
+    whole: bool,
+}
+
+impl<T> Scan<T> {
+    /// The rows, if the scan read the whole table.
+    fn whole(self) -> Option<Vec<T>> {
+        self.whole.then_some(self.kept)
+    }
 }
 
 /// A row of the view, as [`scanned`] read it: its seq, and the path position and id of the
@@ -458,7 +457,8 @@ fn every_event_by_scan(store: &Store, path: &BranchPath) -> Result<Option<Vec<Ev
 
 fn events_by_scans(store: &Store, path: &BranchPath) -> Result<Option<Vec<Event>>> {
     let exclusions = "SELECT x.seq, x.branch, x.event_id FROM inherited_exclusions x";
-    let Some(hidden) = scanned(store, path, exclusions, params![], [0, 1], |r, _| r.get::<i64>(2).map(Some))?
+    let Some(hidden) =
+        scanned(store, path, exclusions, params![], [0, 1], |r, _| r.get::<i64>(2).map(Some))?.whole()
     else {
         return Ok(None);
     };
@@ -466,10 +466,11 @@ fn events_by_scans(store: &Store, path: &BranchPath) -> Result<Option<Vec<Event>
     // The last row met, by its branch and seq: its rowid is worked out only if needed (reading
     // it with each row costs 2% of a whole view).
     let mut last = None;
-    let (mut events, whole) = scanned_so_far(store, path, &EVERY_EVENT, params![], [0, 1], |row, held| {
-        last = Some((held.position, held.seq));
-        (!hidden.contains(&held.seq)).then(|| event_of(row, held.seq, held.branch)).transpose()
-    })?;
+    let Scan { kept: mut events, whole } =
+        scanned(store, path, &EVERY_EVENT, params![], [0, 1], |row, held| {
+            last = Some((held.position, held.seq));
+            (!hidden.contains(&held.seq)).then(|| event_of(row, held.seq, held.branch)).transpose()
+        })?;
     if !whole {
         let after = last.map_or(Ok(-1), |(at, seq)| event_rid::of(path.branches()[at].bid, seq))?;
         events.extend(events_past_rid(store, path, after)?);
@@ -775,7 +776,7 @@ fn rows_along_by_scan<T>(
 ) -> Result<Option<Vec<(usize, T)>>> {
     let (live, params) = along_filter(store, table);
     let sql = format!("SELECT t.seq, t.branch, {columns} FROM {table} t WHERE {live} ORDER BY t.seq");
-    scanned(store, path, &sql, params, [0, 1], |r, held| Ok(Some((held.position, row(r)?))))
+    Ok(scanned(store, path, &sql, params, [0, 1], |r, held| Ok(Some((held.position, row(r)?))))?.whole())
 }
 
 /// [`rows_along`] by one range scan per path branch.
@@ -867,7 +868,7 @@ fn versions_by_scan(store: &Store, path: &BranchPath, tags: Option<&str>) -> Res
     let Some(mut records) = scanned(store, path, &sql, params![tags], [5, 1], |row, held| {
         record_of(row, held.seq, held.branch).map(Some)
     })?
-    else {
+    .whole() else {
         return Ok(None);
     };
     records.sort_unstable_by_key(|r| Reverse(r.seq));
@@ -954,7 +955,7 @@ fn counted_by_scan(
 ) -> Result<Option<Vec<(i64, TermCounts)>>> {
     let (sql, params) = keyword_statement(store, path, query, tags, "archival t")?;
     let mut counter = query.term_counter();
-    scanned(store, path, &sql, params, [0, 1], |row, _| counted(&mut counter, row))
+    Ok(scanned(store, path, &sql, params, [0, 1], |row, _| counted(&mut counter, row))?.whole())
 }
 
 /// [`counted_by_scan`] by one range probe per path branch.
@@ -1077,7 +1078,7 @@ fn superseded_versions(store: &Store, path: &BranchPath) -> Result<Superseded> {
 fn later_versions_by_scan(store: &Store, path: &BranchPath) -> Result<Option<Vec<(i64, i64)>>> {
     let sql = "SELECT t.seq, t.branch, t.record_id FROM archival t INDEXED BY archival_later_versions
                WHERE t.record_id != t.seq";
-    scanned(store, path, sql, params![], [0, 1], |row, held| Ok(Some((held.seq, row.get(2)?))))
+    Ok(scanned(store, path, sql, params![], [0, 1], |row, held| Ok(Some((held.seq, row.get(2)?))))?.whole())
 }
 
 /// [`later_versions_by_scan`] by one range scan of the index per path branch.
@@ -1157,7 +1158,7 @@ mod tests {
         for i in 0..5 {
             write("busy", &format!("busy {i}"));
         }
-        assert!(scanned(&s, &leaf, &EVERY_EVENT, params![], [0, 1], |_, _| Ok(Some(()))).unwrap().is_none());
+        assert!(!scanned(&s, &leaf, &EVERY_EVENT, params![], [0, 1], |_, _| Ok(Some(()))).unwrap().whole);
         assert_eq!(every_event_by_scan(&s, &leaf).unwrap(), Some(events_by_probes(&s, &leaf, None).unwrap()));
         assert!(versions_by_scan(&s, &leaf, None).unwrap().is_none());
         assert_eq!(s.view("leaf").unwrap(), before, "the probes read the same view");
@@ -1190,10 +1191,8 @@ mod tests {
         };
         // Root's and mid's kept, mid's later row and busy's passed: given up, two rows read.
         let all = |_: &Row<'_>, _: Held<'_>| Ok(Some(()));
-        assert_eq!(
-            scanned_so_far(&s, &path, &EVERY_EVENT, params![], [0, 1], all).unwrap(),
-            (vec![(); 2], false)
-        );
+        let scan = scanned(&s, &path, &EVERY_EVENT, params![], [0, 1], all).unwrap();
+        assert_eq!((scan.kept.len(), scan.whole), (2, false));
         assert_eq!(scanned_ids(), [late[1], late[0], mid, root]);
         s.recall_exclude("late", &[mid, late[0]]).unwrap();
         assert_eq!(scanned_ids(), [late[1], root]);
