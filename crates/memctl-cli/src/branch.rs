@@ -222,10 +222,10 @@ fn show(ctx: &Context, store: &Store, name: &str) -> anyhow::Result<()> {
     let path = store.path(name)?;
     let branch = path.branch().clone();
     let own = store.own_counts(&branch.id)?;
-    let root_first: Vec<&Branch> = path.branches().iter().rev().collect();
+    let root_first: Vec<&str> = path.branches().iter().rev().map(|b| b.id.as_str()).collect();
     let json = json!({
         "branch": branch_json(&branch),
-        "path": root_first.iter().map(|b| b.id.as_str()).collect::<Vec<_>>(),
+        "path": root_first,
         "own": own,
     });
     ctx.emit(json, || {
@@ -238,7 +238,7 @@ fn show(ctx: &Context, store: &Store, name: &str) -> anyhow::Result<()> {
             ("created", timestamp(branch.created_at).to_string()),
             ("meta", branch.meta.to_string()),
             ("status", status_text(&branch)),
-            ("path", root_first.iter().map(|b| b.id.as_str()).collect::<Vec<_>>().join(" → ")),
+            ("path", root_first.join(" → ")),
             ("own rows", format!("core {} · events {} · archival {}", own.core, own.events, own.archival)),
         ])
     });

@@ -83,7 +83,8 @@ pub use recall::{ConsolidateOutcome, EvictOutcome, EvictSelector, RecallView, SU
 pub use redact::redact;
 pub use render::{tags_suffix, Budget, PromptContext, SectionReport};
 pub use rows::{
-    is_step, AppendOutcome, Branch, BranchPath, BranchStatus, CoreEntry, Event, Record, Summary, STEP_KIND,
+    is_step, AppendOutcome, Branch, BranchPath, BranchStatus, CoreEntry, Event, PathBranch, Record, Summary,
+    STEP_KIND,
 };
 pub use schema::{PAGE_SIZE, SCHEMA_VERSION};
 pub use store::{OpContext, Store, Tx};

@@ -117,13 +117,13 @@ impl Store {
     pub fn path_report(&self, branch: &str) -> Result<PathReport> {
         self.read(|| {
             let path = self.path(branch)?;
-            let branches = path.branches();
-            let mut nodes: Vec<NodeDelta> = branches
-                .iter()
+            let mut nodes: Vec<NodeDelta> = self
+                .path_branches(&path)?
+                .into_iter()
                 .enumerate()
-                .map(|(pos, b)| NodeDelta {
-                    branch: b.clone(),
-                    sees_up_to: pos.checked_sub(1).map(|below| branches[below].fork_seq),
+                .map(|(pos, branch)| NodeDelta {
+                    branch,
+                    sees_up_to: pos.checked_sub(1).map(|below| path.branches()[below].fork_seq),
                     core: CoreDelta::default(),
                     recall: RecallDelta::default(),
                     archival: ArchivalDelta::default(),
@@ -154,7 +154,7 @@ impl Store {
                     let previous = current.get(key).and_then(|(value, at, seq)| {
                         value.as_ref().map(|v| Previous {
                             value: v.clone(),
-                            branch: branches[*at].id.clone(),
+                            branch: path.branches()[*at].id.clone(),
                             seq: *seq,
                         })
                     });

@@ -114,7 +114,7 @@ impl Store {
     /// The paper memory of `branch` (the best node of the search).
     pub fn paper_memory(&self, branch: &str, artifacts: Option<&Artifacts>) -> Result<PaperMemory> {
         let view = self.view(branch)?;
-        let mut provenance = self.path(branch)?.branches().to_vec();
+        let mut provenance = self.path_branches(&*self.path(branch)?)?;
         provenance.reverse();
         let material = Material::new(&view, &provenance);
         let best = artifacts.and_then(|a| a.best.as_ref());

@@ -5,7 +5,7 @@
 
 use crate::db::{params, Backend, Params, Row, Value};
 use crate::error::{Error, Result, Topic};
-use crate::rows::{Branch, BranchPath, BranchStatus};
+use crate::rows::{Branch, BranchPath, BranchStatus, PathBranch};
 use crate::store::Store;
 use std::collections::HashMap;
 use std::ops::Range;
@@ -14,7 +14,7 @@ use std::sync::LazyLock;
 
 /// The rule: a branch sees all of its own rows, and from each ancestor the rows up to the fork
 /// of the path's branch just below it. `path` is nearest first; the cutoffs come in its order.
-fn cutoffs(path: &[Branch]) -> Vec<i64> {
+fn cutoffs(path: &[PathBranch]) -> Vec<i64> {
     let below = path.iter().map(|b| b.fork_seq);
     std::iter::once(i64::MAX).chain(below).take(path.len()).collect()
 }
@@ -93,9 +93,9 @@ struct PathState {
     /// for a core write (`path_for_core_write`), by id; dropped with the paths.
     branches: HashMap<String, Branch>,
     core_paths: HashMap<String, Rc<BranchPath>>,
-    /// Every branch, from the last scan for a path ([`Store::read_path_by_scan`]); dropped
-    /// once another connection has committed (it may have marked a branch, or set its meta or
-    /// node_uid), and with the paths.
+    /// Every branch's place, from the last scan for a path ([`Store::read_path_by_scan`]).
+    /// Places never change, so it is dropped with the paths; a branch newer than it is read
+    /// by another scan.
     scanned: Option<Rc<ScannedBranches>>,
     /// The data version the paths were last checked at (None on PostgreSQL, which keeps none:
     /// checked on every call), and how many times `gc` had collected branches then: a path is
@@ -229,13 +229,15 @@ const BRANCH_COLUMNS: &str =
     "b.bid, b.id, b.node_uid, p.id, b.depth, b.fork_seq, b.created_at, b.meta, b.anchored, \
                               b.status, b.status_note";
 
-/// [`BRANCH_COLUMNS`] without the join: the parent's id is left NULL, for the caller to fill.
-const BRANCH_COLUMNS_UNJOINED: &str =
-    "b.bid, b.id, b.node_uid, NULL, b.depth, b.fork_seq, b.created_at, b.meta, b.anchored, \
-                              b.status, b.status_note";
+/// A branch row `b` as [`path_branch_from_row`] reads it.
+const PATH_BRANCH_COLUMNS: &str = "b.bid, b.id, b.fork_seq, b.anchored";
 
-/// How many columns [`branch_from_row`] reads: a column after them is the caller's.
-const BRANCH_COLUMN_COUNT: usize = 11;
+/// How many columns [`path_branch_from_row`] reads: a column after them is the caller's.
+const PATH_BRANCH_COLUMN_COUNT: usize = 4;
+
+fn path_branch_from_row(row: &Row<'_>) -> Result<PathBranch> {
+    Ok(PathBranch { bid: row.get(0)?, id: row.get(1)?, fork_seq: row.get(2)?, anchored: row.get(3)? })
+}
 
 fn branch_from_row(row: &Row<'_>) -> Result<Branch> {
     Ok(Branch {
@@ -340,6 +342,20 @@ impl Store {
         Ok(path)
     }
 
+    /// The branches of `path` in full, in its order (nearest first): what a report shows of
+    /// each, where a view needs only their places ([`PathBranch`]).
+    pub(crate) fn path_branches(&self, path: &BranchPath) -> Result<Vec<Branch>> {
+        let sql = format!(
+            "SELECT {BRANCH_COLUMNS} FROM {} j JOIN branches b ON b.bid = j.value
+             LEFT JOIN branches p ON p.bid = b.parent",
+            self.backend().json_ints("?1")
+        );
+        let bids: Vec<i64> = path.branches().iter().map(|b| b.bid).collect();
+        let mut branches = self.conn.query(&sql, params![serde_json::to_string(&bids)?], branch_from_row)?;
+        branches.sort_by_key(|b| path.position(b.bid));
+        Ok(branches)
+    }
+
     /// The branch `name` names, for a write that needs only the branch: taken from its cached
     /// path, else looked up alone (at depth 1,000 its path would cost a CLI call two thirds of
     /// its instructions) and kept for the handle's next writes. Only its bid and id are sure to
@@ -386,9 +402,8 @@ impl Store {
         Ok(self.memo(|state: &mut PathState| state.paths.get(name).cloned()))
     }
 
-    /// Forgets the cached paths and branches when another handle's `gc` has collected
-    /// branches since they were checked: a write must never go to a collected branch; and the
-    /// kept scan of the branches whenever another connection has committed. Costs a
+    /// Forgets the cached paths, branches and scan when another handle's `gc` has collected
+    /// branches since they were checked: a write must never go to a collected branch. Costs a
     /// data-version read per call and, after another connection's commit, one read of the
     /// collection count.
     fn drop_paths_if_collected(&self) -> Result<()> {
@@ -409,11 +424,11 @@ impl Store {
         }
         let collections = self.gc_collections()?;
         self.memo(|state: &mut PathState| {
-            state.scanned = None;
             if state.checked.is_some_and(|(_, c)| c != collections) {
                 state.paths.clear();
                 state.branches.clear();
                 state.core_paths.clear();
+                state.scanned = None;
             }
             state.checked = Some((version, collections));
         });
@@ -439,8 +454,7 @@ impl Store {
     /// The path to the root of a branch whose path holds most branches (a deep chain), from one
     /// scan of the branches table, its parent links followed here: the recursive query costs
     /// two seeks and a queue entry per level. The scan is kept for the handle's next such path
-    /// (`diff` reads two, mostly the same branches), unless the branch is newer than it; another
-    /// connection's commit drops it (`drop_paths_if_collected`).
+    /// (`diff` reads two, mostly the same branches), unless the branch is newer than it.
     fn read_path_by_scan(&self, branch: &Branch) -> Result<BranchPath> {
         let kept = self.memo(|state: &mut PathState| state.scanned.clone());
         let scanned = match kept {
@@ -468,25 +482,22 @@ impl Store {
             branches.push(b.clone());
             next = *parent;
         }
-        Ok(linked(branches))
+        Ok(path_of(branch, branches))
     }
 
     /// Every branch row, collected or not, with its parent's bid.
     fn scan_branches(&self) -> Result<ScannedBranches> {
         // In bid order, the table's own: a branch is then found by bisection, with no map to build.
-        let sql = format!("SELECT {BRANCH_COLUMNS_UNJOINED}, b.parent FROM branches b ORDER BY b.bid");
-        let rows: Vec<(Branch, Option<i64>)> = self
-            .conn
-            .query(&sql, params![], |row| Ok((branch_from_row(row)?, row.get(BRANCH_COLUMN_COUNT)?)))?;
+        let sql = format!("SELECT {PATH_BRANCH_COLUMNS}, b.parent FROM branches b ORDER BY b.bid");
+        let rows: Vec<(PathBranch, Option<i64>)> = self.conn.query(&sql, params![], |row| {
+            Ok((path_branch_from_row(row)?, row.get(PATH_BRANCH_COLUMN_COUNT)?))
+        })?;
         Ok(ScannedBranches { bids: rows.iter().map(|(b, _)| b.bid).collect(), rows })
     }
 
     /// The path of a branch read up its parent links by a recursive query, to the root or its
     /// nearest anchor.
     fn read_path_up(&self, branch: &Branch, stop_at_anchor: bool) -> Result<BranchPath> {
-        // Each branch's parent is the next on the path: its id is taken from there rather than
-        // joined per row; only the last branch's parent (above an anchor) is looked up.
-        let columns = BRANCH_COLUMNS_UNJOINED;
         let sql = format!(
             "WITH RECURSIVE up(bid, step) AS (
                  SELECT CAST(?1 AS BIGINT), 0
@@ -494,26 +505,15 @@ impl Store {
                  SELECT b.parent, up.step + 1 FROM up JOIN branches b ON b.bid = up.bid
                  WHERE b.parent IS NOT NULL AND NOT (?2 = 1 AND b.anchored = 1)
              )
-             SELECT {columns}, up.step FROM up JOIN branches b ON b.bid = up.bid"
+             SELECT {PATH_BRANCH_COLUMNS}, up.step FROM up JOIN branches b ON b.bid = up.bid"
         );
         // Sorted here, not by an ORDER BY: SQL sorts the rows (a thousand at depth 1,000) through
         // a temporary b-tree, at a fifth of a deep path's cost; sorting their steps here is cheap.
         let mut steps = self.conn.query(&sql, params![branch.bid, stop_at_anchor], |row| {
-            Ok((row.get::<i64>(BRANCH_COLUMN_COUNT)?, branch_from_row(row)?))
+            Ok((row.get::<i64>(PATH_BRANCH_COLUMN_COUNT)?, path_branch_from_row(row)?))
         })?;
         steps.sort_by_key(|(step, _)| *step);
-        let mut branches: Vec<Branch> = steps.into_iter().map(|(_, branch)| branch).collect();
-        // A path to the root ends at a branch without a parent, nothing to look up: a branch
-        // has a parent exactly when its depth is above 0 (`create_branch`, the one writer of
-        // branches, sets both).
-        if let Some(last) = branches.last_mut().filter(|last| last.depth > 0) {
-            last.parent = self.conn.query_opt(
-                "SELECT p.id FROM branches b JOIN branches p ON p.bid = b.parent WHERE b.bid = ?1",
-                [last.bid],
-                |r| r.get(0),
-            )?;
-        }
-        Ok(linked(branches))
+        Ok(path_of(branch, steps.into_iter().map(|(_, b)| b).collect()))
     }
 }
 
@@ -522,7 +522,7 @@ impl Store {
 /// holds its whole path.
 struct ScannedBranches {
     bids: Vec<i64>,
-    rows: Vec<(Branch, Option<i64>)>,
+    rows: Vec<(PathBranch, Option<i64>)>,
 }
 
 impl ScannedBranches {
@@ -532,14 +532,10 @@ impl ScannedBranches {
     }
 }
 
-/// The path of `branches` (nearest first, read without their parents' ids), each one's parent
-/// id taken from the next branch; the last one's is left as it is.
-fn linked(mut branches: Vec<Branch>) -> BranchPath {
-    for i in 1..branches.len() {
-        branches[i - 1].parent = Some(branches[i].id.clone());
-    }
+/// The path of `branch` through `branches` (nearest first, `branch` itself first).
+fn path_of(branch: &Branch, branches: Vec<PathBranch>) -> BranchPath {
     let cutoffs = cutoffs(&branches);
-    BranchPath::new(branches, &cutoffs)
+    BranchPath::new(branch.clone(), branches, &cutoffs)
 }
 
 fn unknown_branch(name: &str) -> Error {
@@ -563,7 +559,8 @@ mod tests {
         /// Random trees, anchored every few levels or not: every branch's path read from one
         /// scan of the branches equals the path read up its parent links, and so does the path
         /// a handle reads, whichever of the two it chose. Each new branch's path is read as it
-        /// is forked, after a scan the handle kept that does not hold it.
+        /// is forked, after a scan the handle kept that does not hold it. The path's branches
+        /// read in full are its branches as looked up one by one, in its order.
         #[test]
         fn scanned_paths_are_the_paths_up(parents in prop::collection::vec(0usize..1000, 1..40), every in 0i64..4) {
             let s = Store::scratch_anchoring(every);
@@ -573,11 +570,16 @@ mod tests {
                 let branch = s.branch(&child.branch).unwrap();
                 prop_assert_eq!(s.read_path_by_scan(&branch).unwrap(), s.read_path_up(&branch, false).unwrap());
             }
+            for i in (0..=parents.len()).step_by(3) {
+                s.write(|tx| tx.set_branch_meta(&format!("b{i}"), &serde_json::json!({ "i": i }))).unwrap();
+            }
             for i in 0..=parents.len() {
                 let branch = s.branch(&format!("b{i}")).unwrap();
                 let up = s.read_path_up(&branch, false).unwrap();
                 prop_assert_eq!(&s.read_path_by_scan(&branch).unwrap(), &up);
                 prop_assert_eq!(&*s.path(&branch.id).unwrap(), &up);
+                let one_by_one: Vec<Branch> = up.branches().iter().map(|b| s.branch(&b.id).unwrap()).collect();
+                prop_assert_eq!(s.path_branches(&up).unwrap(), one_by_one);
             }
         }
     }
