@@ -50,21 +50,28 @@ impl Store {
 
     /// The newest `limit` visible records (all when None).
     pub fn archival_list(&self, branch: &str, limit: Option<usize>) -> Result<Vec<Record>> {
-        view::archival(self, &*self.path(branch)?, &[], limit)
+        view::archival(self, &*self.window_path(branch, limit)?, &[], limit)
     }
 
     /// Searches the branch's view (SPEC §4.4): words OR-ed, tags AND-ed before the limit, ranked
     /// by bm25 over the view's matches (query.rs) whether FTS5 or the fallback finds them, ties
     /// newest first.
     pub fn archival_search(&self, branch: &str, search: &Search) -> Result<Vec<Record>> {
-        let path = self.path(branch)?;
         let query = Query::parse(&search.query);
         if search.k == 0 || query.matches_nothing() {
+            // (An unknown branch is still an error.)
+            self.branch(branch)?;
             return Ok(vec![]);
         }
         if query.is_blank() {
-            return view::archival(self, &path, &search.tags, Some(search.k));
+            return view::archival(
+                self,
+                &*self.window_path(branch, Some(search.k))?,
+                &search.tags,
+                Some(search.k),
+            );
         }
+        let path = self.path(branch)?;
         self.read(|| {
             let matches = if self.uses_fts()? {
                 view::archival_fts_matches(self, &path, &query, &search.tags)?

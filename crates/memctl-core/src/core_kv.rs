@@ -91,7 +91,7 @@ impl Tx<'_> {
                 return Err(Error::invalid("ttl must be a positive number of seconds"));
             }
         }
-        let path = self.path_for_core_write(branch)?;
+        let path = self.near_path(branch, 1)?;
         let bid = path.branch().bid;
         let budget = self.config.core_max_chars;
         let full_value = self.redacted(value);
@@ -206,7 +206,7 @@ impl Tx<'_> {
         for key in keys {
             validate_key(key)?;
         }
-        let path = self.path_for_core_write(branch)?;
+        let path = self.near_path(branch, 1)?;
         let visible = view::core(self, &path)?;
         let mut deleted = Vec::new();
         for key in keys {

@@ -98,6 +98,11 @@ impl BranchPath {
         &self.branch
     }
 
+    /// Whether the path goes up to the root (else it stops at an anchor).
+    pub(crate) fn is_whole(&self) -> bool {
+        self.branches.len() as i64 == self.branch.depth + 1
+    }
+
     /// The branch, then its parent, … up to the root.
     pub fn branches(&self) -> &[PathBranch] {
         &self.branches

@@ -69,8 +69,11 @@ const RECORDED_SUMMARIES: usize = 128;
 impl Store {
     /// Summaries, then the newest `limit` events (all when None).
     pub fn recall_list(&self, branch: &str, limit: Option<usize>) -> Result<RecallView> {
-        let path = self.path(branch)?;
-        Ok(RecallView { summaries: view::summaries(self, &path)?, events: view::events(self, &path, limit)? })
+        let path = self.window_path(branch, limit)?;
+        Ok(RecallView {
+            summaries: view::named_summaries(self, &path)?,
+            events: view::events(self, &path, limit)?,
+        })
     }
 
     /// Searches the whole visible timeline with archival search's semantics: words OR-ed,

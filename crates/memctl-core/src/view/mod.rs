@@ -72,6 +72,7 @@ use sql::{
 use std::cmp::Reverse;
 use std::collections::{HashMap, HashSet};
 use std::ops::ControlFlow;
+use std::rc::Rc;
 use std::sync::LazyLock;
 
 /// Everything a branch sees.
@@ -103,16 +104,65 @@ impl Store {
         records: Option<usize>,
     ) -> Result<View> {
         self.read(|| {
-            let path = self.path(name)?;
+            // Windows of events and records are read over the nearest branches first, and core
+            // and summaries down to the nearest anchor: only the path's nearest branches are
+            // read, unless a window is short of rows there (`windowed`).
+            let path = self.window_path(name, events_limit.and(records))?;
+            let mut core = core(self, &path)?;
+            if !path.is_whole() {
+                name_writers_beyond(self, &path, "core", core.iter_mut().map(|e| (e.seq, &mut e.branch)))?;
+            }
             Ok(View {
                 branch: path.branch().clone(),
-                core: core(self, &path)?,
-                summaries: summaries(self, &path)?,
+                core,
+                summaries: named_summaries(self, &path)?,
                 events: events(self, &path, events_limit)?,
                 archival: archival(self, &path, &[], records)?,
             })
         })
     }
+
+    /// The path a read of windows of at most `limit` rows needs (see [`windowed`]): down to
+    /// the nearest anchor and at least [`WINDOW_BRANCHES`] branches ([`Store::near_path`]); the
+    /// whole path for a read of every row (None).
+    pub(crate) fn window_path(&self, name: &str, limit: Option<usize>) -> Result<Rc<BranchPath>> {
+        match limit {
+            Some(_) => self.near_path(name, WINDOW_BRANCHES),
+            None => self.path(name),
+        }
+    }
+}
+
+/// Names the writers of rows of `table` (each its seq and its writer's id) that `path` does not
+/// hold: rows an anchor keeps from above a path read only down to it ([`Store::near_path`]),
+/// which `id_of` gives as "?".
+fn name_writers_beyond<'r>(
+    store: &Store,
+    path: &BranchPath,
+    table: &str,
+    rows: impl Iterator<Item = (i64, &'r mut String)>,
+) -> Result<()> {
+    let on_path: HashSet<&str> = path.branches().iter().map(|b| b.id.as_str()).collect();
+    let beyond: Vec<(i64, &mut String)> = rows.filter(|(_, id)| !on_path.contains(id.as_str())).collect();
+    if beyond.is_empty() {
+        return Ok(());
+    }
+    let sql = format!(
+        "SELECT t.seq, b.id FROM {} j JOIN {table} t ON t.seq = j.value JOIN branches b ON b.bid = t.branch",
+        store.backend().json_ints("?1")
+    );
+    let seqs: Vec<i64> = beyond.iter().map(|(seq, _)| *seq).collect();
+    let writers: HashMap<i64, String> = store
+        .conn
+        .query(&sql, params![serde_json::to_string(&seqs)?], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .into_iter()
+        .collect();
+    for (seq, id) in beyond {
+        if let Some(writer) = writers.get(&seq) {
+            id.clone_from(writer);
+        }
+    }
+    Ok(())
 }
 
 /// The `?1` of [`has_tags`].
@@ -180,16 +230,24 @@ fn windowed<T>(
     store: &Store,
     path: &BranchPath,
     limit: usize,
-    read: impl Fn(usize, usize) -> Result<Vec<T>>,
+    read: impl Fn(&BranchPath, usize, usize) -> Result<Vec<T>>,
 ) -> Result<Vec<T>> {
     if limit == 0 {
         return Ok(Vec::new());
     }
     let held = path::load_nearest(store, path, WINDOW_BRANCHES)?;
-    let mut rows = read(0, limit)?;
-    if rows.len() < limit && held < path.branches().len() {
+    let mut rows = read(path, 0, limit)?;
+    if rows.len() < limit && (held < path.branches().len() || !path.is_whole()) {
+        // A path read only down to an anchor ([`Store::near_path`]) is read on to the root.
+        let whole;
+        let path = if path.is_whole() {
+            path
+        } else {
+            whole = store.path(&path.branch().id)?;
+            &*whole
+        };
         path::load(store, path)?;
-        rows.extend(read(held, limit - rows.len())?);
+        rows.extend(read(path, held, limit - rows.len())?);
     }
     Ok(rows)
 }
@@ -355,7 +413,7 @@ fn events_by_probes(store: &Store, path: &BranchPath, limit: Option<usize>) -> R
         visible("events"),
         not_excluded()
     );
-    windowed(store, path, limit, |from, limit| {
+    windowed(store, path, limit, |path, from, limit| {
         store.conn.query(&sql, params![from as i64, limit as i64], |row| event_from_row(path, row))
     })
 }
@@ -585,6 +643,16 @@ pub(crate) fn summaries(store: &Store, path: &BranchPath) -> Result<Vec<Summary>
     })?;
     kept.sort_unstable_by_key(|summary| summary.id);
     Ok(kept)
+}
+
+/// [`summaries`], their writers named whatever the path ([`name_writers_beyond`]).
+pub(crate) fn named_summaries(store: &Store, path: &BranchPath) -> Result<Vec<Summary>> {
+    let mut summaries = summaries(store, path)?;
+    if !path.is_whole() {
+        let writers = summaries.iter_mut().map(|s| (s.id, &mut s.branch));
+        name_writers_beyond(store, path, "inherited_summaries", writers)?;
+    }
+    Ok(summaries)
 }
 
 /// Ids from their stored JSON array (a summary's covered and folded ids): the form memctl
@@ -834,7 +902,7 @@ pub(crate) fn archival(
         visible("archival"),
         current_version()
     );
-    windowed(store, path, limit, |from, limit| {
+    windowed(store, path, limit, |path, from, limit| {
         let params = params![tags.as_deref(), from as i64, limit as i64];
         store.conn.query(&sql, params, |row| record_from_row(path, row))
     })
@@ -1389,11 +1457,14 @@ mod tests {
         /// see), exclusions, updates and deletes of rows far up the path, and anchors or none:
         /// a window of the newest n events, or records (with a tags filter or none), read
         /// while the path table holds another branch's path, is the first n of every such
-        /// row. The table then holds the nearest branches only, or the whole path.
+        /// row, read along the whole path or along the path down to the nearest anchor
+        /// ([`Store::window_path`]), also while the table holds the whole path. The table then
+        /// holds the nearest branches only, or the whole path. A view of windows, read along the nearer path, names the writers of its
+        /// core keys and summaries as the whole path does.
         #[test]
         fn windows_read_the_newest_of_every_row(
             anchor_every in prop::sample::select(vec![0i64, 1, 16]),
-            ops in prop::collection::vec((0u8..6, 0usize..64, 0usize..3), 1..80),
+            ops in prop::collection::vec((0u8..7, 0usize..64, 0usize..3), 1..80),
         ) {
             let s = Store::scratch_anchoring(anchor_every);
             s.create_root("b0").unwrap();
@@ -1426,6 +1497,9 @@ mod tests {
                         let id = event_ids[pick % event_ids.len()];
                         let _ = s.recall_summarize(&at, "summary", &text, &[id]);
                     }
+                    5 => {
+                        s.core_set(&at, &format!("k{}", pick % 4), &text, Default::default()).unwrap();
+                    }
                     _ => records.push(s.archival_add(&at, &text, &[format!("t{}", pick % 2)]).unwrap().id),
                 }
                 // A level or two after most writes, none after some: chains pass the window's
@@ -1439,6 +1513,9 @@ mod tests {
             let elsewhere = s.path("b0").unwrap();
             let tagged = ["t1".to_string()];
             for branch in chain.iter().rev().step_by(5) {
+                s.forget_paths();
+                let near = s.window_path(branch, Some(1)).unwrap();
+                prop_assert!(near.is_whole() || near.anchor().is_some());
                 let path = s.path(branch).unwrap();
                 let every_event = events_by_probes(&s, &path, None).unwrap();
                 let every_record = versions_by_probes(&s, &path, None).unwrap();
@@ -1446,18 +1523,31 @@ mod tests {
                 let current: Vec<&Record> =
                     every_record.iter().filter(|r| !superseded.is_superseded(r.seq)).collect();
                 for n in [0, 1, 3, 8, 1000] {
-                    path::load(&s, &elsewhere).unwrap();
-                    let window = events(&s, &path, Some(n)).unwrap();
-                    prop_assert_eq!(&window[..], &every_event[..n.min(every_event.len())]);
-                    for tags in [&[][..], &tagged[..]] {
+                    for along in [&path, &near] {
                         path::load(&s, &elsewhere).unwrap();
-                        let window = archival(&s, &path, tags, Some(n)).unwrap();
-                        let carries = |r: &&Record| tags.iter().all(|t| r.tags.contains(t));
-                        let expected: Vec<&Record> =
-                            current.iter().copied().filter(carries).take(n).collect();
-                        prop_assert_eq!(window.iter().collect::<Vec<_>>(), expected);
+                        let window = events(&s, along, Some(n)).unwrap();
+                        prop_assert_eq!(&window[..], &every_event[..n.min(every_event.len())]);
+                        for tags in [&[][..], &tagged[..]] {
+                            path::load(&s, &elsewhere).unwrap();
+                            let window = archival(&s, along, tags, Some(n)).unwrap();
+                            let carries = |r: &&Record| tags.iter().all(|t| r.tags.contains(t));
+                            let expected: Vec<&Record> =
+                                current.iter().copied().filter(carries).take(n).collect();
+                            prop_assert_eq!(window.iter().collect::<Vec<_>>(), expected);
+                        }
                     }
+                    // Along the nearer path while the table holds the whole one.
+                    path::load(&s, &path).unwrap();
+                    let window = events(&s, &near, Some(n)).unwrap();
+                    prop_assert_eq!(&window[..], &every_event[..n.min(every_event.len())]);
                 }
+                s.forget_paths();
+                let view = s.view_window(branch, Some(3), Some(3)).unwrap();
+                prop_assert_eq!(view.core, core(&s, &path).unwrap());
+                prop_assert_eq!(view.summaries, summaries(&s, &path).unwrap());
+                prop_assert_eq!(&view.events[..], &every_event[..3.min(every_event.len())]);
+                let newest: Vec<&Record> = current.iter().copied().take(3).collect();
+                prop_assert_eq!(view.archival.iter().collect::<Vec<_>>(), newest);
             }
         }
 

@@ -90,9 +90,9 @@ fn most_branches(store: &Store, count: usize) -> Result<bool> {
 struct PathState {
     paths: HashMap<String, Rc<BranchPath>>,
     /// Branches a write looked up alone (`branch_for_write`), and paths read only to an anchor
-    /// for a core write (`path_for_core_write`), by id; dropped with the paths.
+    /// (`near_path`), by id; dropped with the paths.
     branches: HashMap<String, Branch>,
-    core_paths: HashMap<String, Rc<BranchPath>>,
+    near_paths: HashMap<String, Rc<BranchPath>>,
     /// Every branch's place, from the last scan for a path ([`Store::read_path_by_scan`]).
     /// Places never change, so it is dropped with the paths; a branch newer than it is read
     /// by another scan.
@@ -137,8 +137,11 @@ pub(crate) fn load_nearest(store: &Store, path: &BranchPath, count: usize) -> Re
     let bid = path.branch().bid;
     let count = count.clamp(1, path.branches().len());
     let loaded = store.memo(|state: &mut PathState| state.loaded.take());
+    // A longer path of the branch may be loaded than this one, which stops at an anchor
+    // (`Store::near_path`): the table is then filled anew, so that a read of it never meets
+    // rows of branches the path does not hold.
     let held = match loaded {
-        Some((loaded_bid, held)) if loaded_bid == bid => held,
+        Some((loaded_bid, held)) if loaded_bid == bid && held <= path.branches().len() => held,
         _ => 0,
     };
     if held >= count {
@@ -337,7 +340,7 @@ impl Store {
             return Ok(path);
         }
         let branch = self.branch(name)?;
-        let path = Rc::new(self.read_path(&branch, false)?);
+        let path = Rc::new(self.read_whole_path(&branch)?);
         self.memo(|state: &mut PathState| state.paths.insert(path.branch().id.clone(), path.clone()));
         Ok(path)
     }
@@ -374,26 +377,38 @@ impl Store {
         Ok(branch)
     }
 
-    /// The path of `name` as far as its core is resolved (to its nearest anchor: all that
-    /// `view::core` reads, see the view's module comment), for a write that reads only the
-    /// visible keys' names, values and importances: a key written above the anchor is visible
-    /// through the anchor's rows, but its writer is not on this path (`id_of` gives "?"). The
-    /// whole path when it is cached; one read to the root is kept as the whole path it is, one
-    /// that stops at an anchor for the handle's next core writes.
-    pub(crate) fn path_for_core_write(&self, name: &str) -> Result<Rc<BranchPath>> {
+    /// The path of `name` down to its nearest anchor and at least `at_least` branches (to its
+    /// root if it has no anchor there): all that a core read and a window of the `at_least`
+    /// nearest branches' rows read (see the view's module comment). A key written above the
+    /// anchor is visible through the anchor's rows, but its writer is not on this path (`id_of`
+    /// gives "?"; a windowed view looks such writers up). The whole path when it is cached; a
+    /// path read to the root is kept as the whole path it is, one that stops at an anchor for
+    /// the handle's next reads of as many branches or fewer.
+    pub(crate) fn near_path(&self, name: &str, at_least: usize) -> Result<Rc<BranchPath>> {
         if let Some(path) = self.cached_path(name)? {
             return Ok(path);
         }
-        if let Some(path) = self.memo(|state: &mut PathState| state.core_paths.get(name).cloned()) {
+        let kept = self.memo(|state: &mut PathState| state.near_paths.get(name).cloned());
+        if let Some(path) = kept.filter(|path| path.branches().len() >= at_least) {
             return Ok(path);
         }
-        let path = Rc::new(self.path_to_anchor(&self.branch(name)?)?);
+        let branch = self.branch(name)?;
+        let path = Rc::new(match self.read_near_path(&branch, at_least)? {
+            Some(path) => path,
+            None => self.read_whole_path(&branch)?,
+        });
         // Kept under its id, as whole paths are (a node_uid is resolved each time).
         self.memo(|state: &mut PathState| {
-            let kept = if path.anchor().is_none() { &mut state.paths } else { &mut state.core_paths };
+            let kept = if path.is_whole() { &mut state.paths } else { &mut state.near_paths };
             kept.insert(path.branch().id.clone(), path.clone())
         });
         Ok(path)
+    }
+
+    /// Forgets every path the handle keeps, so that a test reads them again.
+    #[cfg(test)]
+    pub(crate) fn forget_paths(&self) {
+        self.memo(|state: &mut PathState| *state = PathState::default());
     }
 
     /// The path cached under branch id `name`, if it may still be used.
@@ -427,7 +442,7 @@ impl Store {
             if state.checked.is_some_and(|(_, c)| c != collections) {
                 state.paths.clear();
                 state.branches.clear();
-                state.core_paths.clear();
+                state.near_paths.clear();
                 state.scanned = None;
             }
             state.checked = Some((version, collections));
@@ -438,17 +453,30 @@ impl Store {
     /// The path from `branch` up to its nearest anchored branch (or its root): all that
     /// resolving its core and summaries reads (see the view's module comment), at most `anchor_every` levels.
     pub(crate) fn path_to_anchor(&self, branch: &Branch) -> Result<BranchPath> {
-        self.read_path(branch, true)
+        self.read_path_up(branch, Some(1), None)
     }
 
-    fn read_path(&self, branch: &Branch, stop_at_anchor: bool) -> Result<BranchPath> {
+    /// [`Store::near_path`]'s path, read up the parent links; None where forks are not
+    /// anchored (`anchor_every` 0), or no anchor was met as far as they place one, where the
+    /// whole path is read as it would be on its own (by a scan on a deep chain).
+    fn read_near_path(&self, branch: &Branch, at_least: usize) -> Result<Option<BranchPath>> {
+        let every = self.config.anchor_every;
+        if every <= 0 {
+            return Ok(None);
+        }
+        // Forks are anchored at depths divisible by `every`: one lies within `every` levels.
+        let path = self.read_path_up(branch, Some(at_least), Some(at_least + every as usize))?;
+        Ok((path.is_whole() || path.anchor().is_some()).then_some(path))
+    }
+
+    fn read_whole_path(&self, branch: &Branch) -> Result<BranchPath> {
         // Bids only grow, so the branch's own is at most the greatest bid, which `most_branches`
         // compares the path against: a path shorter than half of it needs no count.
         let length = branch.depth + 1;
-        if !stop_at_anchor && 2 * length >= branch.bid && most_branches(self, length as usize)? {
+        if 2 * length >= branch.bid && most_branches(self, length as usize)? {
             return self.read_path_by_scan(branch);
         }
-        self.read_path_up(branch, stop_at_anchor)
+        self.read_path_up(branch, None, None)
     }
 
     /// The path to the root of a branch whose path holds most branches (a deep chain), from one
@@ -495,21 +523,31 @@ impl Store {
         Ok(ScannedBranches { bids: rows.iter().map(|(b, _)| b.bid).collect(), rows })
     }
 
-    /// The path of a branch read up its parent links by a recursive query, to the root or its
-    /// nearest anchor.
-    fn read_path_up(&self, branch: &Branch, stop_at_anchor: bool) -> Result<BranchPath> {
+    /// The path of a branch read up its parent links by a recursive query: to the root, or
+    /// (`at_least`) down to its nearest anchor and at least that many branches; at most
+    /// `at_most` branches.
+    fn read_path_up(
+        &self,
+        branch: &Branch,
+        at_least: Option<usize>,
+        at_most: Option<usize>,
+    ) -> Result<BranchPath> {
+        // `anchored`: whether the branch or one below it on the path is anchored.
         let sql = format!(
-            "WITH RECURSIVE up(bid, step) AS (
-                 SELECT CAST(?1 AS BIGINT), 0
+            "WITH RECURSIVE up(bid, step, anchored) AS (
+                 SELECT CAST(?1 AS BIGINT), 0, 0
                  UNION ALL
-                 SELECT b.parent, up.step + 1 FROM up JOIN branches b ON b.bid = up.bid
-                 WHERE b.parent IS NOT NULL AND NOT (?2 = 1 AND b.anchored = 1)
+                 SELECT b.parent, up.step + 1, CASE WHEN up.anchored = 1 OR b.anchored = 1 THEN 1 ELSE 0 END
+                 FROM up JOIN branches b ON b.bid = up.bid
+                 WHERE b.parent IS NOT NULL AND up.step + 1 < CAST(?3 AS BIGINT)
+                   AND NOT ((up.anchored = 1 OR b.anchored = 1) AND up.step + 1 >= CAST(?2 AS BIGINT))
              )
              SELECT {PATH_BRANCH_COLUMNS}, up.step FROM up JOIN branches b ON b.bid = up.bid"
         );
+        let [at_least, at_most] = [at_least, at_most].map(|n| n.map_or(i64::MAX, |n| n as i64));
         // Sorted here, not by an ORDER BY: SQL sorts the rows (a thousand at depth 1,000) through
         // a temporary b-tree, at a fifth of a deep path's cost; sorting their steps here is cheap.
-        let mut steps = self.conn.query(&sql, params![branch.bid, stop_at_anchor], |row| {
+        let mut steps = self.conn.query(&sql, params![branch.bid, at_least, at_most], |row| {
             Ok((row.get::<i64>(PATH_BRANCH_COLUMN_COUNT)?, path_branch_from_row(row)?))
         })?;
         steps.sort_by_key(|(step, _)| *step);
@@ -568,14 +606,14 @@ mod tests {
             for (i, pick) in parents.iter().enumerate() {
                 let child = s.fork(&format!("b{}", pick % (i + 1)), Some(&format!("b{}", i + 1))).unwrap();
                 let branch = s.branch(&child.branch).unwrap();
-                prop_assert_eq!(s.read_path_by_scan(&branch).unwrap(), s.read_path_up(&branch, false).unwrap());
+                prop_assert_eq!(s.read_path_by_scan(&branch).unwrap(), s.read_path_up(&branch, None, None).unwrap());
             }
             for i in (0..=parents.len()).step_by(3) {
                 s.write(|tx| tx.set_branch_meta(&format!("b{i}"), &serde_json::json!({ "i": i }))).unwrap();
             }
             for i in 0..=parents.len() {
                 let branch = s.branch(&format!("b{i}")).unwrap();
-                let up = s.read_path_up(&branch, false).unwrap();
+                let up = s.read_path_up(&branch, None, None).unwrap();
                 prop_assert_eq!(&s.read_path_by_scan(&branch).unwrap(), &up);
                 prop_assert_eq!(&*s.path(&branch.id).unwrap(), &up);
                 let one_by_one: Vec<Branch> = up.branches().iter().map(|b| s.branch(&b.id).unwrap()).collect();
