@@ -348,15 +348,12 @@ impl Store {
     /// The branches of `path` in full, in its order (nearest first): what a report shows of
     /// each, where a view needs only their places ([`PathBranch`]).
     pub(crate) fn path_branches(&self, path: &BranchPath) -> Result<Vec<Branch>> {
+        load(self, path)?;
         let sql = format!(
-            "SELECT {BRANCH_COLUMNS} FROM {} j JOIN branches b ON b.bid = j.value
-             LEFT JOIN branches p ON p.bid = b.parent",
-            self.backend().json_ints("?1")
+            "SELECT {BRANCH_COLUMNS} FROM temp.view_path v JOIN branches b ON b.bid = v.bid
+             LEFT JOIN branches p ON p.bid = b.parent ORDER BY v.pos"
         );
-        let bids: Vec<i64> = path.branches().iter().map(|b| b.bid).collect();
-        let mut branches = self.conn.query(&sql, params![serde_json::to_string(&bids)?], branch_from_row)?;
-        branches.sort_by_key(|b| path.position(b.bid));
-        Ok(branches)
+        self.conn.query(&sql, params![], branch_from_row)
     }
 
     /// The branch `name` names, for a write that needs only the branch: taken from its cached
