@@ -4,7 +4,7 @@
 
 use crate::support::postgres::Cluster;
 use crate::support::*;
-use serde_json::json;
+use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
 fn cluster(test: &str) -> Option<&'static Cluster> {
@@ -194,6 +194,9 @@ fn a_deep_view_reads_alike_on_both_backends() {
         for level in 1..=40 {
             let (parent, child) = (format!("b{}", level - 1), format!("b{level}"));
             sb.ok(&["recall", "append", &parent, "--kind", "note", &format!("at {parent}")]);
+            if level % 10 == 3 {
+                sb.ok(&["core", "set", &parent, &format!("k{level}"), &format!("set at {parent}")]);
+            }
             sb.ok(&["fork", &parent, &child]);
         }
         sb.ok(&["recall", "append", "b20", "--kind", "note", "after b21's fork"]);
@@ -201,7 +204,14 @@ fn a_deep_view_reads_alike_on_both_backends() {
         sb.ok(&["recall", "append", "side", "--kind", "note", "on the side"]);
         let view = sb.json(&["read", "b40", "--all"]);
         assert!(array(field(&view, "recall"), "events").len() > 20, "{}: the ancestors' events", db.name());
-        readouts.push((db.name(), [view, sb.json(&["diff", "b40", "side"]), sb.json(&["path", "b40"])]));
+        // A window's read stops at the nearest anchor 32 branches up, where core keys written
+        // above it show through its anchor rows; the records' window, empty, reads on.
+        let window = sb.json(&["read", "b40"]);
+        assert_eq!(field(&window, "core"), field(&view, "core"), "{}: the window's core", db.name());
+        let summaries = |v: &Value| field(field(v, "recall"), "summaries").clone();
+        assert_eq!(summaries(&window), summaries(&view), "{}: the window's summaries", db.name());
+        let readout = [view, window, sb.json(&["diff", "b40", "side"]), sb.json(&["path", "b40"])];
+        readouts.push((db.name(), readout));
     }
     for (name, readout) in &readouts[1..] {
         assert_eq!(readout, &readouts[0].1, "{name} reads as SQLite does");
