@@ -184,18 +184,28 @@ fn search_finds_and_ranks_alike_on_both_backends() {
 }
 
 /// A path longer than a window's nearest branches reads every event by one probe per branch
-/// (PostgreSQL never scans whole tables): the same whole view, diff and path on both backends.
+/// (PostgreSQL never scans whole tables): the same whole view, diff and path on both backends;
+/// and the same window, read along the path's nearest branches only.
 #[test]
 fn a_deep_view_reads_alike_on_both_backends() {
     let mut readouts = Vec::new();
     for db in backends("a_deep_view_reads_alike") {
-        let sb = Sandbox::initialized_on(&db);
+        // No consolidation but b2's: its summary stays in the view, unfolded.
+        let sb = Sandbox::on(&db, "auto_consolidate = false\n");
+        sb.ok(&["init"]);
         sb.ok(&["branch", "create", "b0"]);
         for level in 1..=40 {
             let (parent, child) = (format!("b{}", level - 1), format!("b{level}"));
             sb.ok(&["recall", "append", &parent, "--kind", "note", &format!("at {parent}")]);
             if level % 10 == 3 {
                 sb.ok(&["core", "set", &parent, &format!("k{level}"), &format!("set at {parent}")]);
+            }
+            if level == 3 {
+                // Past the bound a consolidation waits for (1.5 × 20 events).
+                for i in 0..32 {
+                    sb.ok(&["recall", "append", &parent, "--kind", "note", &format!("{parent} {i}")]);
+                }
+                sb.ok(&["consolidate", &parent]);
             }
             sb.ok(&["fork", &parent, &child]);
         }
@@ -204,12 +214,15 @@ fn a_deep_view_reads_alike_on_both_backends() {
         sb.ok(&["recall", "append", "side", "--kind", "note", "on the side"]);
         let view = sb.json(&["read", "b40", "--all"]);
         assert!(array(field(&view, "recall"), "events").len() > 20, "{}: the ancestors' events", db.name());
-        // A window's read stops at the nearest anchor 32 branches up, where core keys written
-        // above it show through its anchor rows; the records' window, empty, reads on.
+        // A window reads the 32 nearest branches, down to b9, past the nearest anchor (b32):
+        // core keys and b2's summary show through the anchor's rows, their writers looked up;
+        // the records' window, empty, reads on to the root.
         let window = sb.json(&["read", "b40"]);
         assert_eq!(field(&window, "core"), field(&view, "core"), "{}: the window's core", db.name());
-        let summaries = |v: &Value| field(field(v, "recall"), "summaries").clone();
+        let summaries = |v: &Value| array(field(v, "recall"), "summaries").clone();
         assert_eq!(summaries(&window), summaries(&view), "{}: the window's summaries", db.name());
+        let writers: Vec<Value> = summaries(&window).iter().map(|s| s["branch"].clone()).collect();
+        assert_eq!(writers, [json!("b2")], "{}: the writer beyond the window's branches", db.name());
         let readout = [view, window, sb.json(&["diff", "b40", "side"]), sb.json(&["path", "b40"])];
         readouts.push((db.name(), readout));
     }

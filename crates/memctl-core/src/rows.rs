@@ -103,7 +103,7 @@ impl BranchPath {
         self.branches.len() as i64 == self.branch.depth + 1
     }
 
-    /// The branch, then its parent, … up to the root.
+    /// The branch, then its parent, … up to the root, or to the nearest anchor (`is_whole`).
     pub fn branches(&self) -> &[PathBranch] {
         &self.branches
     }

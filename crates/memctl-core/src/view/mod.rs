@@ -20,7 +20,10 @@
 //! are not in the child's view), and readers take the path down to the nearest anchored branch
 //! plus its anchor rows. The rows read are the same, minus ones that can never win. Within a
 //! branch, each summary row records the summaries its view kept once it was written, which
-//! stand for every older row in the same way ([`summaries`]).
+//! stand for every older row in the same way ([`summaries`]). A read of windows, core and
+//! summaries alone reads the path only down to the nearest anchor and its [`WINDOW_BRANCHES`]
+//! nearest branches ([`Store::window_path`]), and looks up the writers of anchor rows from
+//! above it ([`name_writers_beyond`]); a read of every row needs the whole path.
 //!
 //! Derived implementations — faster forms of the same rule, each checked against the in-memory
 //! model of tests/engine/model.rs (and the viewer's against `memctl read`, `diff` and `why`):
@@ -108,13 +111,9 @@ impl Store {
             // and summaries down to the nearest anchor: only the path's nearest branches are
             // read, unless a window is short of rows there (`windowed`).
             let path = self.window_path(name, events_limit.and(records))?;
-            let mut core = core(self, &path)?;
-            if !path.is_whole() {
-                name_writers_beyond(self, &path, "core", core.iter_mut().map(|e| (e.seq, &mut e.branch)))?;
-            }
             Ok(View {
                 branch: path.branch().clone(),
-                core,
+                core: named_core(self, &path)?,
                 summaries: named_summaries(self, &path)?,
                 events: events(self, &path, events_limit)?,
                 archival: archival(self, &path, &[], records)?,
@@ -135,7 +134,7 @@ impl Store {
 
 /// Names the writers of rows of `table` (each its seq and its writer's id) that `path` does not
 /// hold: rows an anchor keeps from above a path read only down to it ([`Store::near_path`]),
-/// which `id_of` gives as "?".
+/// which `id_of` gives as "?". Core writes, which show no writer, go without.
 fn name_writers_beyond<'r>(
     store: &Store,
     path: &BranchPath,
@@ -219,13 +218,14 @@ fn load_to_anchor(store: &Store, path: &BranchPath) -> Result<(i64, Option<i64>)
 /// How many of a path's nearest branches a window of its newest rows is first read over.
 const WINDOW_BRANCHES: usize = 32;
 
-/// At most `limit` of the view's rows, nearest branch first, from `read(from, limit)`: at most
-/// `limit` rows of the path branches at positions `from` and beyond that `temp.view_path`
-/// holds, in that order. They are read first over the table as it is, holding at least the
-/// [`WINDOW_BRANCHES`] nearest branches, whose visible rows are all newer than the farther
-/// branches' (`path::holder`) and can be hidden or replaced only by rows of their own
-/// (`path::load_nearest`); only if those hold fewer than `limit` is the whole path loaded, and
-/// the rest read from the branches after them.
+/// At most `limit` of the view's rows, nearest branch first, from `read(path, from, limit)`: at
+/// most `limit` rows of the path branches at positions `from` and beyond that `temp.view_path`
+/// holds, in that order, their writers named by `path`. They are read first over the table as
+/// it is, holding at least the [`WINDOW_BRANCHES`] nearest branches, whose visible rows are all
+/// newer than the farther branches' (`path::holder`) and can be hidden or replaced only by rows
+/// of their own (`path::load_nearest`); only if those hold fewer than `limit` is the whole path
+/// loaded (read first if `path` stops at an anchor: [`Store::window_path`]), and the rest read
+/// from the branches after them.
 fn windowed<T>(
     store: &Store,
     path: &BranchPath,
@@ -468,6 +468,7 @@ fn scanned<T>(
     at: [usize; 2],
     mut f: impl FnMut(&Row<'_>, Held<'_>) -> Result<Option<T>>,
 ) -> Result<Scan<T>> {
+    debug_assert!(path.is_whole(), "a scan of every row along a path stopped at an anchor");
     let bound = 2 * path.branches().len();
     let (mut kept, mut passed) = (Vec::new(), 0);
     store.conn.each(sql, params, |row| {
@@ -643,6 +644,15 @@ pub(crate) fn summaries(store: &Store, path: &BranchPath) -> Result<Vec<Summary>
     })?;
     kept.sort_unstable_by_key(|summary| summary.id);
     Ok(kept)
+}
+
+/// [`core`], its writers named whatever the path ([`name_writers_beyond`]).
+fn named_core(store: &Store, path: &BranchPath) -> Result<Vec<CoreEntry>> {
+    let mut core = core(store, path)?;
+    if !path.is_whole() {
+        name_writers_beyond(store, path, "core", core.iter_mut().map(|e| (e.seq, &mut e.branch)))?;
+    }
+    Ok(core)
 }
 
 /// [`summaries`], their writers named whatever the path ([`name_writers_beyond`]).
@@ -1454,12 +1464,12 @@ mod tests {
 
         /// Chains deeper than [`WINDOW_BRANCHES`], with levels that write nothing, side
         /// branches, writes at ancestors after their child forked (rows the chain does not
-        /// see), exclusions, updates and deletes of rows far up the path, and anchors or none:
-        /// a window of the newest n events, or records (with a tags filter or none), read
-        /// while the path table holds another branch's path, is the first n of every such
-        /// row, read along the whole path or along the path down to the nearest anchor
-        /// ([`Store::window_path`]), also while the table holds the whole path. The table then
-        /// holds the nearest branches only, or the whole path. A view of windows, read along the nearer path, names the writers of its
+        /// see), core keys, exclusions, summaries, updates and deletes of rows far up the path,
+        /// and anchors or none: a window of the newest n events, or records (with a tags filter
+        /// or none), is the first n of every such row. It is read along the whole path and
+        /// along the path down to the nearest anchor ([`Store::window_path`]), while the path
+        /// table holds another branch's path, and along the nearer path while it holds the
+        /// whole one. A view of windows, read along the nearer path, names the writers of its
         /// core keys and summaries as the whole path does.
         #[test]
         fn windows_read_the_newest_of_every_row(

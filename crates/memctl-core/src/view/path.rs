@@ -89,9 +89,9 @@ fn most_branches(store: &Store, count: usize) -> Result<bool> {
 #[derive(Default)]
 struct PathState {
     paths: HashMap<String, Rc<BranchPath>>,
-    /// Branches a write looked up alone (`branch_for_write`), and paths read only to an anchor
-    /// (`near_path`), by id; dropped with the paths.
+    /// Branches a write looked up alone (`branch_for_write`), by id; dropped with the paths.
     branches: HashMap<String, Branch>,
+    /// Paths read only down to an anchor (`near_path`), by id; dropped with the paths.
     near_paths: HashMap<String, Rc<BranchPath>>,
     /// Every branch's place, from the last scan for a path ([`Store::read_path_by_scan`]).
     /// Places never change, so it is dropped with the paths; a branch newer than it is read
@@ -121,8 +121,11 @@ const PATH_FROM_SETTING: &str =
     "(SELECT n - 1 AS pos, CAST(e ->> 0 AS BIGINT) AS bid, CAST(e ->> 1 AS BIGINT) AS cutoff
   FROM json_array_elements(CAST(current_setting('memctl.view_path') AS json)) WITH ORDINALITY AS j(e, n))";
 
-/// Puts `path` into `temp.view_path` unless it is already there.
+/// Puts `path` into `temp.view_path` unless it is already there: for a read of every row of
+/// the view, which needs the whole path (one stopped at an anchor serves windows, core and
+/// summaries only: `Store::near_path`).
 pub(crate) fn load(store: &Store, path: &BranchPath) -> Result<()> {
+    debug_assert!(path.is_whole(), "a read of every row along a path stopped at an anchor");
     load_nearest(store, path, path.branches().len()).map(|_| ())
 }
 
@@ -529,7 +532,7 @@ impl Store {
         at_least: Option<usize>,
         at_most: Option<usize>,
     ) -> Result<BranchPath> {
-        // `anchored`: whether the branch or one below it on the path is anchored.
+        // `anchored`: whether a branch nearer than `bid` on the path is anchored.
         let sql = format!(
             "WITH RECURSIVE up(bid, step, anchored) AS (
                  SELECT CAST(?1 AS BIGINT), 0, 0
