@@ -94,7 +94,7 @@ impl Tx<'_> {
         let every = self.config.anchor_every;
         let anchor = match parent {
             Some(p) if every > 0 && depth % every == 0 => {
-                Some(view::anchor_rows(self, &self.path_to_anchor(p)?)?)
+                Some(view::anchor_rows(self, &self.read_near_path(p, 1)?)?)
             }
             _ => None,
         };

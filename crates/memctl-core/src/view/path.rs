@@ -396,10 +396,7 @@ impl Store {
             return Ok(path);
         }
         let branch = self.branch(name)?;
-        let path = Rc::new(match self.read_near_path(&branch, at_least)? {
-            Some(path) => path,
-            None => self.read_whole_path(&branch)?,
-        });
+        let path = Rc::new(self.read_near_path(&branch, at_least)?);
         // Kept under its id, as whole paths are (a node_uid is resolved each time).
         self.memo(|state: &mut PathState| {
             let kept = if path.is_whole() { &mut state.paths } else { &mut state.near_paths };
@@ -453,23 +450,19 @@ impl Store {
         Ok(())
     }
 
-    /// The path from `branch` up to its nearest anchored branch (or its root): all that
-    /// resolving its core and summaries reads (see the view's module comment), at most `anchor_every` levels.
-    pub(crate) fn path_to_anchor(&self, branch: &Branch) -> Result<BranchPath> {
-        self.read_path_up(branch, Some(1), None)
-    }
-
-    /// [`Store::near_path`]'s path, read up the parent links; None where forks are not
-    /// anchored (`anchor_every` 0), or no anchor was met as far as they place one, where the
-    /// whole path is read as it would be on its own (by a scan on a deep chain).
-    fn read_near_path(&self, branch: &Branch, at_least: usize) -> Result<Option<BranchPath>> {
+    /// [`Store::near_path`]'s path of `branch`, read anew: up the parent links, or where forks
+    /// are not anchored (`anchor_every` 0) or no anchor was met as far as they place one, the
+    /// whole path as it is read on its own (by a scan on a deep chain).
+    pub(crate) fn read_near_path(&self, branch: &Branch, at_least: usize) -> Result<BranchPath> {
         let every = self.config.anchor_every;
-        if every <= 0 {
-            return Ok(None);
+        if every > 0 {
+            // Forks are anchored at depths divisible by `every`: one lies within `every` levels.
+            let path = self.read_path_up(branch, Some(at_least), Some(at_least + every as usize))?;
+            if path.is_whole() || path.anchor().is_some() {
+                return Ok(path);
+            }
         }
-        // Forks are anchored at depths divisible by `every`: one lies within `every` levels.
-        let path = self.read_path_up(branch, Some(at_least), Some(at_least + every as usize))?;
-        Ok((path.is_whole() || path.anchor().is_some()).then_some(path))
+        self.read_whole_path(branch)
     }
 
     fn read_whole_path(&self, branch: &Branch) -> Result<BranchPath> {
