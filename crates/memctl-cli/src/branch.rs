@@ -222,7 +222,7 @@ fn show(ctx: &Context, store: &Store, name: &str) -> anyhow::Result<()> {
     let path = store.path(name)?;
     let branch = path.branch().clone();
     let own = store.own_counts(&branch.id)?;
-    let root_first: Vec<&str> = path.branches().iter().rev().map(|b| b.id.as_str()).collect();
+    let root_first: Vec<&str> = path.branches().iter().rev().map(|b| &*b.id).collect();
     let json = json!({
         "branch": branch_json(&branch),
         "path": root_first,

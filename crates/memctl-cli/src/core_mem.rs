@@ -147,7 +147,7 @@ fn render_get(
                     one_line(&e.value),
                     match origins.get(&e.seq) {
                         Some(o) => format!("{} (promoted from {} seq {})", e.branch, o.branch, o.seq),
-                        None => e.branch.clone(),
+                        None => e.branch.to_string(),
                     },
                     e.seq.to_string(),
                     e.importance.to_string(),

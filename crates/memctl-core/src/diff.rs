@@ -115,7 +115,7 @@ impl Store {
                 // A side sees all of its own branch, else up to its cutoff there.
                 let sees = |path: &BranchPath, at: usize| (at > 0).then(|| path.cutoff(at));
                 CommonAncestor {
-                    branch: path_a.branches()[i].id.clone(),
+                    branch: path_a.branches()[i].id.to_string(),
                     a_sees_up_to: sees(path_a, i),
                     b_sees_up_to: sees(path_b, j),
                 }

@@ -343,7 +343,7 @@ impl Tx<'_> {
                     let folded: Vec<i64> = shown
                         .into_iter()
                         .filter(|s| {
-                            s.kind == kind
+                            *s.kind == *kind
                                 && !s.event_ids.is_empty()
                                 && s.event_ids.iter().all(|id| covered.contains(id))
                         })

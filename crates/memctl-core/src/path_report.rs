@@ -154,7 +154,7 @@ impl Store {
                     let previous = current.get(key).and_then(|(value, at, seq)| {
                         value.as_ref().map(|v| Previous {
                             value: v.clone(),
-                            branch: path.branches()[*at].id.clone(),
+                            branch: path.branches()[*at].id.to_string(),
                             seq: *seq,
                         })
                     });

@@ -4,6 +4,7 @@
 
 use serde::Serialize;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// A branch as callers see it. Its serialized fields are declared in alphabetical order, as
 /// the view's rows are (see the comment above `Event`).
@@ -65,7 +66,8 @@ impl BranchStatus {
 #[derive(Debug, Clone, PartialEq)]
 pub struct PathBranch {
     pub(crate) bid: i64,
-    pub id: String,
+    /// Shared with the rows the view reads of this branch.
+    pub id: Arc<str>,
     pub fork_seq: i64,
     pub(crate) anchored: bool,
 }
@@ -130,9 +132,9 @@ impl BranchPath {
         serde_json::json!(pairs).to_string()
     }
 
-    /// The id of a branch on this path, by bid.
-    pub(crate) fn id_of(&self, bid: i64) -> &str {
-        self.positions.get(&bid).map_or("?", |&i| self.branches[i].id.as_str())
+    /// The id of a branch on this path, by bid, shared with the path.
+    pub(crate) fn id_of(&self, bid: i64) -> Arc<str> {
+        self.positions.get(&bid).map_or_else(|| "?".into(), |&i| Arc::clone(&self.branches[i].id))
     }
 }
 
@@ -141,7 +143,7 @@ impl BranchPath {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CoreEntry {
     /// The branch that wrote the visible value.
-    pub branch: String,
+    pub branch: Arc<str>,
     pub importance: u8,
     pub key: String,
     pub seq: i64,
@@ -176,13 +178,17 @@ pub fn is_step(kind: &str) -> bool {
 // their serialized names: memctl's JSON lists keys sorted (as `serde_json::Value`, a BTreeMap,
 // writes them), and large results (`read`, `path`, `diff`) are written straight from these
 // types, without building a Value (the tests below hold them to it).
+//
+// A row's branch and kind are shared strings (`Arc<str>`, serialized as plain strings): a
+// whole view builds thousands of rows naming a few branches and kinds, and allocating,
+// copying and freeing a name for each row was an eighth of its instructions.
 
 /// One recall event.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Event {
-    pub branch: String,
+    pub branch: Arc<str>,
     pub id: i64,
-    pub kind: String,
+    pub kind: Arc<str>,
     pub tags: Vec<String>,
     pub text: String,
     pub ts: f64,
@@ -191,10 +197,10 @@ pub struct Event {
 /// A summary standing in for excluded events.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Summary {
-    pub branch: String,
+    pub branch: Arc<str>,
     pub event_ids: Vec<i64>,
     pub id: i64,
-    pub kind: String,
+    pub kind: Arc<str>,
     pub text: String,
     pub ts: f64,
 }
@@ -203,7 +209,7 @@ pub struct Summary {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Record {
     /// The branch that wrote the visible version.
-    pub branch: String,
+    pub branch: Arc<str>,
     /// Stable id: the seq of the record's first version.
     pub id: i64,
     /// Search rank, higher is better (search hits only).

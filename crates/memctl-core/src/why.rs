@@ -316,7 +316,8 @@ impl Store {
                 _ => out_of_view(path, &event),
             };
             let e = &event.row;
-            let content = Content::Event { kind: e.kind.clone(), text: e.text.clone(), tags: e.tags.clone() };
+            let content =
+                Content::Event { kind: e.kind.to_string(), text: e.text.clone(), tags: e.tags.clone() };
             write(&event, Action::Append, content, status, reason)
         }];
         writes.extend(exclusions.iter().map(|x| {
@@ -336,7 +337,7 @@ impl Store {
                 _ => out_of_view(path, s),
             };
             let content = Content::Summary {
-                kind: s.row.kind.clone(),
+                kind: s.row.kind.to_string(),
                 text: s.row.text.clone(),
                 event_ids: s.row.event_ids.clone(),
             };

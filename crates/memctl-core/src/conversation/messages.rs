@@ -159,7 +159,7 @@ pub(crate) fn conversation(store: &Store, path: &BranchPath) -> Result<Vec<Entry
         let position = step.at().unwrap_or(s.id);
         entries.push(Entry { position, item: Item::Step { id: s.id, step } });
     }
-    for summary in view::summaries(store, path)?.into_iter().filter(|s| s.kind == SUMMARY_KIND) {
+    for summary in view::summaries(store, path)?.into_iter().filter(|s| &*s.kind == SUMMARY_KIND) {
         let Some(&position) = summary.event_ids.iter().min() else { continue };
         if position > reset {
             let steps = summary.event_ids.len();

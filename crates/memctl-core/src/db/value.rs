@@ -3,6 +3,7 @@
 
 use crate::error::{Error, Result};
 use std::borrow::Cow;
+use std::sync::Arc;
 
 /// A parameter value.
 #[derive(Debug, Clone, PartialEq)]
@@ -233,6 +234,12 @@ impl FromValue for f64 {
 impl FromValue for String {
     fn from_value(value: ValueRef<'_>) -> Result<Self> {
         Ok(value.as_str()?.to_owned())
+    }
+}
+
+impl FromValue for Arc<str> {
+    fn from_value(value: ValueRef<'_>) -> Result<Self> {
+        Ok(value.as_str()?.into())
     }
 }
 

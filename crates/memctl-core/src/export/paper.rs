@@ -300,9 +300,12 @@ impl<'v> Material<'v> {
 
     /// The node an event is about: its `node_id:` tag, else the branch that wrote it.
     fn node_of(&self, event: &Event) -> String {
-        event.tags.iter().find_map(|t| t.strip_prefix("node_id:")).map(str::to_string).unwrap_or_else(|| {
-            self.names.get(event.branch.as_str()).copied().unwrap_or(&event.branch).to_string()
-        })
+        event
+            .tags
+            .iter()
+            .find_map(|t| t.strip_prefix("node_id:"))
+            .map(str::to_string)
+            .unwrap_or_else(|| self.names.get(&*event.branch).copied().unwrap_or(&event.branch).to_string())
     }
 
     fn events_where(&self, keep: impl Fn(&Event) -> bool) -> Vec<&'v Event> {
@@ -371,14 +374,14 @@ impl<'v> Material<'v> {
             .view
             .core
             .iter()
-            .filter(|e| e.branch == best.id)
+            .filter(|e| *e.branch == *best.id)
             .map(|e| format!("  - {}: {}", e.key, one_line(&e.value)))
             .collect();
         if !own.is_empty() {
             lines.push("- core values it set:".into());
             lines.extend(own);
         }
-        let events = self.events_where(|e| e.branch == best.id);
+        let events = self.events_where(|e| *e.branch == *best.id);
         if !events.is_empty() {
             lines.push("- its events:".into());
             lines.extend(events.iter().map(|e| format!("  - [{}] {}", e.kind, one_line(&e.text))));
@@ -461,7 +464,7 @@ impl<'v> Material<'v> {
             parts.push(hardware.join("\n"));
         }
         let installs: Vec<String> =
-            self.events_where(|e| e.kind == "phase1_complete").iter().map(|e| bullet(&e.text)).collect();
+            self.events_where(|e| &*e.kind == "phase1_complete").iter().map(|e| bullet(&e.text)).collect();
         if !installs.is_empty() {
             parts.push(format!("Environment preparation:\n{}", installs.join("\n")));
         }
@@ -549,7 +552,7 @@ impl<'v> Material<'v> {
             .iter()
             .filter_map(|k| self.core(k).map(|v| format!("{k}: {}", one_line(v))))
             .collect();
-        let installs = self.events_where(|e| e.kind == "phase1_complete").len();
+        let installs = self.events_where(|e| &*e.kind == "phase1_complete").len();
         let results = self.events_where(|e| is_result(&e.kind) || is_metric(&e.kind)).len();
         [
             check(!hardware.is_empty(), format!("Hardware recorded ({})", plural(hardware.len(), "fact"))),
@@ -580,7 +583,7 @@ impl<'v> Material<'v> {
         if failures > 0 {
             lines.push(format!("- {failures} failures along the way shaped the final configuration."));
         }
-        for event in self.events_where(|e| e.kind == "discovery" || e.kind == "llm_insight") {
+        for event in self.events_where(|e| matches!(&*e.kind, "discovery" | "llm_insight")) {
             lines.push(format!("- Insight ({}): {}", self.node_of(event), one_line(&event.text)));
         }
         lines.join("\n")
@@ -619,7 +622,7 @@ impl<'v> Material<'v> {
             parts.push(format!("What failed:\n{}", failures.join("\n\n")));
         }
         let lessons: Vec<String> = self
-            .events_where(|e| e.kind == "discovery" || e.kind == "llm_insight")
+            .events_where(|e| matches!(&*e.kind, "discovery" | "llm_insight"))
             .iter()
             .map(|e| self.dated(e))
             .chain(self.records("LLM_INSIGHT").iter().map(|r| bullet(&r.text)))
@@ -639,7 +642,7 @@ impl<'v> Material<'v> {
                     .events
                     .iter()
                     .rev()
-                    .find(|e| e.branch == b.id && is_result(&e.kind))
+                    .find(|e| *e.branch == *b.id && is_result(&e.kind))
                     .map(|e| format!(" — {}", one_line(&e.text)))
                     .unwrap_or_default();
                 format!("{}. {} (branch `{}`, depth {}){result}", i + 1, name(b), b.id, b.depth)

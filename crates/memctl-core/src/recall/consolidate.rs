@@ -120,10 +120,10 @@ fn plan(store: &Store, path: &BranchPath) -> Result<Option<Plan>> {
     let mut groups: Vec<Group> = Vec::new();
     // Newest first in the view: keep the window, take the rest oldest first.
     for event in events.into_iter().skip(store.config.recall_max_events).rev() {
-        match groups.iter_mut().find(|g| g.kind == event.kind) {
+        match groups.iter_mut().find(|g| *g.kind == *event.kind) {
             Some(group) => group.events.push(event),
             None => groups.push(Group {
-                kind: event.kind.clone(),
+                kind: event.kind.to_string(),
                 previous: summaries.iter().rev().find(|s| s.kind == event.kind).cloned(),
                 events: vec![event],
             }),

@@ -299,7 +299,7 @@ impl Tx<'_> {
             EvictSelector::Kind(kind) => {
                 let mut events = view::events(self, &path, None)?;
                 events.reverse();
-                events.retain(|e| &e.kind == kind);
+                events.retain(|e| *e.kind == **kind);
                 events
             }
         };

@@ -60,7 +60,7 @@ mod sql;
 
 pub(crate) use path::{collected_name, meeting, shared_until};
 
-use crate::db::{named, params, Backend, Params, Row};
+use crate::db::{named, params, Backend, Params, Row, ValueRef};
 use crate::error::Result;
 use crate::query::{Query, TermCounter, TermCounts};
 use crate::rows::{Branch, BranchPath, CoreEntry, Event, Record, Summary, STEP_KIND};
@@ -76,7 +76,7 @@ use std::cmp::Reverse;
 use std::collections::{HashMap, HashSet};
 use std::ops::ControlFlow;
 use std::rc::Rc;
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 
 /// Everything a branch sees.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -139,10 +139,10 @@ fn name_writers_beyond<'r>(
     store: &Store,
     path: &BranchPath,
     table: &str,
-    rows: impl Iterator<Item = (i64, &'r mut String)>,
+    rows: impl Iterator<Item = (i64, &'r mut Arc<str>)>,
 ) -> Result<()> {
-    let on_path: HashSet<&str> = path.branches().iter().map(|b| b.id.as_str()).collect();
-    let beyond: Vec<(i64, &mut String)> = rows.filter(|(_, id)| !on_path.contains(id.as_str())).collect();
+    let on_path: HashSet<&str> = path.branches().iter().map(|b| &*b.id).collect();
+    let beyond: Vec<(i64, &mut Arc<str>)> = rows.filter(|(_, id)| !on_path.contains(&***id)).collect();
     if beyond.is_empty() {
         return Ok(());
     }
@@ -151,7 +151,7 @@ fn name_writers_beyond<'r>(
         store.backend().json_ints("?1")
     );
     let seqs: Vec<i64> = beyond.iter().map(|(seq, _)| *seq).collect();
-    let writers: HashMap<i64, String> = store
+    let writers: HashMap<i64, Arc<str>> = store
         .conn
         .query(&sql, params![serde_json::to_string(&seqs)?], |r| Ok((r.get(0)?, r.get(1)?)))?
         .into_iter()
@@ -300,8 +300,7 @@ fn core_by_scan(
 
 /// How many (branch, key) pairs `rows` hold.
 fn branch_key_pairs(rows: &[(CoreEntry, bool)]) -> usize {
-    let mut pairs: Vec<(&str, &str)> =
-        rows.iter().map(|(e, _)| (e.branch.as_str(), e.key.as_str())).collect();
+    let mut pairs: Vec<(&str, &str)> = rows.iter().map(|(e, _)| (&*e.branch, e.key.as_str())).collect();
     pairs.sort_unstable();
     pairs.dedup();
     pairs.len()
@@ -322,7 +321,7 @@ fn core_entry(path: &BranchPath, row: &Row<'_>) -> Result<(CoreEntry, bool)> {
     let entry = CoreEntry {
         key: row.get(0)?,
         value: value.unwrap_or_default(),
-        branch: path.id_of(row.get(2)?).to_string(),
+        branch: path.id_of(row.get(2)?),
         seq: row.get(3)?,
         importance: row.get(4)?,
         ttl: row.get(5)?,
@@ -414,7 +413,7 @@ fn events_by_probes(store: &Store, path: &BranchPath, limit: Option<usize>) -> R
         not_excluded()
     );
     windowed(store, path, limit, |path, from, limit| {
-        store.conn.query(&sql, params![from as i64, limit as i64], |row| event_from_row(path, row))
+        events_of(store, path, &sql, params![from as i64, limit as i64])
     })
 }
 
@@ -427,7 +426,7 @@ fn events_past_rid(store: &Store, path: &BranchPath, rid: i64) -> Result<Vec<Eve
         events_past("?1"),
         not_excluded_by_set()
     );
-    store.conn.query(&sql, params![rid], |row| event_from_row(path, row))
+    events_of(store, path, &sql, params![rid])
 }
 
 /// Whether a read of every visible row of a layer first tries one scan of the whole table
@@ -501,7 +500,7 @@ impl<T> Scan<T> {
 struct Held<'p> {
     seq: i64,
     position: usize,
-    branch: &'p str,
+    branch: &'p Arc<str>,
 }
 
 /// Every visible event, newest first, from one scan of the exclusions and one of the events
@@ -524,11 +523,13 @@ fn events_by_scans(store: &Store, path: &BranchPath) -> Result<Option<Vec<Event>
     let hidden: HashSet<i64> = hidden.into_iter().collect();
     // The last row met, by its branch and seq: its rowid is worked out only if needed (reading
     // it with each row costs 2% of a whole view).
-    let mut last = None;
+    let (mut last, mut kinds) = (None, Kinds::default());
     let Scan { kept: mut events, whole } =
         scanned(store, path, &EVERY_EVENT, params![], [0, 1], |row, held| {
             last = Some((held.position, held.seq));
-            (!hidden.contains(&held.seq)).then(|| event_of(row, held.seq, held.branch)).transpose()
+            (!hidden.contains(&held.seq))
+                .then(|| event_of(row, held.seq, held.branch, &mut kinds))
+                .transpose()
         })?;
     if !whole {
         let after = last.map_or(Ok(-1), |(at, seq)| event_rid::of(path.branches()[at].bid, seq))?;
@@ -544,16 +545,41 @@ static EVERY_EVENT: LazyLock<String> =
 
 const EVENT_COLUMNS: &str = "t.seq, t.branch, t.kind, t.text, t.tags, t.created_at";
 
-fn event_from_row(path: &BranchPath, row: &Row<'_>) -> Result<Event> {
-    event_of(row, row.get(0)?, path.id_of(row.get(1)?))
+/// The events of the rows of `sql`, read with [`EVENT_COLUMNS`].
+fn events_of(store: &Store, path: &BranchPath, sql: &str, params: Params<'_>) -> Result<Vec<Event>> {
+    let mut kinds = Kinds::default();
+    store.conn.query(sql, params, |row| event_of(row, row.get(0)?, &path.id_of(row.get(1)?), &mut kinds))
+}
+
+/// The kinds of the events one read builds, each allocated once and shared: a view holds
+/// thousands of events of a handful of kinds (a tenth of a whole view's instructions went to
+/// allocating, copying and freeing them).
+#[derive(Default)]
+struct Kinds(Vec<Arc<str>>);
+
+impl Kinds {
+    /// The most kinds kept; a read of more allocates the others for each event.
+    const KEPT: usize = 16;
+
+    fn of(&mut self, value: ValueRef<'_>) -> Result<Arc<str>> {
+        let kind = value.as_str()?;
+        if let Some(kept) = self.0.iter().find(|kept| ***kept == *kind) {
+            return Ok(Arc::clone(kept));
+        }
+        let kind: Arc<str> = kind.into();
+        if self.0.len() < Self::KEPT {
+            self.0.push(Arc::clone(&kind));
+        }
+        Ok(kind)
+    }
 }
 
 /// The event of a row read with [`EVENT_COLUMNS`], with its seq and its writer's id.
-fn event_of(row: &Row<'_>, seq: i64, branch: &str) -> Result<Event> {
+fn event_of(row: &Row<'_>, seq: i64, branch: &Arc<str>, kinds: &mut Kinds) -> Result<Event> {
     Ok(Event {
         id: seq,
-        branch: branch.to_string(),
-        kind: row.get(2)?,
+        branch: Arc::clone(branch),
+        kind: kinds.of(row.value(2)?)?,
         text: row.get(3)?,
         tags: tags_at(row, 4)?,
         ts: row.get(5)?,
@@ -633,7 +659,7 @@ pub(crate) fn summaries(store: &Store, path: &BranchPath) -> Result<Vec<Summary>
         if !folded.contains(&seq) {
             kept.push(Summary {
                 id: seq,
-                branch: path.id_of(row.get(1)?).to_string(),
+                branch: path.id_of(row.get(1)?),
                 kind: row.get(2)?,
                 text: row.get(3)?,
                 event_ids: parse_ids(row.value(4)?.as_str()?),
@@ -774,7 +800,7 @@ pub(crate) fn events_after(store: &Store, path: &BranchPath, after: i64) -> Resu
         visible_after("events"),
         not_excluded()
     );
-    store.conn.query(&sql, [after], |row| event_from_row(path, row))
+    events_of(store, path, &sql, params![after])
 }
 
 /// The events that visible exclusions with a seq above `after` hide.
@@ -811,7 +837,7 @@ pub(crate) fn events_among(store: &Store, path: &BranchPath, ids: &[i64]) -> Res
         visible_through("p", "t"),
         not_excluded()
     );
-    store.conn.query(&sql, [serde_json::to_string(&rids)?], |row| event_from_row(path, row))
+    events_of(store, path, &sql, params![serde_json::to_string(&rids)?])
 }
 
 /// The view's rows of `table` (`columns` of `t`, read by the mapping from column 2 on), each
@@ -875,14 +901,14 @@ fn rows_along_by_probes<T>(
 const RECORD_COLUMNS: &str = "t.record_id, t.branch, t.text, t.tags, t.created_at, t.seq";
 
 fn record_from_row(path: &BranchPath, row: &Row<'_>) -> Result<Record> {
-    record_of(row, row.get(5)?, path.id_of(row.get(1)?))
+    record_of(row, row.get(5)?, &path.id_of(row.get(1)?))
 }
 
 /// The record of a row read with [`RECORD_COLUMNS`], with its seq and its writer's id.
-fn record_of(row: &Row<'_>, seq: i64, branch: &str) -> Result<Record> {
+fn record_of(row: &Row<'_>, seq: i64, branch: &Arc<str>) -> Result<Record> {
     Ok(Record {
         id: row.get(0)?,
-        branch: branch.to_string(),
+        branch: Arc::clone(branch),
         text: row.get(2)?,
         tags: tags_at(row, 3)?,
         ts: row.get(4)?,
@@ -1195,6 +1221,24 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    /// Equal kinds share one string; past the kinds kept, each is still its own value.
+    #[test]
+    fn kinds_are_shared_as_far_as_kept() {
+        let mut kinds = Kinds::default();
+        let first = kinds.of(ValueRef::Text("observation")).unwrap();
+        let again = kinds.of(ValueRef::Text("observation")).unwrap();
+        assert!(Arc::ptr_eq(&first, &again));
+        let names: Vec<String> = (0..Kinds::KEPT + 3).map(|i| format!("kind{i}")).collect();
+        for name in &names {
+            assert_eq!(&*kinds.of(ValueRef::Text(name)).unwrap(), name.as_str());
+        }
+        let kept = kinds.of(ValueRef::Text("kind0")).unwrap();
+        assert!(Arc::ptr_eq(&kept, &kinds.of(ValueRef::Text("kind0")).unwrap()));
+        let beyond = names.last().unwrap().as_str();
+        assert_eq!(&*kinds.of(ValueRef::Text(beyond)).unwrap(), beyond);
+        assert!(kinds.of(ValueRef::Int(1)).is_err(), "a kind is text");
+    }
+
     /// Forms memctl does not write go to serde_json, which reads them or gives no ids.
     #[test]
     fn ids_in_other_forms() {
@@ -1419,7 +1463,7 @@ mod tests {
                     .iter()
                     .rev()
                     .filter(|event| event.kind.starts_with(STEP_KIND))
-                    .map(|event| (event.id, event.kind.clone()))
+                    .map(|event| (event.id, event.kind.to_string()))
                     .collect();
                 prop_assert_eq!(found, step_events);
                 if let Some(scanned) = scans.0 {

@@ -373,7 +373,7 @@ fn verify(store: &Store) {
     for (branch, expected) in &events {
         let view = store.recall_list(branch, None).expect("recall list");
         let own: Vec<(i64, String)> =
-            view.events.iter().filter(|e| &e.branch == branch).map(|e| (e.id, e.text.clone())).collect();
+            view.events.iter().filter(|e| *e.branch == **branch).map(|e| (e.id, e.text.clone())).collect();
         let got: HashSet<&str> = own.iter().map(|(_, t)| t.as_str()).collect();
         assert_eq!(own.len(), expected.len(), "events on {branch}");
         for text in expected {
@@ -388,7 +388,7 @@ fn verify(store: &Store) {
     for (branch, expected) in &records {
         let list = store.archival_list(branch, None).expect("archival list");
         let own: Vec<(i64, String)> =
-            list.iter().filter(|r| &r.branch == branch).map(|r| (r.id, r.text.clone())).collect();
+            list.iter().filter(|r| *r.branch == **branch).map(|r| (r.id, r.text.clone())).collect();
         let got: HashSet<&str> = own.iter().map(|(_, t)| t.as_str()).collect();
         assert_eq!(own.len(), expected.len(), "archival records on {branch}");
         for text in expected {
@@ -405,7 +405,7 @@ fn verify(store: &Store) {
         let entries = store.core(branch).expect("core");
         let own: HashMap<&str, &str> = entries
             .iter()
-            .filter(|e| &e.branch == branch)
+            .filter(|e| *e.branch == **branch)
             .map(|e| (e.key.as_str(), e.value.as_str()))
             .collect();
         assert_eq!(own.len(), expected.len(), "core keys on {branch}");
@@ -416,7 +416,7 @@ fn verify(store: &Store) {
                 "core key {key} on {branch}: the last write must win"
             );
         }
-        for entry in entries.iter().filter(|e| &e.branch == branch) {
+        for entry in entries.iter().filter(|e| *e.branch == **branch) {
             claim(entry.seq, "core");
             visible_core += 1;
         }

@@ -43,7 +43,7 @@ fn consolidation_is_copy_on_write() {
 
     let a = s.recall_list("A", None).unwrap();
     assert_eq!(a.events.len(), 20);
-    assert!(a.events.iter().all(|e| e.branch == "A"), "the window keeps A's own, newest events");
+    assert!(a.events.iter().all(|e| &*e.branch == "A"), "the window keeps A's own, newest events");
     assert_eq!(a.summaries.len(), 3);
     let covered: usize = a.summaries.iter().map(|s| s.event_ids.len()).sum();
     assert_eq!(covered, 50);

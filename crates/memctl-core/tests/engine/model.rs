@@ -298,7 +298,7 @@ impl Seen {
                 .map(|e| CoreLine {
                     key: e.key,
                     value: e.value,
-                    writer: e.branch,
+                    writer: e.branch.to_string(),
                     seq: e.seq,
                     importance: e.importance,
                     ttl: e.ttl,
@@ -310,8 +310,8 @@ impl Seen {
                 .into_iter()
                 .map(|s| SummaryLine {
                     id: s.id,
-                    writer: s.branch,
-                    kind: s.kind,
+                    writer: s.branch.to_string(),
+                    kind: s.kind.to_string(),
                     text: s.text,
                     event_ids: s.event_ids,
                 })
@@ -319,12 +319,24 @@ impl Seen {
             events: view
                 .events
                 .into_iter()
-                .map(|e| EventLine { id: e.id, writer: e.branch, kind: e.kind, text: e.text, tags: e.tags })
+                .map(|e| EventLine {
+                    id: e.id,
+                    writer: e.branch.to_string(),
+                    kind: e.kind.to_string(),
+                    text: e.text,
+                    tags: e.tags,
+                })
                 .collect(),
             archival: view
                 .archival
                 .into_iter()
-                .map(|r| RecordLine { id: r.id, writer: r.branch, text: r.text, tags: r.tags, seq: r.seq })
+                .map(|r| RecordLine {
+                    id: r.id,
+                    writer: r.branch.to_string(),
+                    text: r.text,
+                    tags: r.tags,
+                    seq: r.seq,
+                })
                 .collect(),
         }
     }

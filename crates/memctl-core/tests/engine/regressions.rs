@@ -186,7 +186,7 @@ fn defect_02_inheritance_is_by_fork_point_not_live() {
     // g1 was forked from c1 before c1 wrote those rows.
     assert!(!core_map(&s, "g1").contains_key("only_c1"));
 
-    let path: Vec<String> = s.path("g1").unwrap().branches().iter().map(|b| b.id.clone()).collect();
+    let path: Vec<String> = s.path("g1").unwrap().branches().iter().map(|b| b.id.to_string()).collect();
     assert_eq!(path, vec!["g1", "c1", "root"]);
 }
 
@@ -216,9 +216,9 @@ fn defect_03_core_precedence_is_nearest_branch_for_every_reader() {
     let core = s.core("child").unwrap();
     let model = core.iter().find(|e| e.key == "model").unwrap();
     assert_eq!(model.value, "gpt");
-    assert_eq!(model.branch, "root");
+    assert_eq!(&*model.branch, "root");
     let goal = core.iter().find(|e| e.key == "goal").unwrap();
-    assert_eq!(goal.branch, "child");
+    assert_eq!(&*goal.branch, "child");
     assert_eq!(s.view("child").unwrap().core, core);
     assert_eq!(
         core_map(&s, "child"),
@@ -265,8 +265,8 @@ fn defect_04_exclusions_and_summaries_are_inherited_by_later_descendants() {
         assert_eq!(recall.summaries.len(), 1, "{branch}");
         let sum = &recall.summaries[0];
         assert_eq!(sum.id, summary);
-        assert_eq!(sum.branch, "p");
-        assert_eq!(sum.kind, "note");
+        assert_eq!(&*sum.branch, "p");
+        assert_eq!(&*sum.kind, "note");
         assert_eq!(sum.text, "events 1 and 2 in short");
         assert_eq!(sum.event_ids, vec![e[0], e[1]]);
         assert_eq!(event_ids(&s, branch), vec![e[3]], "{branch}");
@@ -328,7 +328,7 @@ fn defect_05_evicting_an_inherited_event_only_hides_it_in_the_evicting_branch() 
         "archived text lost the event's body: {:?}",
         record.text
     );
-    assert_eq!(record.branch, "a");
+    assert_eq!(&*record.branch, "a");
     for branch in ["root", "b"] {
         assert_eq!(kind_of(s.archival_get(branch, archived)), ErrorKind::NotFound);
     }
@@ -1133,7 +1133,7 @@ fn node_uid_resolves_everywhere_a_branch_is_taken() {
     assert_eq!(s.view(u).unwrap().branch.node_uid.as_deref(), Some(u));
     assert_eq!(core_map(&s, "c1")["k"], "v");
     assert_eq!(event_ids(&s, "c1"), vec![e]);
-    assert_eq!(s.archival_get(u, r).unwrap().branch, "c1");
+    assert_eq!(&*s.archival_get(u, r).unwrap().branch, "c1");
     assert_eq!(search_ids(&s, u, "uid", 5, &[]), vec![r]);
     assert_eq!(s.recall_search(u, "uid", 5).unwrap()[0].id, e);
     s.archival_update(u, r, Some("updated via uid"), None).unwrap();
