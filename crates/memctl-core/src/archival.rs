@@ -213,7 +213,7 @@ impl Tx<'_> {
         let text = text.map_or(current.text, |t| self.redacted(t));
         let tags = match tags {
             Some(tags) => normalize_tags(self, tags)?,
-            None => current.tags,
+            None => current.tags.to_vec(),
         };
         let tags_json = serde_json::to_string(&tags)?;
         let hash = content_hash(&[&text, &tags_json]);

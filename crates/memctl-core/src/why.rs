@@ -317,7 +317,7 @@ impl Store {
             };
             let e = &event.row;
             let content =
-                Content::Event { kind: e.kind.to_string(), text: e.text.clone(), tags: e.tags.clone() };
+                Content::Event { kind: e.kind.to_string(), text: e.text.clone(), tags: e.tags.to_vec() };
             write(&event, Action::Append, content, status, reason)
         }];
         writes.extend(exclusions.iter().map(|x| {

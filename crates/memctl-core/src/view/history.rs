@@ -122,7 +122,7 @@ pub(crate) fn event(store: &Store, path: &BranchPath, id: i64) -> Result<Option<
             branch: r.get(0)?,
             kind: r.get(FIRST)?,
             text: r.get(FIRST + 1)?,
-            tags: super::tags_at(r, FIRST + 2)?,
+            tags: super::tags_at(r, FIRST + 2)?.into(),
             ts: r.get(3)?,
         })
     })?;

@@ -523,12 +523,12 @@ fn events_by_scans(store: &Store, path: &BranchPath) -> Result<Option<Vec<Event>
     let hidden: HashSet<i64> = hidden.into_iter().collect();
     // The last row met, by its branch and seq: its rowid is worked out only if needed (reading
     // it with each row costs 2% of a whole view).
-    let (mut last, mut kinds) = (None, Kinds::default());
+    let (mut last, mut shared) = (None, Shared::default());
     let Scan { kept: mut events, whole } =
         scanned(store, path, &EVERY_EVENT, params![], [0, 1], |row, held| {
             last = Some((held.position, held.seq));
             (!hidden.contains(&held.seq))
-                .then(|| event_of(row, held.seq, held.branch, &mut kinds))
+                .then(|| event_of(row, held.seq, held.branch, &mut shared))
                 .transpose()
         })?;
     if !whole {
@@ -547,41 +547,73 @@ const EVENT_COLUMNS: &str = "t.seq, t.branch, t.kind, t.text, t.tags, t.created_
 
 /// The events of the rows of `sql`, read with [`EVENT_COLUMNS`].
 fn events_of(store: &Store, path: &BranchPath, sql: &str, params: Params<'_>) -> Result<Vec<Event>> {
-    let mut kinds = Kinds::default();
-    store.conn.query(sql, params, |row| event_of(row, row.get(0)?, &path.id_of(row.get(1)?), &mut kinds))
+    let mut shared = Shared::default();
+    store.conn.query(sql, params, |row| event_of(row, row.get(0)?, &path.id_of(row.get(1)?), &mut shared))
 }
 
-/// The kinds of the events one read builds, each allocated once and shared: a view holds
-/// thousands of events of a handful of kinds (a tenth of a whole view's instructions went to
-/// allocating, copying and freeing them).
+/// The kinds and tag lists of the rows one read builds, each allocated once and shared by the
+/// rows that carry it: a view holds thousands of rows with a handful of kinds and tag lists
+/// (allocating, copying and freeing them for each row was a quarter of a whole view's
+/// instructions).
 #[derive(Default)]
-struct Kinds(Vec<Arc<str>>);
+struct Shared {
+    kinds: Recent<Arc<str>>,
+    tags: Recent<Arc<[String]>>,
+}
 
-impl Kinds {
-    /// The most kinds kept; a read of more allocates the others for each event.
+impl Shared {
+    fn kind(&mut self, value: ValueRef<'_>) -> Result<Arc<str>> {
+        Ok(self.kinds.get(value.as_str()?, |kind| kind.into()))
+    }
+
+    /// Tags from their stored JSON array.
+    fn tags(&mut self, value: ValueRef<'_>) -> Result<Arc<[String]>> {
+        Ok(self.tags.get(value.as_str()?, |json| parse_tags(json).into()))
+    }
+}
+
+/// Values made from the text of a column, kept for the last [`Recent::KEPT`] distinct texts met
+/// (rows come branch by branch: their repeats are near).
+struct Recent<T> {
+    kept: Vec<(Box<str>, T)>,
+    /// The entry replaced next once `kept` is full.
+    next: usize,
+}
+
+impl<T> Default for Recent<T> {
+    fn default() -> Self {
+        Recent { kept: Vec::new(), next: 0 }
+    }
+}
+
+impl<T: Clone> Recent<T> {
     const KEPT: usize = 16;
 
-    fn of(&mut self, value: ValueRef<'_>) -> Result<Arc<str>> {
-        let kind = value.as_str()?;
-        if let Some(kept) = self.0.iter().find(|kept| ***kept == *kind) {
-            return Ok(Arc::clone(kept));
+    /// The value of `text`, made by `make` unless kept.
+    fn get(&mut self, text: &str, make: impl FnOnce(&str) -> T) -> T {
+        if let Some((_, value)) = self.kept.iter().find(|(kept, _)| **kept == *text) {
+            return value.clone();
         }
-        let kind: Arc<str> = kind.into();
-        if self.0.len() < Self::KEPT {
-            self.0.push(Arc::clone(&kind));
+        let value = make(text);
+        let entry = (text.into(), value.clone());
+        if self.kept.len() < Self::KEPT {
+            self.kept.push(entry);
+        } else {
+            self.kept[self.next] = entry;
+            self.next = (self.next + 1) % Self::KEPT;
         }
-        Ok(kind)
+        value
     }
 }
 
 /// The event of a row read with [`EVENT_COLUMNS`], with its seq and its writer's id.
-fn event_of(row: &Row<'_>, seq: i64, branch: &Arc<str>, kinds: &mut Kinds) -> Result<Event> {
+fn event_of(row: &Row<'_>, seq: i64, branch: &Arc<str>, shared: &mut Shared) -> Result<Event> {
     Ok(Event {
         id: seq,
         branch: Arc::clone(branch),
-        kind: kinds.of(row.value(2)?)?,
+        kind: shared.kind(row.value(2)?)?,
         text: row.get(3)?,
-        tags: tags_at(row, 4)?,
+        tags: shared.tags(row.value(4)?)?,
         ts: row.get(5)?,
     })
 }
@@ -900,17 +932,23 @@ fn rows_along_by_probes<T>(
 
 const RECORD_COLUMNS: &str = "t.record_id, t.branch, t.text, t.tags, t.created_at, t.seq";
 
-fn record_from_row(path: &BranchPath, row: &Row<'_>) -> Result<Record> {
-    record_of(row, row.get(5)?, &path.id_of(row.get(1)?))
+/// The records of the rows of `sql`, read with [`RECORD_COLUMNS`].
+fn records_of(store: &Store, path: &BranchPath, sql: &str, params: Params<'_>) -> Result<Vec<Record>> {
+    let mut shared = Shared::default();
+    store.conn.query(sql, params, |row| record_from_row(path, row, &mut shared))
+}
+
+fn record_from_row(path: &BranchPath, row: &Row<'_>, shared: &mut Shared) -> Result<Record> {
+    record_of(row, row.get(5)?, &path.id_of(row.get(1)?), shared)
 }
 
 /// The record of a row read with [`RECORD_COLUMNS`], with its seq and its writer's id.
-fn record_of(row: &Row<'_>, seq: i64, branch: &Arc<str>) -> Result<Record> {
+fn record_of(row: &Row<'_>, seq: i64, branch: &Arc<str>, shared: &mut Shared) -> Result<Record> {
     Ok(Record {
         id: row.get(0)?,
         branch: Arc::clone(branch),
         text: row.get(2)?,
-        tags: tags_at(row, 3)?,
+        tags: shared.tags(row.value(3)?)?,
         ts: row.get(4)?,
         seq,
         score: None,
@@ -940,7 +978,7 @@ pub(crate) fn archival(
     );
     windowed(store, path, limit, |path, from, limit| {
         let params = params![tags.as_deref(), from as i64, limit as i64];
-        store.conn.query(&sql, params, |row| record_from_row(path, row))
+        records_of(store, path, &sql, params)
     })
 }
 
@@ -969,8 +1007,9 @@ fn versions_by_scan(store: &Store, path: &BranchPath, tags: Option<&str>) -> Res
         "SELECT {RECORD_COLUMNS} FROM archival t WHERE t.text IS NOT NULL AND {}",
         has_tags(store.backend())
     );
+    let mut shared = Shared::default();
     let Some(mut records) = scanned(store, path, &sql, params![tags], [5, 1], |row, held| {
-        record_of(row, held.seq, held.branch).map(Some)
+        record_of(row, held.seq, held.branch, &mut shared).map(Some)
     })?
     .whole() else {
         return Ok(None);
@@ -987,7 +1026,7 @@ fn versions_by_probes(store: &Store, path: &BranchPath, tags: Option<&str>) -> R
         visible("archival"),
         has_tags(store.backend())
     );
-    store.conn.query(&sql, params![tags], |row| record_from_row(path, row))
+    records_of(store, path, &sql, params![tags])
 }
 
 /// The keyword search (`search.fts = "off"`, and PostgreSQL): the view's current versions that
@@ -1091,7 +1130,7 @@ pub(crate) fn archival_record(store: &Store, path: &BranchPath, id: i64) -> Resu
     );
     // The newest visible version is a tombstone when its text is NULL: deleted in this view.
     let newest = store.conn.query_opt(&sql, [id], |row| match row.get::<Option<String>>(2)? {
-        Some(_) => Ok(Some(record_from_row(path, row)?)),
+        Some(_) => Ok(Some(record_from_row(path, row, &mut Shared::default())?)),
         None => Ok(None),
     })?;
     Ok(newest.flatten())
@@ -1113,7 +1152,7 @@ pub(crate) fn records_among(store: &Store, path: &BranchPath, ids: &[i64]) -> Re
         visible_through("p", "t"),
         current_version()
     );
-    store.conn.query(&sql, [serde_json::to_string(ids)?], |row| record_from_row(path, row))
+    records_of(store, path, &sql, params![serde_json::to_string(ids)?])
 }
 
 /// A visible archival version that matches a search, with what ranking needs of it.
@@ -1213,7 +1252,7 @@ pub(crate) fn archival_versions(store: &Store, path: &BranchPath, seqs: &[i64]) 
         "SELECT {RECORD_COLUMNS} FROM {} s JOIN archival t ON t.seq = s.value ORDER BY s.key",
         store.backend().json_ints("?1")
     );
-    store.conn.query(&sql, [serde_json::to_string(seqs)?], |row| record_from_row(path, row))
+    records_of(store, path, &sql, params![serde_json::to_string(seqs)?])
 }
 
 #[cfg(test)]
@@ -1221,22 +1260,26 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    /// Equal kinds share one string; past the kinds kept, each is still its own value.
+    /// Rows with equal kinds or tags share one value; past the texts kept, the oldest is
+    /// replaced, and every value is still right.
     #[test]
-    fn kinds_are_shared_as_far_as_kept() {
-        let mut kinds = Kinds::default();
-        let first = kinds.of(ValueRef::Text("observation")).unwrap();
-        let again = kinds.of(ValueRef::Text("observation")).unwrap();
-        assert!(Arc::ptr_eq(&first, &again));
-        let names: Vec<String> = (0..Kinds::KEPT + 3).map(|i| format!("kind{i}")).collect();
+    fn rows_share_the_values_of_recent_texts() {
+        let mut shared = Shared::default();
+        let first = shared.kind(ValueRef::Text("observation")).unwrap();
+        assert!(Arc::ptr_eq(&first, &shared.kind(ValueRef::Text("observation")).unwrap()));
+        let tags = shared.tags(ValueRef::Text(r#"["a","b"]"#)).unwrap();
+        assert_eq!(&*tags, ["a".to_string(), "b".to_string()]);
+        assert!(Arc::ptr_eq(&tags, &shared.tags(ValueRef::Text(r#"["a","b"]"#)).unwrap()));
+        let names: Vec<String> = (0..Recent::<Arc<str>>::KEPT + 3).map(|i| format!("kind{i}")).collect();
         for name in &names {
-            assert_eq!(&*kinds.of(ValueRef::Text(name)).unwrap(), name.as_str());
+            assert_eq!(&*shared.kind(ValueRef::Text(name)).unwrap(), name.as_str());
         }
-        let kept = kinds.of(ValueRef::Text("kind0")).unwrap();
-        assert!(Arc::ptr_eq(&kept, &kinds.of(ValueRef::Text("kind0")).unwrap()));
-        let beyond = names.last().unwrap().as_str();
-        assert_eq!(&*kinds.of(ValueRef::Text(beyond)).unwrap(), beyond);
-        assert!(kinds.of(ValueRef::Int(1)).is_err(), "a kind is text");
+        let newest = shared.kind(ValueRef::Text(names.last().unwrap())).unwrap();
+        assert!(Arc::ptr_eq(&newest, &shared.kind(ValueRef::Text(names.last().unwrap())).unwrap()));
+        let again = shared.kind(ValueRef::Text("observation")).unwrap();
+        assert!(!Arc::ptr_eq(&first, &again), "the oldest text was replaced");
+        assert_eq!(&*again, "observation");
+        assert!(shared.kind(ValueRef::Int(1)).is_err(), "a kind is text");
     }
 
     /// Forms memctl does not write go to serde_json, which reads them or gives no ids.

@@ -324,7 +324,7 @@ impl Seen {
                     writer: e.branch.to_string(),
                     kind: e.kind.to_string(),
                     text: e.text,
-                    tags: e.tags,
+                    tags: e.tags.to_vec(),
                 })
                 .collect(),
             archival: view
@@ -334,7 +334,7 @@ impl Seen {
                     id: r.id,
                     writer: r.branch.to_string(),
                     text: r.text,
-                    tags: r.tags,
+                    tags: r.tags.to_vec(),
                     seq: r.seq,
                 })
                 .collect(),
@@ -833,8 +833,8 @@ impl Harness {
                     Some(r) => {
                         let got = expect_ok(got, "archival_get")?;
                         prop_assert_eq!(
-                            (&got.text, &got.tags, got.seq),
-                            (&r.text, &r.tags, r.seq),
+                            (&got.text, &got.tags[..], got.seq),
+                            (&r.text, &r.tags[..], r.seq),
                             "archival_get({}, {})",
                             id,
                             record
@@ -1110,8 +1110,8 @@ impl Harness {
                 );
                 let model = &expected[&a.id];
                 prop_assert_eq!(
-                    (&a.text, &a.tags, a.seq),
-                    (&model.text, &model.tags, model.seq),
+                    (&a.text, &a.tags[..], a.seq),
+                    (&model.text, &model.tags[..], model.seq),
                     "record {} of {:?} on {}",
                     a.id,
                     query,

@@ -43,7 +43,7 @@ fn llm_defaults_and_results_block() {
     let core = s.core("r").unwrap();
     assert_eq!((core[0].value.as_str(), core[0].importance), ("v", 5), "importance clamped to 5");
     let record = &s.archival_list("r", None).unwrap()[0];
-    assert_eq!(record.tags, vec![LLM_TAG.to_string(), "a b".to_string()]);
+    assert_eq!(*record.tags, vec![LLM_TAG.to_string(), "a b".to_string()]);
     assert_eq!(
         outcome.results_block(),
         "<memory_results>\n**Core Memory Values:**\n- k: v\n- missing: (not found)\n\n\

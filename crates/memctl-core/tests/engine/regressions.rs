@@ -380,7 +380,7 @@ fn defect_07_archival_text_update_keeps_tags_and_reindexes() {
         s.archival_update("root", r, Some("switched to nccl allreduce"), None).unwrap();
         let record = s.archival_get("root", r).unwrap();
         assert_eq!(record.text, "switched to nccl allreduce");
-        assert_eq!(record.tags, tags(&["experiment-gpu", "BENCH"]), "{fts:?}");
+        assert_eq!(*record.tags, tags(&["experiment-gpu", "BENCH"]), "{fts:?}");
 
         assert_eq!(search_ids(&s, "root", "nccl", 10, &[]), vec![r], "{fts:?}");
         assert!(search_ids(&s, "root", "openmpi", 10, &[]).is_empty());
@@ -390,13 +390,13 @@ fn defect_07_archival_text_update_keeps_tags_and_reindexes() {
         assert_eq!(search_ids(&s, "root", "bench", 10, &[]), vec![r]);
         assert_eq!(search_ids(&s, "root", "allreduce", 10, &["BENCH"]), vec![r]);
         let hit = &search(&s, "root", "nccl", 10, &[])[0];
-        assert_eq!(hit.tags, tags(&["experiment-gpu", "BENCH"]));
+        assert_eq!(*hit.tags, tags(&["experiment-gpu", "BENCH"]));
 
         // Updating only the tags keeps the text; the old tags stop matching.
         s.archival_update("root", r, None, Some(&tags(&["RESULT"]))).unwrap();
         let record = s.archival_get("root", r).unwrap();
         assert_eq!(record.text, "switched to nccl allreduce");
-        assert_eq!(record.tags, tags(&["RESULT"]));
+        assert_eq!(*record.tags, tags(&["RESULT"]));
         assert!(search_ids(&s, "root", "bench experiment", 10, &[]).is_empty());
         assert!(search_ids(&s, "root", "", 10, &["BENCH"]).is_empty());
         assert_eq!(search_ids(&s, "root", "result", 10, &[]), vec![r]);
@@ -433,7 +433,7 @@ fn defect_08_tag_filter_applies_before_the_limit() {
         }
         let hits = search(&s, "root", "cache miss", 3, &["GPU"]);
         assert_eq!(hits.len(), 3, "{fts:?}: tagged search came back short");
-        assert!(hits.iter().all(|h| h.tags == tags(&["GPU"])));
+        assert!(hits.iter().all(|h| *h.tags == tags(&["GPU"])));
         let mut all: Vec<i64> = search_ids(&s, "root", "cache miss", 100, &["GPU"]);
         all.sort();
         assert_eq!(all, tagged, "{fts:?}");
@@ -550,7 +550,7 @@ fn defect_08_keyword_fallback_never_returns_non_matching_records() {
     }
     // Results carry tags as a list.
     let hit = &search(&s, "root", "ray", 1, &[])[0];
-    assert_eq!(hit.tags, vec!["x-ray".to_string()]);
+    assert_eq!(*hit.tags, vec!["x-ray".to_string()]);
     assert!(hit.score.is_some());
 }
 
@@ -656,7 +656,7 @@ fn defect_09_core_budget_evicts_lowest_importance_then_oldest_never_pinned() {
         .into_iter()
         .map(|r| {
             let key = r.tags.iter().find_map(|t| t.strip_prefix("core_key:")).unwrap().to_string();
-            (key, (r.text, r.tags))
+            (key, (r.text, r.tags.to_vec()))
         })
         .collect();
     assert_eq!(evicted.keys().collect::<Vec<_>>(), vec!["a", "b", "c", "d", "e", "f", "g"]);

@@ -196,7 +196,7 @@ fn tag_filters_are_anded_and_applied_before_the_limit() {
         assert_eq!(ids(s, "root", "kernel", 10, &[]).len(), 10, "{m}");
         // Results carry their tags as a list.
         let hit = &hits(s, "root", "kernel", 1, &["ablation"])[0];
-        assert_eq!(hit.tags, tags(&["gpu", "fp16", "ablation"]), "{m}");
+        assert_eq!(*hit.tags, tags(&["gpu", "fp16", "ablation"]), "{m}");
         // Tag words are searchable as words too.
         assert_eq!(sorted(ids(s, "root", "ablation", 10, &[])), vec![t_abc], "{m}");
         vec![t_a, t_ab1, t_b, t_abc, t_ab2]
@@ -226,7 +226,7 @@ fn only_the_current_version_is_found_and_only_where_the_update_is_seen() {
             assert_eq!(found.len(), 1, "{m} {branch} {now}");
             assert_eq!(found[0].id, r);
             assert!(found[0].text.contains(now));
-            assert_eq!(found[0].tags, tags(&["doc"]), "{m} {branch}");
+            assert_eq!(*found[0].tags, tags(&["doc"]), "{m} {branch}");
             for word in gone {
                 assert!(
                     ids(s, branch, word, 10, &[]).is_empty(),
@@ -577,7 +577,7 @@ fn oracle(s: &Store, branch: &str, query: &str, with_tags: &[String]) -> Vec<i64
         .filter(|r| with_tags.iter().all(|t| r.tags.contains(t)))
         .filter(|r| {
             let mut have = words_of(&r.text);
-            for tag in &r.tags {
+            for tag in r.tags.iter() {
                 have.extend(words_of(tag));
             }
             wanted.iter().any(|w| have.contains(w))

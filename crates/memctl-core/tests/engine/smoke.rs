@@ -25,7 +25,7 @@ fn copy_on_write_smoke() {
     assert_eq!(v2.core.len(), 1);
     assert_eq!(v2.core[0].value, "1");
     assert_eq!(v1.archival[0].text, "gpu tuning notes");
-    assert_eq!(v1.archival[0].tags, vec!["BENCH"]);
+    assert_eq!(*v1.archival[0].tags, vec!["BENCH"]);
     assert_eq!(v2.archival[0].text, "mpi tuning notes");
     let hits = s.archival_search("c1", &Search { query: "gpu".into(), k: 5, tags: vec![] }).unwrap();
     assert_eq!(hits.len(), 1);
