@@ -572,37 +572,42 @@ impl Shared {
     }
 }
 
-/// Values made from the text of a column, kept for the last [`Recent::KEPT`] distinct texts met
-/// (rows come branch by branch: their repeats are near).
+/// Values made from the text of a column, kept for [`Recent::KEPT`] distinct texts recently met
+/// (rows come branch by branch: their repeats are near). A read whose
+/// texts rarely repeat (a tag unique to each row) stops keeping them once most have missed,
+/// where a lookup and a copy of the text kept would only add to making its value.
+#[derive(Default)]
 struct Recent<T> {
     kept: Vec<(Box<str>, T)>,
-    /// The entry replaced next once `kept` is full.
-    next: usize,
-}
-
-impl<T> Default for Recent<T> {
-    fn default() -> Self {
-        Recent { kept: Vec::new(), next: 0 }
-    }
+    hits: usize,
+    misses: usize,
 }
 
 impl<T: Clone> Recent<T> {
     const KEPT: usize = 16;
+    /// The misses after which it keeps texts only while at least as many have hit.
+    const TRIAL: usize = 32;
 
     /// The value of `text`, made by `make` unless kept.
     fn get(&mut self, text: &str, make: impl FnOnce(&str) -> T) -> T {
-        if let Some((_, value)) = self.kept.iter().find(|(kept, _)| **kept == *text) {
-            return value.clone();
+        if !self.keeping() {
+            return make(text);
         }
+        if let Some(at) = self.kept.iter().position(|(kept, _)| **kept == *text) {
+            self.hits += 1;
+            // Moved to the front: texts that keep hitting stay there, the last is replaced.
+            self.kept.swap(0, at);
+            return self.kept[0].1.clone();
+        }
+        self.misses += 1;
         let value = make(text);
-        let entry = (text.into(), value.clone());
-        if self.kept.len() < Self::KEPT {
-            self.kept.push(entry);
-        } else {
-            self.kept[self.next] = entry;
-            self.next = (self.next + 1) % Self::KEPT;
-        }
+        self.kept.truncate(Self::KEPT - 1);
+        self.kept.insert(0, (text.into(), value.clone()));
         value
+    }
+
+    fn keeping(&self) -> bool {
+        self.misses < Self::TRIAL || self.hits >= self.misses
     }
 }
 
@@ -1280,6 +1285,30 @@ mod tests {
         assert!(!Arc::ptr_eq(&first, &again), "the oldest text was replaced");
         assert_eq!(&*again, "observation");
         assert!(shared.kind(ValueRef::Int(1)).is_err(), "a kind is text");
+    }
+
+    /// A read whose texts rarely repeat stops keeping them; one whose texts repeat keeps them
+    /// past its trial. Every value is right either way.
+    #[test]
+    fn texts_are_kept_while_they_repeat() {
+        let make = |text: &str| -> Arc<str> { text.into() };
+        let mut unique = Recent::default();
+        for i in 0..Recent::<Arc<str>>::TRIAL {
+            assert_eq!(&*unique.get(&format!("t{i}"), make), format!("t{i}"));
+        }
+        assert!(!unique.keeping());
+        let (a, b) = (unique.get("t31", make), unique.get("t31", make));
+        assert_eq!((&*a, &*b), ("t31", "t31"));
+        assert!(!Arc::ptr_eq(&a, &b), "no longer kept");
+        let mut repeating = Recent::default();
+        for i in 0..4 * Recent::<Arc<str>>::TRIAL {
+            assert_eq!(&*repeating.get(&format!("t{i}"), make), format!("t{i}"));
+            for _ in 0..2 {
+                assert_eq!(&*repeating.get("kept", make), "kept");
+            }
+        }
+        assert!(repeating.keeping());
+        assert!(Arc::ptr_eq(&repeating.get("kept", make), &repeating.get("kept", make)));
     }
 
     /// Forms memctl does not write go to serde_json, which reads them or gives no ids.
