@@ -179,10 +179,11 @@ pub fn is_step(kind: &str) -> bool {
 // writes them), and large results (`read`, `path`, `diff`) are written straight from these
 // types, without building a Value (the tests below hold them to it).
 //
-// A row's branch, kind and tags are shared (`Arc<str>`, `Arc<[String]>`, serialized as plain
-// strings and arrays): a whole view builds thousands of rows naming a few branches and kinds
-// and carrying a few tag lists, and allocating, copying and freeing them for each row was over
-// a quarter of its instructions. A row's text is its own.
+// Names and tag lists are shared (`Arc<str>`, `Arc<[String]>`, serialized as plain strings and
+// arrays): rows hold their writer's id from the path, and a read's events and records their
+// kinds and tags from view/shared.rs. A whole view builds thousands of rows naming a few
+// branches and kinds and carrying a few tag lists; a copy of each for every row was over a
+// quarter of its instructions. A row's text is its own.
 
 /// One recall event.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -56,11 +56,14 @@
 mod fts_match;
 pub(crate) mod history;
 mod path;
+mod shared;
 mod sql;
 
 pub(crate) use path::{collected_name, meeting, shared_until};
 
-use crate::db::{named, params, Backend, Params, Row, ValueRef};
+use shared::Shared;
+
+use crate::db::{named, params, Backend, Params, Row};
 use crate::error::Result;
 use crate::query::{Query, TermCounter, TermCounts};
 use crate::rows::{Branch, BranchPath, CoreEntry, Event, Record, Summary, STEP_KIND};
@@ -523,12 +526,13 @@ fn events_by_scans(store: &Store, path: &BranchPath) -> Result<Option<Vec<Event>
     let hidden: HashSet<i64> = hidden.into_iter().collect();
     // The last row met, by its branch and seq: its rowid is worked out only if needed (reading
     // it with each row costs 2% of a whole view).
-    let (mut last, mut shared) = (None, Shared::default());
+    let mut last = None;
+    let mut shared = Shared::default();
     let Scan { kept: mut events, whole } =
         scanned(store, path, &EVERY_EVENT, params![], [0, 1], |row, held| {
             last = Some((held.position, held.seq));
             (!hidden.contains(&held.seq))
-                .then(|| event_of(row, held.seq, held.branch, &mut shared))
+                .then(|| event_of(row, held.seq, Arc::clone(held.branch), &mut shared))
                 .transpose()
         })?;
     if !whole {
@@ -548,74 +552,14 @@ const EVENT_COLUMNS: &str = "t.seq, t.branch, t.kind, t.text, t.tags, t.created_
 /// The events of the rows of `sql`, read with [`EVENT_COLUMNS`].
 fn events_of(store: &Store, path: &BranchPath, sql: &str, params: Params<'_>) -> Result<Vec<Event>> {
     let mut shared = Shared::default();
-    store.conn.query(sql, params, |row| event_of(row, row.get(0)?, &path.id_of(row.get(1)?), &mut shared))
-}
-
-/// The kinds and tag lists of the rows one read builds, each allocated once and shared by the
-/// rows that carry it: a view holds thousands of rows with a handful of kinds and tag lists
-/// (allocating, copying and freeing them for each row was a quarter of a whole view's
-/// instructions).
-#[derive(Default)]
-struct Shared {
-    kinds: Recent<Arc<str>>,
-    tags: Recent<Arc<[String]>>,
-}
-
-impl Shared {
-    fn kind(&mut self, value: ValueRef<'_>) -> Result<Arc<str>> {
-        Ok(self.kinds.get(value.as_str()?, |kind| kind.into()))
-    }
-
-    /// Tags from their stored JSON array.
-    fn tags(&mut self, value: ValueRef<'_>) -> Result<Arc<[String]>> {
-        Ok(self.tags.get(value.as_str()?, |json| parse_tags(json).into()))
-    }
-}
-
-/// Values made from the text of a column, kept for [`Recent::KEPT`] distinct texts recently met
-/// (rows come branch by branch: their repeats are near). A read whose
-/// texts rarely repeat (a tag unique to each row) stops keeping them once most have missed,
-/// where a lookup and a copy of the text kept would only add to making its value.
-#[derive(Default)]
-struct Recent<T> {
-    kept: Vec<(Box<str>, T)>,
-    hits: usize,
-    misses: usize,
-}
-
-impl<T: Clone> Recent<T> {
-    const KEPT: usize = 16;
-    /// The misses after which it keeps texts only while at least as many have hit.
-    const TRIAL: usize = 32;
-
-    /// The value of `text`, made by `make` unless kept.
-    fn get(&mut self, text: &str, make: impl FnOnce(&str) -> T) -> T {
-        if !self.keeping() {
-            return make(text);
-        }
-        if let Some(at) = self.kept.iter().position(|(kept, _)| **kept == *text) {
-            self.hits += 1;
-            // Moved to the front: texts that keep hitting stay there, the last is replaced.
-            self.kept.swap(0, at);
-            return self.kept[0].1.clone();
-        }
-        self.misses += 1;
-        let value = make(text);
-        self.kept.truncate(Self::KEPT - 1);
-        self.kept.insert(0, (text.into(), value.clone()));
-        value
-    }
-
-    fn keeping(&self) -> bool {
-        self.misses < Self::TRIAL || self.hits >= self.misses
-    }
+    store.conn.query(sql, params, |row| event_of(row, row.get(0)?, path.id_of(row.get(1)?), &mut shared))
 }
 
 /// The event of a row read with [`EVENT_COLUMNS`], with its seq and its writer's id.
-fn event_of(row: &Row<'_>, seq: i64, branch: &Arc<str>, shared: &mut Shared) -> Result<Event> {
+fn event_of(row: &Row<'_>, seq: i64, branch: Arc<str>, shared: &mut Shared) -> Result<Event> {
     Ok(Event {
         id: seq,
-        branch: Arc::clone(branch),
+        branch,
         kind: shared.kind(row.value(2)?)?,
         text: row.get(3)?,
         tags: shared.tags(row.value(4)?)?,
@@ -944,14 +888,14 @@ fn records_of(store: &Store, path: &BranchPath, sql: &str, params: Params<'_>) -
 }
 
 fn record_from_row(path: &BranchPath, row: &Row<'_>, shared: &mut Shared) -> Result<Record> {
-    record_of(row, row.get(5)?, &path.id_of(row.get(1)?), shared)
+    record_of(row, row.get(5)?, path.id_of(row.get(1)?), shared)
 }
 
 /// The record of a row read with [`RECORD_COLUMNS`], with its seq and its writer's id.
-fn record_of(row: &Row<'_>, seq: i64, branch: &Arc<str>, shared: &mut Shared) -> Result<Record> {
+fn record_of(row: &Row<'_>, seq: i64, branch: Arc<str>, shared: &mut Shared) -> Result<Record> {
     Ok(Record {
         id: row.get(0)?,
-        branch: Arc::clone(branch),
+        branch,
         text: row.get(2)?,
         tags: shared.tags(row.value(3)?)?,
         ts: row.get(4)?,
@@ -1014,7 +958,7 @@ fn versions_by_scan(store: &Store, path: &BranchPath, tags: Option<&str>) -> Res
     );
     let mut shared = Shared::default();
     let Some(mut records) = scanned(store, path, &sql, params![tags], [5, 1], |row, held| {
-        record_of(row, held.seq, held.branch, &mut shared).map(Some)
+        record_of(row, held.seq, Arc::clone(held.branch), &mut shared).map(Some)
     })?
     .whole() else {
         return Ok(None);
@@ -1265,52 +1209,6 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    /// Rows with equal kinds or tags share one value; past the texts kept, the oldest is
-    /// replaced, and every value is still right.
-    #[test]
-    fn rows_share_the_values_of_recent_texts() {
-        let mut shared = Shared::default();
-        let first = shared.kind(ValueRef::Text("observation")).unwrap();
-        assert!(Arc::ptr_eq(&first, &shared.kind(ValueRef::Text("observation")).unwrap()));
-        let tags = shared.tags(ValueRef::Text(r#"["a","b"]"#)).unwrap();
-        assert_eq!(&*tags, ["a".to_string(), "b".to_string()]);
-        assert!(Arc::ptr_eq(&tags, &shared.tags(ValueRef::Text(r#"["a","b"]"#)).unwrap()));
-        let names: Vec<String> = (0..Recent::<Arc<str>>::KEPT + 3).map(|i| format!("kind{i}")).collect();
-        for name in &names {
-            assert_eq!(&*shared.kind(ValueRef::Text(name)).unwrap(), name.as_str());
-        }
-        let newest = shared.kind(ValueRef::Text(names.last().unwrap())).unwrap();
-        assert!(Arc::ptr_eq(&newest, &shared.kind(ValueRef::Text(names.last().unwrap())).unwrap()));
-        let again = shared.kind(ValueRef::Text("observation")).unwrap();
-        assert!(!Arc::ptr_eq(&first, &again), "the oldest text was replaced");
-        assert_eq!(&*again, "observation");
-        assert!(shared.kind(ValueRef::Int(1)).is_err(), "a kind is text");
-    }
-
-    /// A read whose texts rarely repeat stops keeping them; one whose texts repeat keeps them
-    /// past its trial. Every value is right either way.
-    #[test]
-    fn texts_are_kept_while_they_repeat() {
-        let make = |text: &str| -> Arc<str> { text.into() };
-        let mut unique = Recent::default();
-        for i in 0..Recent::<Arc<str>>::TRIAL {
-            assert_eq!(&*unique.get(&format!("t{i}"), make), format!("t{i}"));
-        }
-        assert!(!unique.keeping());
-        let (a, b) = (unique.get("t31", make), unique.get("t31", make));
-        assert_eq!((&*a, &*b), ("t31", "t31"));
-        assert!(!Arc::ptr_eq(&a, &b), "no longer kept");
-        let mut repeating = Recent::default();
-        for i in 0..4 * Recent::<Arc<str>>::TRIAL {
-            assert_eq!(&*repeating.get(&format!("t{i}"), make), format!("t{i}"));
-            for _ in 0..2 {
-                assert_eq!(&*repeating.get("kept", make), "kept");
-            }
-        }
-        assert!(repeating.keeping());
-        assert!(Arc::ptr_eq(&repeating.get("kept", make), &repeating.get("kept", make)));
-    }
-
     /// Forms memctl does not write go to serde_json, which reads them or gives no ids.
     #[test]
     fn ids_in_other_forms() {
@@ -1327,6 +1225,39 @@ mod tests {
         ] {
             assert_eq!(plain_ids(json), plain, "{json}");
             assert_eq!(parse_ids(json), parsed, "{json}");
+        }
+    }
+
+    /// The rows of a read share their writer's id with the path, and their kinds and tag
+    /// lists with each other, read by scans or by probes.
+    #[test]
+    fn rows_share_their_names_and_tags() {
+        let s = Store::scratch();
+        s.create_root("root").unwrap();
+        let write = |branch: &str| {
+            for i in 0..3 {
+                s.recall_append(branch, "note", &format!("{branch} {i}"), &["t".into()]).unwrap();
+                s.archival_add(branch, &format!("{branch} record {i}"), &["t".into()]).unwrap();
+            }
+        };
+        write("root");
+        s.fork("root", Some("leaf")).unwrap();
+        write("leaf");
+        let path = s.path("leaf").unwrap();
+        let id = |name: &str| Arc::clone(&path.branches().iter().find(|b| &*b.id == name).unwrap().id);
+        let events =
+            [every_event_by_scan(&s, &path).unwrap().unwrap(), events_by_probes(&s, &path, None).unwrap()];
+        let records = [
+            versions_by_scan(&s, &path, None).unwrap().unwrap(),
+            versions_by_probes(&s, &path, None).unwrap(),
+        ];
+        for (events, records) in events.iter().zip(&records) {
+            assert_eq!((events.len(), records.len()), (6, 6));
+            assert!(events.iter().all(|e| Arc::ptr_eq(&e.branch, &id(&e.branch))));
+            assert!(records.iter().all(|r| Arc::ptr_eq(&r.branch, &id(&r.branch))));
+            assert!(events.iter().all(|e| Arc::ptr_eq(&e.kind, &events[0].kind)));
+            assert!(events.iter().all(|e| Arc::ptr_eq(&e.tags, &events[0].tags)));
+            assert!(records.iter().all(|r| Arc::ptr_eq(&r.tags, &records[0].tags)));
         }
     }
 
