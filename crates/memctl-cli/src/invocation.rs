@@ -120,25 +120,10 @@ impl Context {
         Ok(())
     }
 
-    /// [`Context::emit_serialized`] for a result whose text is written as it is made, whole lines
-    /// each ending in a line break (`output::stdout_lines`).
-    pub fn emit_serialized_lines<T: serde::Serialize>(
-        &self,
-        result: &T,
-        lines: impl FnOnce(&mut dyn std::fmt::Write) -> std::fmt::Result,
-    ) -> anyhow::Result<()> {
-        if self.json {
-            self.emit(serde_json::to_value(result)?, String::new);
-        } else {
-            output::stdout_lines(lines);
-        }
-        Ok(())
-    }
-
     /// [`Context::emit_serialized`] for a result whose type lists its JSON keys in sorted order
-    /// itself (its fields declared so, each type held to it by a `keys_sorted` test): written
-    /// straight to stdout, without building a `Value` first — a whole view, path or diff runs
-    /// to megabytes.
+    /// itself (its fields declared so, or its `Serialize` written so; each type held to it by a
+    /// test): written straight to stdout, without building a `Value` first — a whole view, path,
+    /// diff or history runs to megabytes.
     pub fn emit_sorted<T: serde::Serialize>(&self, result: &T, text: impl FnOnce() -> String) {
         if self.json {
             output::stdout_json(result);
@@ -148,7 +133,8 @@ impl Context {
     }
 
     /// [`Context::emit_sorted`] for a result whose text is written as it is made, whole lines
-    /// each ending in a line break (`output::stdout_lines`): a whole view runs to megabytes.
+    /// each ending in a line break (`output::stdout_lines`): a whole view or history runs to
+    /// megabytes.
     pub fn emit_sorted_lines<T: serde::Serialize>(
         &self,
         result: &T,

@@ -48,7 +48,8 @@ pub fn run(ctx: &Context, args: WhyArgs) -> anyhow::Result<()> {
         _ => unreachable!("clap requires one subject"),
     };
     let why = ctx.open()?.why(&args.branch, &subject)?;
-    ctx.emit_serialized_lines(&why, |out| write_text(out, &why))
+    ctx.emit_sorted_lines(&why, |out| write_text(out, &why));
+    Ok(())
 }
 
 /// Writes the history as text, ending in a line break: as it is made, since a key written at

@@ -12,23 +12,25 @@ use std::borrow::Cow;
 /// Longest string kept in a journal row's arguments.
 const MAX_ARG_CHARS: usize = 500;
 
-/// One journal row.
+/// One journal row. Fields in sorted order: written straight, its JSON reads as through a
+/// `Value` (`why --json`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Op {
-    pub seq: i64,
-    pub op: String,
+    pub actor: Option<String>,
     /// The branch written, if any.
     pub branch: Option<String>,
-    pub node_uid: Option<String>,
-    pub phase: Option<String>,
-    pub actor: Option<String>,
-    pub ts: f64,
     pub details: Details,
+    pub node_uid: Option<String>,
+    pub op: String,
+    pub phase: Option<String>,
+    pub seq: i64,
+    pub ts: f64,
 }
 
 /// A journal row's arguments: the JSON object as stored, written out as it is (null if the
-/// stored text is not JSON). `why` reads thousands of rows and its text shows no arguments, so
-/// none is parsed into a [`Value`] but to be written into one.
+/// stored text is not JSON) — `why` reads thousands of rows, and its text shows none. Every
+/// writer stores them as serde_json writes a [`Value`], compact with keys sorted, so written
+/// straight they read as they do through a `Value`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Details(String);
 

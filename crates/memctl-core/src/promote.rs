@@ -44,14 +44,14 @@ pub struct PromoteOutcome {
     pub promoted: Vec<Promoted>,
 }
 
-/// Where a promoted row came from.
+/// Where a promoted row came from. Fields in sorted order (`why --json` writes it straight).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Origin {
     /// The branch it was promoted from.
     pub branch: String,
+    pub note: Option<String>,
     /// The seq of the row copied, in that branch's view.
     pub seq: i64,
-    pub note: Option<String>,
 }
 
 impl Tx<'_> {

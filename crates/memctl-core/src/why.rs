@@ -11,12 +11,12 @@ use crate::rows::BranchPath;
 use crate::store::Store;
 use crate::view;
 use crate::view::history::{self, CoreRow, Placed, Reach, Version};
+use serde::ser::{SerializeMap, Serializer};
 use serde::Serialize;
 use std::collections::HashSet;
 
 /// What `why` is asked about.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Subject {
     /// A core key.
     Key(String),
@@ -82,8 +82,7 @@ pub enum Action {
 }
 
 /// The row a write left, by layer.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(untagged)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Content {
     Core { value: Option<String>, importance: u8, ttl: Option<f64>, expires_at: Option<f64> },
     Version { text: Option<String>, tags: Vec<String> },
@@ -92,14 +91,14 @@ pub enum Content {
     Summary { kind: String, text: String, event_ids: Vec<i64> },
 }
 
-/// One write of the subject and what it is to the branch's view.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// One write of the subject and what it is to the branch's view. Written as JSON with the
+/// content's fields among its own (see the `Serialize` below).
+#[derive(Debug, Clone, PartialEq)]
 pub struct Write {
     pub action: Action,
     pub branch: String,
     pub seq: i64,
     pub ts: f64,
-    #[serde(flatten)]
     pub content: Content,
     pub reach: Reach,
     pub status: Status,
@@ -110,11 +109,11 @@ pub struct Write {
     pub promoted_from: Option<Origin>,
 }
 
-/// The history of a subject along a branch's path, and the verdict.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// The history of a subject along a branch's path, and the verdict. Written as JSON with the
+/// subject as one key (`key`, `record` or `event`) among its own (see the `Serialize` below).
+#[derive(Debug, Clone, PartialEq)]
 pub struct Why {
     pub branch: String,
-    #[serde(flatten)]
     pub subject: Subject,
     pub verdict: Verdict,
     pub reason: String,
@@ -122,6 +121,75 @@ pub struct Why {
     pub decided_by: Option<i64>,
     /// Every write of the subject in any branch, oldest first.
     pub writes: Vec<Write>,
+}
+
+// `why --json` is written straight, not through a `serde_json::Value` (a key written at every
+// level of a deep path has thousands of writes, each with its journal row): its keys are
+// written here in the sorted order a `Value` would give them, the subject's and the content's
+// among the others. `json_keys_sorted_and_complete` holds both to it.
+
+impl Serialize for Why {
+    fn serialize<S: Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry("branch", &self.branch)?;
+        map.serialize_entry("decided_by", &self.decided_by)?;
+        match &self.subject {
+            Subject::Event(id) => map.serialize_entry("event", id)?,
+            Subject::Key(key) => map.serialize_entry("key", key)?,
+            Subject::Record(_) => {}
+        }
+        map.serialize_entry("reason", &self.reason)?;
+        if let Subject::Record(id) = &self.subject {
+            map.serialize_entry("record", id)?;
+        }
+        map.serialize_entry("verdict", &self.verdict)?;
+        map.serialize_entry("writes", &self.writes)?;
+        map.end()
+    }
+}
+
+impl Serialize for Write {
+    fn serialize<S: Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry("action", &self.action)?;
+        map.serialize_entry("branch", &self.branch)?;
+        match &self.content {
+            Content::Exclusion { event_id } => map.serialize_entry("event_id", event_id)?,
+            Content::Summary { event_ids, .. } => map.serialize_entry("event_ids", event_ids)?,
+            Content::Core { expires_at, importance, .. } => {
+                map.serialize_entry("expires_at", expires_at)?;
+                map.serialize_entry("importance", importance)?;
+            }
+            Content::Version { .. } | Content::Event { .. } => {}
+        }
+        map.serialize_entry("journal", &self.journal)?;
+        if let Content::Event { kind, .. } | Content::Summary { kind, .. } = &self.content {
+            map.serialize_entry("kind", kind)?;
+        }
+        map.serialize_entry("promoted_from", &self.promoted_from)?;
+        map.serialize_entry("reach", &self.reach)?;
+        map.serialize_entry("reason", &self.reason)?;
+        map.serialize_entry("seq", &self.seq)?;
+        map.serialize_entry("status", &self.status)?;
+        match &self.content {
+            Content::Version { text, tags } => {
+                map.serialize_entry("tags", tags)?;
+                map.serialize_entry("text", text)?;
+            }
+            Content::Event { text, tags, .. } => {
+                map.serialize_entry("tags", tags)?;
+                map.serialize_entry("text", text)?;
+            }
+            Content::Summary { text, .. } => map.serialize_entry("text", text)?,
+            Content::Core { .. } | Content::Exclusion { .. } => {}
+        }
+        map.serialize_entry("ts", &self.ts)?;
+        if let Content::Core { ttl, value, .. } = &self.content {
+            map.serialize_entry("ttl", ttl)?;
+            map.serialize_entry("value", value)?;
+        }
+        map.end()
+    }
 }
 
 impl Store {
@@ -412,4 +480,79 @@ fn out_of_view<T>(path: &BranchPath, r: &Placed<T>) -> (Status, String) {
 fn not_in_view(me: &str, what: &str, writes: usize) -> String {
     let times = if writes == 1 { "once".to_string() } else { format!("{writes} times") };
     format!("{me}'s view holds no write of {what}: written {times}, never on its path within the cutoffs")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core_kv::CoreWrite;
+    use crate::promote::Promotion;
+    use crate::rows::tests::keys_sorted;
+    use serde_json::Value;
+
+    /// The keys of a write's JSON: the write's own and, by layer, its content's.
+    fn keys_of(write: &Write) -> Vec<&'static str> {
+        let mut keys =
+            vec!["action", "branch", "journal", "promoted_from", "reach", "reason", "seq", "status", "ts"];
+        keys.extend(match write.content {
+            Content::Core { .. } => &["expires_at", "importance", "ttl", "value"][..],
+            Content::Version { .. } => &["tags", "text"],
+            Content::Event { .. } => &["kind", "tags", "text"],
+            Content::Exclusion { .. } => &["event_id"],
+            Content::Summary { .. } => &["event_ids", "kind", "text"],
+        });
+        keys.sort_unstable();
+        keys
+    }
+
+    /// `why`'s JSON, written straight, reads as through a `Value` (keys sorted), and holds every
+    /// field: of every subject, and of writes of every layer with their journal rows and origins.
+    #[test]
+    fn json_keys_sorted_and_complete() {
+        let store = Store::scratch();
+        store.create_root("root").unwrap();
+        store.fork("root", Some("a")).unwrap();
+        store.core_set("a", "k", "1", CoreWrite::default()).unwrap();
+        let promotion = Promotion { core: vec!["k".into()], records: vec![], events: vec![] };
+        store.write(|tx| tx.promote("a", "root", &promotion, Some("best"))).unwrap();
+        store.core_delete("a", &["k"]).unwrap();
+        let record = store.archival_add("a", "first text", &["t".to_string()]).unwrap().id;
+        store.archival_update("a", record, Some("second text"), None).unwrap();
+        store.archival_delete("a", record).unwrap();
+        let event = store.recall_append("a", "note", "seen", &["t".to_string()]).unwrap().id;
+        // The summary excludes the event it stands for.
+        store.recall_summarize("a", "digest", "the gist", &[event]).unwrap();
+
+        let mut layers = HashSet::new();
+        for (branch, subject) in [
+            ("a", Subject::Key("k".into())),
+            ("root", Subject::Key("k".into())),
+            ("a", Subject::Record(record)),
+            ("a", Subject::Event(event)),
+        ] {
+            let why = store.why(branch, &subject).unwrap();
+            keys_sorted(&why);
+            let json = serde_json::to_value(&why).unwrap();
+            let subject_key = match subject {
+                Subject::Key(_) => "key",
+                Subject::Record(_) => "record",
+                Subject::Event(_) => "event",
+            };
+            let mut keys: Vec<&str> = json.as_object().unwrap().keys().map(String::as_str).collect();
+            keys.retain(|k| *k != subject_key);
+            assert_eq!(keys, ["branch", "decided_by", "reason", "verdict", "writes"]);
+            for (write, json) in why.writes.iter().zip(json["writes"].as_array().unwrap()) {
+                let keys: Vec<&str> = json.as_object().unwrap().keys().map(String::as_str).collect();
+                assert_eq!(keys, keys_of(write), "{write:?}");
+                assert!(json["journal"].is_object(), "{write:?}");
+                layers.insert(std::mem::discriminant(&write.content));
+                if write.promoted_from.is_some() {
+                    assert_eq!(json["promoted_from"]["note"], Value::from("best"));
+                }
+            }
+        }
+        assert_eq!(layers.len(), 5, "a write of every layer");
+        let promoted = store.why("root", &Subject::Key("k".into())).unwrap();
+        assert!(promoted.writes.iter().any(|w| w.promoted_from.is_some()));
+    }
 }
