@@ -150,12 +150,20 @@ pub fn excerpt(text: &str, max: usize) -> String {
 
 /// `line` cut to `max` characters, the last an ellipsis when cut.
 fn cut(line: &str, max: usize) -> String {
-    match line.char_indices().nth(max) {
+    // No more characters than bytes: a short line is not counted.
+    if line.len() <= max {
+        return line.to_string();
+    }
+    // One pass: where the max-th character starts, then whether another follows it.
+    let mut starts = line.char_indices().map(|(at, _)| at);
+    let end = match max.checked_sub(1).map(|last| starts.nth(last)) {
+        None => 0,
+        Some(Some(at)) => at,
+        Some(None) => return line.to_string(),
+    };
+    match starts.next() {
+        Some(_) => format!("{}…", &line[..end]),
         None => line.to_string(),
-        Some(_) => {
-            let end = line.char_indices().nth(max.saturating_sub(1)).map_or(line.len(), |(at, _)| at);
-            format!("{}…", &line[..end])
-        }
     }
 }
 

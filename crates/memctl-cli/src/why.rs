@@ -69,44 +69,49 @@ fn write_text(out: &mut dyn Write, why: &Why) -> fmt::Result {
     writeln!(out, "\nWrites, oldest first (* decides):")?;
     for w in &why.writes {
         let mark = if Some(w.seq) == why.decided_by { '*' } else { ' ' };
-        writeln!(out, "{mark} seq {}  {}  {}  {}", w.seq, w.branch, timestamp(w.ts), what(w))?;
-        writeln!(out, "    {}: {}", status(w.status), w.reason)?;
+        write!(out, "{mark} seq {}  {}  {}  ", w.seq, w.branch, timestamp(w.ts))?;
+        write_what(out, w)?;
+        writeln!(out, "\n    {}: {}", status(w.status), w.reason)?;
         if let Some(op) = &w.journal {
-            let by: Vec<String> = [
-                op.phase.as_ref().map(|p| format!("phase {p}")),
-                op.actor.as_ref().map(|a| format!("actor {a}")),
-            ]
-            .into_iter()
-            .flatten()
-            .collect();
-            let by = if by.is_empty() { String::new() } else { format!(" ({})", by.join(", ")) };
-            writeln!(out, "    journal #{} {}{by}", op.seq, op.op)?;
+            write!(out, "    journal #{} {}", op.seq, op.op)?;
+            match (&op.phase, &op.actor) {
+                (Some(phase), Some(actor)) => write!(out, " (phase {phase}, actor {actor})")?,
+                (Some(phase), None) => write!(out, " (phase {phase})")?,
+                (None, Some(actor)) => write!(out, " (actor {actor})")?,
+                (None, None) => {}
+            }
+            writeln!(out)?;
         }
         if let Some(origin) = &w.promoted_from {
-            let note = origin.note.as_ref().map_or(String::new(), |n| format!(": {n}"));
-            writeln!(out, "    promoted from {} (seq {}){note}", origin.branch, origin.seq)?;
+            write!(out, "    promoted from {} (seq {})", origin.branch, origin.seq)?;
+            match &origin.note {
+                Some(note) => writeln!(out, ": {note}")?,
+                None => writeln!(out)?,
+            }
         }
     }
     Ok(())
 }
 
 /// What a write did, in a few words.
-fn what(w: &WriteRow) -> String {
+fn write_what(out: &mut dyn Write, w: &WriteRow) -> fmt::Result {
     match &w.content {
         Content::Core { value: Some(value), importance, ttl, .. } => {
-            let ttl = ttl.map_or(String::new(), |t| format!(", ttl {t} s"));
-            format!("set = {}  [importance {importance}{ttl}]", excerpt(value, 60))
+            write!(out, "set = {}  [importance {importance}", excerpt(value, 60))?;
+            match ttl {
+                Some(ttl) => write!(out, ", ttl {ttl} s]"),
+                None => write!(out, "]"),
+            }
         }
-        Content::Core { value: None, .. } => "delete".to_string(),
+        Content::Core { value: None, .. } | Content::Version { text: None, .. } => write!(out, "delete"),
         Content::Version { text: Some(text), .. } => {
             let verb = serde_json::to_value(w.action).unwrap_or_default();
-            format!("{}: {}", verb.as_str().unwrap_or("?"), excerpt(text, 60))
+            write!(out, "{}: {}", verb.as_str().unwrap_or("?"), excerpt(text, 60))
         }
-        Content::Version { text: None, .. } => "delete".to_string(),
-        Content::Event { kind, text, .. } => format!("append [{kind}] {}", excerpt(text, 60)),
-        Content::Exclusion { event_id } => format!("exclude event {event_id}"),
+        Content::Event { kind, text, .. } => write!(out, "append [{kind}] {}", excerpt(text, 60)),
+        Content::Exclusion { event_id } => write!(out, "exclude event {event_id}"),
         Content::Summary { kind, event_ids, .. } => {
-            format!("summarize [{kind}] {} event(s)", event_ids.len())
+            write!(out, "summarize [{kind}] {} event(s)", event_ids.len())
         }
     }
 }

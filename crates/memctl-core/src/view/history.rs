@@ -67,9 +67,9 @@ fn placed<T>(
     let sql = format!(
         "SELECT b.id, up.id, t.seq, t.created_at, t.branch, {columns}
          FROM {from} LEFT JOIN branches up ON up.bid = b.parent
-         WHERE {filter} ORDER BY t.seq"
+         WHERE {filter}"
     );
-    store.conn.query(&sql, [param], |r| {
+    let mut rows = store.conn.query(&sql, [param], |r| {
         let seq = r.get(2)?;
         let cutoff = path.position(r.get(4)?).map(|p| path.cutoff(p));
         let reach = match cutoff {
@@ -78,7 +78,11 @@ fn placed<T>(
             Some(_) => Reach::AfterFork,
         };
         Ok(Placed { branch: r.get(0)?, parent: r.get(1)?, seq, ts: r.get(3)?, reach, cutoff, row: row(r)? })
-    })
+    })?;
+    // Ordered here, not by SQLite's sorter: a key written at every level of a deep path has
+    // thousands of rows, and the sorter copies each whole (a fifth of the query).
+    rows.sort_unstable_by_key(|r| r.seq);
+    Ok(rows)
 }
 
 /// Columns after the fixed ones of [`placed`] start here.
