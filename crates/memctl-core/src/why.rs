@@ -515,7 +515,8 @@ mod tests {
         store.core_set("a", "k", "1", CoreWrite::default()).unwrap();
         let promotion = Promotion { core: vec!["k".into()], records: vec![], events: vec![] };
         store.write(|tx| tx.promote("a", "root", &promotion, Some("best"))).unwrap();
-        store.core_delete("a", &["k"]).unwrap();
+        store.core_set("a", "other", "2", CoreWrite::default()).unwrap();
+        store.core_delete("a", &["k", "other"]).unwrap();
         let record = store.archival_add("a", "first text", &["t".to_string()]).unwrap().id;
         store.archival_update("a", record, Some("second text"), None).unwrap();
         store.archival_delete("a", record).unwrap();
@@ -544,7 +545,18 @@ mod tests {
             for (write, json) in why.writes.iter().zip(json["writes"].as_array().unwrap()) {
                 let keys: Vec<&str> = json.as_object().unwrap().keys().map(String::as_str).collect();
                 assert_eq!(keys, keys_of(write), "{write:?}");
-                assert!(json["journal"].is_object(), "{write:?}");
+                // Its own mutation's journal row: the next seq, or (a summary, its exclusion,
+                // a delete of several keys) the first after it.
+                let op = match (write.action, &write.content) {
+                    (Action::Set, _) => "core.set",
+                    (Action::Delete, Content::Core { .. }) => "core.del",
+                    (Action::Add, _) => "archival.add",
+                    (Action::Update, _) => "archival.update",
+                    (Action::Delete, _) => "archival.delete",
+                    (Action::Append, _) => "recall.append",
+                    (Action::Summarize | Action::Exclude, _) => "recall.summarize",
+                };
+                assert_eq!(json["journal"]["op"], Value::from(op), "{write:?}");
                 layers.insert(std::mem::discriminant(&write.content));
                 if write.promoted_from.is_some() {
                     assert_eq!(json["promoted_from"]["note"], Value::from("best"));
