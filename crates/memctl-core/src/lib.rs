@@ -81,7 +81,7 @@ pub use protocol::{
 };
 pub use recall::{ConsolidateOutcome, EvictOutcome, EvictSelector, RecallView, SUMMARY_MAX_CHARS};
 pub use redact::redact;
-pub use render::{tags_suffix, Budget, PromptContext, SectionReport};
+pub use render::{tags_suffix, Budget, PromptContext, SectionReport, TagsSuffix};
 pub use rows::{
     is_step, AppendOutcome, Branch, BranchPath, BranchStatus, CoreEntry, Event, PathBranch, Record, Summary,
     STEP_KIND,

@@ -100,11 +100,24 @@ struct Item {
 }
 
 /// ` (tags: a, b)`, or nothing without tags: how tags follow a line in prompts and listings.
-pub fn tags_suffix(tags: &[String]) -> String {
-    if tags.is_empty() {
-        String::new()
-    } else {
-        format!(" (tags: {})", tags.join(", "))
+pub fn tags_suffix(tags: &[String]) -> TagsSuffix<'_> {
+    TagsSuffix(tags)
+}
+
+/// The tags a line ends with (see [`tags_suffix`]), written where the line is: a whole view's
+/// listing writes thousands.
+pub struct TagsSuffix<'a>(&'a [String]);
+
+impl std::fmt::Display for TagsSuffix<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let Some((first, rest)) = self.0.split_first() else { return Ok(()) };
+        f.write_str(" (tags: ")?;
+        f.write_str(first)?;
+        for tag in rest {
+            f.write_str(", ")?;
+            f.write_str(tag)?;
+        }
+        f.write_str(")")
     }
 }
 
