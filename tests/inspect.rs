@@ -136,6 +136,25 @@ fn why_text_and_json_on(sb: &Sandbox) {
     snap!("why_event_json", &sb.run(&["--json", "why", "b", "--event", &event]).success());
 }
 
+/// `why`'s text names each write's journal row with the phase and actor it was written under
+/// (either, both or none), and a promoted row's origin with and without a note.
+#[test]
+fn why_names_phase_actor_and_origin() {
+    for db in backends("why_names_phase_actor_and_origin") {
+        let sb = Sandbox::initialized_on(&db);
+        sb.ok(&["branch", "create", "root"]);
+        sb.ok(&["--phase", "draft", "--actor", "worker-1", "core", "set", "root", "k", "1"]);
+        sb.ok(&["--phase", "draft", "core", "set", "root", "k", "2"]);
+        sb.ok(&["--actor", "worker-2", "core", "set", "root", "k", "3"]);
+        sb.ok(&["fork", "root", "c"]);
+        sb.ok(&["core", "set", "c", "k", "4"]);
+        sb.ok(&["promote", "c", "root", "--core", "k", "--note", "the best"]);
+        sb.ok(&["core", "set", "c", "k", "5"]);
+        sb.ok(&["promote", "c", "root", "--core", "k"]);
+        snap!("why_phase_actor_origin_text", &sb.run(&["why", "root", "k"]).success());
+    }
+}
+
 #[test]
 fn why_bad_input() {
     for db in backends("why_bad_input") {

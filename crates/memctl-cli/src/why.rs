@@ -93,7 +93,7 @@ fn write_text(out: &mut dyn Write, why: &Why) -> fmt::Result {
     Ok(())
 }
 
-/// What a write did, in a few words.
+/// Writes what a write did, in a few words.
 fn write_what(out: &mut dyn Write, w: &WriteRow) -> fmt::Result {
     match &w.content {
         Content::Core { value: Some(value), importance, ttl, .. } => {

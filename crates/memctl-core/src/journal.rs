@@ -30,7 +30,8 @@ pub struct Op {
 /// A journal row's arguments: the JSON object as stored, written out as it is (null if the
 /// stored text is not JSON) — `why` reads thousands of rows, and its text shows none. Every
 /// writer stores them as serde_json writes a [`Value`], compact with keys sorted, so written
-/// straight they read as they do through a `Value`.
+/// straight they read as they do through a `Value`. (A row stored otherwise, by hand, goes out
+/// as stored: the same JSON, spelled its way.)
 #[derive(Debug, Clone, PartialEq)]
 pub struct Details(String);
 
@@ -118,9 +119,9 @@ impl Store {
     /// transaction takes its seqs in one run and journals each mutation right after its rows,
     /// so a row's journal row is the first one after its seq.
     pub(crate) fn journal_entries_of(&self, seqs: &[i64]) -> Result<Vec<Option<Op>>> {
-        // Most mutations write one row: a journal row at the next seq is the first after it,
-        // read by its key. The others search for the first after them (a subquery per row, a
-        // third of the whole read's instructions when every row takes it).
+        // A mutation's last row has its journal row at the next seq, read by its key; most
+        // mutations write one row. The rows before a last one search for the first journal row
+        // after them (a subquery per row, which makes a row's read cost about 40% more).
         let mut entries = self.journal_rows_at(seqs, "j.value + 1")?;
         let missed: Vec<usize> = (0..seqs.len()).filter(|&at| entries[at].is_none()).collect();
         if !missed.is_empty() {
