@@ -43,6 +43,11 @@ pub(crate) mod event_rid {
         Ok(bid << SEQ_BITS | seq)
     }
 
+    /// The branch (bid) and seq of the event whose rowid is `rid`: [`of`] undone.
+    pub(crate) fn split(rid: i64) -> (i64, i64) {
+        (rid >> SEQ_BITS, rid & MAX_SEQ)
+    }
+
     /// SQL for the rowid of event `seq` of branch `bid`, both SQL expressions.
     pub(crate) fn sql_of(bid: &str, seq: &str) -> String {
         format!("({} + {seq})", first(bid))
@@ -663,6 +668,22 @@ pub(crate) fn fts5_available(conn: &Connection) -> Result<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An event's rowid gives back the branch and seq it was made of, at the encoding's ends,
+    /// and the SQL form of the branch reads the same.
+    #[test]
+    fn event_rids_split_into_branch_and_seq() {
+        let conn = Connection::open_in_memory().unwrap();
+        let max_seq = (1 << 40) - 1;
+        for (bid, seq) in
+            [(0, 0), (1, 1), (7, 123_456), ((1 << 23) - 1, max_seq), (1, max_seq), ((1 << 23) - 1, 0)]
+        {
+            let rid = event_rid::of(bid, seq).unwrap();
+            assert_eq!(event_rid::split(rid), (bid, seq));
+            let sql = format!("SELECT {}", event_rid::bid_of("?1"));
+            assert_eq!(conn.query_row(&sql, [rid], |r| r.get::<_, i64>(0)).unwrap(), bid);
+        }
+    }
 
     /// `migrate` copies every column: RUN_TABLES lists each table's columns as the schema has
     /// them (a column added by a migration must be added there too).
