@@ -670,7 +670,7 @@ mod tests {
     use super::*;
 
     /// An event's rowid gives back the branch and seq it was made of, at the encoding's ends,
-    /// and the SQL form of the branch reads the same.
+    /// its SQL forms read the same, and what the encoding cannot hold is refused.
     #[test]
     fn event_rids_split_into_branch_and_seq() {
         let conn = Connection::open_in_memory().unwrap();
@@ -680,8 +680,13 @@ mod tests {
         {
             let rid = event_rid::of(bid, seq).unwrap();
             assert_eq!(event_rid::split(rid), (bid, seq));
+            let sql = format!("SELECT {}", event_rid::sql_of("?1", "?2"));
+            assert_eq!(conn.query_row(&sql, [bid, seq], |r| r.get::<_, i64>(0)).unwrap(), rid);
             let sql = format!("SELECT {}", event_rid::bid_of("?1"));
             assert_eq!(conn.query_row(&sql, [rid], |r| r.get::<_, i64>(0)).unwrap(), bid);
+        }
+        for (bid, seq) in [(1 << 23, 0), (0, 1 << 40), (-1, 0), (0, -1)] {
+            assert!(event_rid::of(bid, seq).is_err(), "{bid} {seq}");
         }
     }
 

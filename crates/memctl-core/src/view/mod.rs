@@ -455,7 +455,7 @@ fn scanned_or_probed<T>(
     probes()
 }
 
-/// The rows of `sql`, a read of a whole layer table whose row's seq and branch are at `place`,
+/// The rows of `sql`, a read of a whole layer table whose rows' seq and branch are at `place`,
 /// that the view holds (`path::held_at`), each mapped by `f`, which may leave one out
 /// (None: it still counts as held). It gives up once it has read past more than two rows per
 /// path branch: the table then holds many other branches' rows, and the probes, one per path
@@ -491,7 +491,7 @@ enum Place {
     /// In two columns: the seq's, then the branch's (bid).
     Columns(usize, usize),
     /// In an event's rowid, which holds both (`event_rid`): one column read instead of two,
-    /// for each of a whole view's events (5% of the view at depth 1,000).
+    /// for each of a whole view's events (5% of a view's instructions at depth 1,000).
     EventRid(usize),
 }
 
@@ -548,7 +548,7 @@ fn events_by_scans(store: &Store, path: &BranchPath) -> Result<Option<Vec<Event>
         return Ok(None);
     };
     let hidden: HashSet<i64> = hidden.into_iter().collect();
-    // The last row met, by its branch and seq.
+    // The last row met, by its path position and seq.
     let mut last = None;
     let mut shared = Shared::default();
     let Scan { kept: mut events, whole } =
