@@ -1457,7 +1457,8 @@ impl Harness {
 
     /// What the view's partial path loads rest on (view/path.rs, `nearest_holding`): every
     /// version of a record comes at or after its first, whose seq is the record's id, and every
-    /// exclusion after the event it hides.
+    /// exclusion after the event it hides. And what its event readers rest on (view/mod.rs):
+    /// every event's rowid holds its branch and seq (`event_rid`, 40 bits of seq).
     fn check_seq_order(&self) -> Result<(), TestCaseError> {
         if self.url.is_some() {
             return Ok(());
@@ -1473,6 +1474,11 @@ impl Harness {
             count("SELECT count(*) FROM inherited_exclusions WHERE seq <= event_id"),
             0,
             "exclusions before their event"
+        );
+        prop_assert_eq!(
+            count("SELECT count(*) FROM events WHERE rid != (branch << 40) + seq"),
+            0,
+            "event rowids that do not hold their branch and seq"
         );
         Ok(())
     }
