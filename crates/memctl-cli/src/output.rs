@@ -154,16 +154,14 @@ fn cut(line: &str, max: usize) -> String {
     if line.len() <= max {
         return line.to_string();
     }
-    // One pass: where the max-th character starts, then whether another follows it.
-    let mut starts = line.char_indices().map(|(at, _)| at);
-    let end = match max.checked_sub(1).map(|last| starts.nth(last)) {
-        None => 0,
-        Some(Some(at)) => at,
-        Some(None) => return line.to_string(),
-    };
-    match starts.next() {
-        Some(_) => format!("{}…", &line[..end]),
+    // Counted once, up to the first character past `max`; the ellipsis takes the place of the
+    // one before it, found from there backwards.
+    match line.char_indices().nth(max) {
         None => line.to_string(),
+        Some((past, _)) => {
+            let end = line[..past].char_indices().next_back().map_or(0, |(at, _)| at);
+            format!("{}…", &line[..end])
+        }
     }
 }
 
