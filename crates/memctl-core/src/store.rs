@@ -606,3 +606,21 @@ mod busy {
         true
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The workspace builds SQLite with the options `.cargo/config.toml` gives libsqlite3-sys; a
+    /// build that lost them would still work, only slower, so this says so.
+    #[test]
+    fn sqlite_is_built_with_the_workspace_options() {
+        let store = Store::scratch();
+        let sqlite = store.conn.sqlite().expect("a SQLite store");
+        let options: Vec<String> = sqlite
+            .prepare("PRAGMA compile_options")
+            .and_then(|mut stmt| stmt.query_map([], |row| row.get(0))?.collect())
+            .expect("SQLite's compile options");
+        assert!(options.iter().any(|o| o == "DEFAULT_MEMSTATUS=0"), "compile options: {options:?}");
+    }
+}
