@@ -950,7 +950,7 @@ pub(crate) fn archival(
     let Some(limit) = limit else {
         return every_current_version(store, path, tags.as_deref());
     };
-    let has_tags = has_tags(store.backend());
+    let has_tags = has_tags(store.backend(), tags.as_deref());
     let sql = format!(
         "SELECT {RECORD_COLUMNS} FROM {}
          WHERE p.pos >= ?2 AND t.text IS NOT NULL AND {} AND {has_tags}
@@ -987,7 +987,7 @@ fn current_versions(store: &Store, path: &BranchPath, tags: Option<&str>) -> Res
 fn versions_by_scan(store: &Store, path: &BranchPath, tags: Option<&str>) -> Result<Option<Vec<Record>>> {
     let sql = format!(
         "SELECT {RECORD_COLUMNS} FROM archival t WHERE t.text IS NOT NULL AND {}",
-        has_tags(store.backend())
+        has_tags(store.backend(), tags)
     );
     let mut shared = Shared::default();
     let Some(mut records) = scanned(store, path, &sql, params![tags], Place::Columns(5, 1), |row, held| {
@@ -1006,7 +1006,7 @@ fn versions_by_probes(store: &Store, path: &BranchPath, tags: Option<&str>) -> R
     let sql = format!(
         "SELECT {RECORD_COLUMNS} FROM {} WHERE t.text IS NOT NULL AND {} {NEWEST_FIRST}",
         visible("archival"),
-        has_tags(store.backend())
+        has_tags(store.backend(), tags)
     );
     records_of(store, path, &sql, params![tags])
 }
@@ -1049,13 +1049,14 @@ fn keyword_statement(
     tags: &[String],
     from: &str,
 ) -> Result<(String, Params<'static>)> {
-    let mut filter = has_tags(store.backend());
+    let tags = tags_filter(tags)?;
+    let mut filter = has_tags(store.backend(), tags.as_deref());
     let params = if store.uses_word_index() {
         filter += " AND t.words @@ CAST(CAST(?2 AS TEXT) AS tsquery)";
         let bids: Vec<i64> = path.branches().iter().map(|b| b.bid).collect();
-        params![tags_filter(tags)?, query.tsquery(&bids)]
+        params![tags, query.tsquery(&bids)]
     } else {
-        params![tags_filter(tags)?]
+        params![tags]
     };
     let sql = format!(
         "SELECT t.seq, t.branch, t.text, t.tags, t.tokens FROM {from} WHERE t.text IS NOT NULL AND {filter}"
@@ -1223,12 +1224,13 @@ fn later_versions_by_probes(store: &Store, path: &BranchPath) -> Result<Vec<(i64
 /// Those of `seqs` whose version carries every tag of `tags`.
 fn seqs_with_tags(store: &Store, seqs: impl Iterator<Item = i64>, tags: &[String]) -> Result<HashSet<i64>> {
     let seqs = serde_json::to_string(&seqs.collect::<Vec<_>>())?;
+    let tags = tags_filter(tags)?;
     let sql = format!(
         "SELECT t.seq FROM archival t WHERE t.seq IN (SELECT value FROM {}) AND {}",
         store.backend().json_ints("?2"),
-        has_tags(store.backend())
+        has_tags(store.backend(), tags.as_deref())
     );
-    Ok(store.conn.query(&sql, params![tags_filter(tags)?, seqs], |r| r.get(0))?.into_iter().collect())
+    Ok(store.conn.query(&sql, params![tags, seqs], |r| r.get(0))?.into_iter().collect())
 }
 
 /// The versions with these seqs, in the order given.
