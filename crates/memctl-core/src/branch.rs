@@ -56,30 +56,39 @@ impl Tx<'_> {
         }
     }
 
-    pub(crate) fn create_branch(&self, parent: Option<&Branch>, id: &str) -> Result<ForkOutcome> {
-        validate_branch_id(id, "branch id")?;
+    /// [`Tx::create_branch`] of a name some branch has: the branch itself if it is `id` with
+    /// this parent (a fork retried), else an error saying whose name it is.
+    fn fork_to_taken_name(&self, parent: Option<&Branch>, id: &str) -> Result<ForkOutcome> {
         if self.collected_bid(id)?.is_some() {
             return Err(view::collected_name(id));
         }
-        if let Some(existing) = self.find_branch(id)? {
-            if existing.id != id {
-                return Err(uid_taken(id, &existing.id));
-            }
-            let same_parent = existing.parent.as_deref() == parent.map(|p| p.id.as_str());
-            if !same_parent {
-                let was =
-                    existing.parent.as_deref().map_or("a root".to_string(), |p| format!("a child of '{p}'"));
-                let asked = parent.map_or("a root".to_string(), |p| format!("a child of '{}'", p.id));
-                return Err(Error::conflict(format!("branch '{id}' exists as {was}, not as {asked}"))
-                    .with_hint("pick another id, or fork from the branch's real parent"));
-            }
-            return Ok(ForkOutcome {
-                branch: existing.id,
-                parent: existing.parent,
-                depth: existing.depth,
-                fork_seq: existing.fork_seq,
-                created: false,
-            });
+        let existing = self.branch(id)?;
+        if existing.id != id {
+            return Err(uid_taken(id, &existing.id));
+        }
+        let same_parent = existing.parent.as_deref() == parent.map(|p| p.id.as_str());
+        if !same_parent {
+            let was =
+                existing.parent.as_deref().map_or("a root".to_string(), |p| format!("a child of '{p}'"));
+            let asked = parent.map_or("a root".to_string(), |p| format!("a child of '{}'", p.id));
+            return Err(Error::conflict(format!("branch '{id}' exists as {was}, not as {asked}"))
+                .with_hint("pick another id, or fork from the branch's real parent"));
+        }
+        Ok(ForkOutcome {
+            branch: existing.id,
+            parent: existing.parent,
+            depth: existing.depth,
+            fork_seq: existing.fork_seq,
+            created: false,
+        })
+    }
+
+    pub(crate) fn create_branch(&self, parent: Option<&Branch>, id: &str) -> Result<ForkOutcome> {
+        validate_branch_id(id, "branch id")?;
+        // A new id (most forks) is no branch's name, collected or not: one probe says so, where
+        // the checks of a name in use take three statements.
+        if self.conn.exists("SELECT 1 FROM branches WHERE id = ?1 OR node_uid = ?1", [id])? {
+            return self.fork_to_taken_name(parent, id);
         }
         let fork_seq = self.next_seq()?;
         let depth = parent.map_or(0, |p| p.depth + 1);
