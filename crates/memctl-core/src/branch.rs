@@ -56,9 +56,9 @@ impl Tx<'_> {
         }
     }
 
-    /// [`Tx::create_branch`] of a name some branch has: the branch itself if it is `id` with
-    /// this parent (a fork retried), else an error saying whose name it is.
-    fn fork_to_taken_name(&self, parent: Option<&Branch>, id: &str) -> Result<ForkOutcome> {
+    /// [`Tx::create_branch`] of a name some branch has: that branch if it is `id` with this
+    /// parent (a fork or root creation retried), else an error saying whose name it is.
+    fn outcome_for_taken_name(&self, parent: Option<&Branch>, id: &str) -> Result<ForkOutcome> {
         if self.collected_bid(id)?.is_some() {
             return Err(view::collected_name(id));
         }
@@ -86,9 +86,9 @@ impl Tx<'_> {
     pub(crate) fn create_branch(&self, parent: Option<&Branch>, id: &str) -> Result<ForkOutcome> {
         validate_branch_id(id, "branch id")?;
         // A new id (most forks) is no branch's name, collected or not: one probe says so, where
-        // the checks of a name in use take three statements.
+        // the checks of a name in use take three statements more.
         if self.conn.exists("SELECT 1 FROM branches WHERE id = ?1 OR node_uid = ?1", [id])? {
-            return self.fork_to_taken_name(parent, id);
+            return self.outcome_for_taken_name(parent, id);
         }
         let fork_seq = self.next_seq()?;
         let depth = parent.map_or(0, |p| p.depth + 1);

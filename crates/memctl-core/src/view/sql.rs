@@ -86,10 +86,11 @@ pub(super) fn current_version() -> String {
     )
 }
 
-/// Record `t` carries every tag of the JSON array bound as `?1`, `filter` (None: no filter,
-/// `?1` bound NULL). Without a filter the clause only names `?1`, so that the parameters stay
-/// the same: the filter's two JSON scans are a third of what compiling an archival window's
-/// statement costs, and a CLI call compiles its statements anew.
+/// Record `t` carries every tag of `filter`, a JSON array that the caller binds as `?1` (None:
+/// no filter, `?1` bound NULL). Without a filter the clause leaves the filter's two JSON scans
+/// out, a third of what compiling an archival window's statement costs (a CLI call compiles its
+/// statements anew), but still names `?1`: rusqlite refuses more parameters than a statement
+/// names, and PostgreSQL needs the cast to type the NULL.
 pub(super) fn has_tags(backend: Backend, filter: Option<&str>) -> String {
     if filter.is_none() {
         return "CAST(?1 AS TEXT) IS NULL".to_string();
