@@ -66,6 +66,18 @@ impl Row<'_> {
             .map_err(|e| Error::internal(format!("column {index}: {}", e.message())))
     }
 
+    /// Column `index`, a text, as its bytes, not checked for UTF-8 (as [`Row::value`] checks
+    /// every text): for a reader that looks at most of its bytes as ASCII anyway.
+    pub fn text_bytes(&self, index: usize) -> Result<&[u8]> {
+        match self {
+            Row::Sqlite(row) => match row.get_ref(index)? {
+                rusqlite::types::ValueRef::Text(bytes) => Ok(bytes),
+                other => Err(ValueRef::from(other).mismatch("text")),
+            },
+            Row::Postgres(_) => Ok(self.value(index)?.as_str()?.as_bytes()),
+        }
+    }
+
     /// Column `index` as it is stored.
     pub fn value(&self, index: usize) -> Result<ValueRef<'_>> {
         match self {

@@ -166,7 +166,7 @@ impl<'r> ValueRef<'r> {
         }
     }
 
-    fn mismatch(&self, wanted: &str) -> Error {
+    pub(super) fn mismatch(&self, wanted: &str) -> Error {
         Error::internal(format!("expected {wanted}, found {}", self.kind()))
     }
 

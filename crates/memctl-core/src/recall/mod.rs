@@ -89,8 +89,8 @@ impl Store {
         let (counts, events): (Vec<TermCounts>, Vec<Event>) = events
             .into_iter()
             .filter_map(|e| {
-                let mut haystacks: Vec<&str> = vec![&e.text, &e.kind];
-                haystacks.extend(e.tags.iter().map(String::as_str));
+                let mut haystacks: Vec<&[u8]> = vec![e.text.as_bytes(), e.kind.as_bytes()];
+                haystacks.extend(e.tags.iter().map(String::as_bytes));
                 Some((counter.matches(&haystacks)?, e))
             })
             .unzip();

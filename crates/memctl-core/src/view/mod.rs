@@ -1064,11 +1064,11 @@ fn keyword_statement(
     Ok((sql, params))
 }
 
-/// The seq and counts of a version [`keyword_statement`] read, if it holds a query word.
-fn counted(counter: &mut TermCounter<'_>, row: &Row<'_>) -> Result<Option<(i64, TermCounts)>> {
-    let haystacks = [row.value(2)?.as_str()?, row.value(3)?.as_str()?];
-    let Some(counts) = counter.matches_of(&haystacks, row.get(4)?) else { return Ok(None) };
-    Ok(Some((row.get(0)?, counts)))
+/// `seq` (already read) and the counts of a version [`keyword_statement`] read, if it holds a
+/// query word.
+fn counted(counter: &mut TermCounter<'_>, row: &Row<'_>, seq: i64) -> Result<Option<(i64, TermCounts)>> {
+    let haystacks = [row.text_bytes(2)?, row.text_bytes(3)?];
+    Ok(counter.matches_of(&haystacks, || row.get(4))?.map(|counts| (seq, counts)))
 }
 
 /// The view's versions (current or not) that carry all `tags` and hold a query word, with their
@@ -1081,7 +1081,10 @@ fn counted_by_scan(
 ) -> Result<Option<Vec<(i64, TermCounts)>>> {
     let (sql, params) = keyword_statement(store, path, query, tags, "archival t")?;
     let mut counter = query.term_counter();
-    Ok(scanned(store, path, &sql, params, Place::Columns(0, 1), |row, _| counted(&mut counter, row))?.whole())
+    Ok(scanned(store, path, &sql, params, Place::Columns(0, 1), |row, held| {
+        counted(&mut counter, row, held.seq)
+    })?
+    .whole())
 }
 
 /// [`counted_by_scan`] by one range probe per path branch.
@@ -1096,7 +1099,7 @@ fn counted_by_probes(
     let mut counter = query.term_counter();
     let mut matches = Vec::new();
     store.conn.each(&sql, params, |row| {
-        matches.extend(counted(&mut counter, row)?);
+        matches.extend(counted(&mut counter, row, row.get(0)?)?);
         Ok(ControlFlow::Continue(()))
     })?;
     Ok(matches)
