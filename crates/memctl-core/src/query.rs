@@ -456,7 +456,9 @@ impl Query {
     #[cfg(test)]
     pub fn term_counts(&self, haystacks: &[&str]) -> TermCounts {
         let haystacks: Vec<&[u8]> = haystacks.iter().map(|h| h.as_bytes()).collect();
-        self.term_counter().count(&haystacks, true).clone()
+        let mut counter = self.term_counter();
+        counter.count(&haystacks, true);
+        counter.counts
     }
 }
 
@@ -476,45 +478,40 @@ impl TermCounter<'_> {
     /// How often each query word occurs in `haystacks` (texts, as bytes), and how many words they
     /// hold in all ([`token_count`]), if they hold a query word.
     pub fn matches(&mut self, haystacks: &[&[u8]]) -> Option<TermCounts> {
-        self.count(haystacks, true).matches().then(|| self.counts.clone())
+        self.count(haystacks, true).then(|| self.counts.clone())
     }
 
     /// [`TermCounter::matches`] of haystacks whose word count is stored (an archival version's
-    /// length), which `tokens` reads only for a match: ASCII text is then only searched for
-    /// the query words.
+    /// length), which `tokens` reads only for a match (so a bad stored count fails only a
+    /// search that matches its version): ASCII text is then only searched for the query words.
     pub fn matches_of(
         &mut self,
         haystacks: &[&[u8]],
         tokens: impl FnOnce() -> Result<u32>,
     ) -> Result<Option<TermCounts>> {
-        if !self.count(haystacks, false).matches() {
+        if !self.count(haystacks, false) {
             return Ok(None);
         }
         Ok(Some(TermCounts { tokens: tokens()?, tf: self.counts.tf.clone() }))
     }
 
-    /// Haystacks come as bytes so that ASCII text, most of it, is never checked for UTF-8 but by
-    /// the ASCII test: for the keyword search that check was 7% of its instructions. Bytes that
-    /// are not UTF-8 (memctl writes none) separate words, as the replacement character does.
-    /// ASCII text's words are counted only if `ascii_words`.
-    fn count(&mut self, haystacks: &[&[u8]], ascii_words: bool) -> &TermCounts {
+    /// Counts `haystacks` into `self.counts`; whether they hold a query word. Their words are
+    /// counted only if `count_words` (else `tokens` is left incomplete). Haystacks come as bytes
+    /// so that ASCII text, most of it, needs no UTF-8 check but the ASCII test: for the keyword
+    /// search on SQLite that check was 7% of its instructions. Bytes that are not UTF-8 (memctl
+    /// writes none) separate words, as the replacement character does.
+    fn count(&mut self, haystacks: &[&[u8]], count_words: bool) -> bool {
         let counts = &mut self.counts;
         counts.tokens = 0;
         counts.tf.fill(0);
+        // Most text: words are runs of ASCII letters and digits. The ASCII haystacks are lowered
+        // into one buffer, a space after each, and rather than compare every word with every
+        // query word, the runs are counted and each query word found in the buffer once, where
+        // an occurrence with no letter or digit on either side is one word equal to it (no ASCII
+        // word equals a query word that is not ASCII).
+        self.lowered.clear();
         for &haystack in haystacks {
-            if lower_ascii(haystack, &mut self.lowered) {
-                // Most text: words are runs of ASCII letters and digits. Rather than compare every
-                // word with every query word, count the runs and find each query word in the
-                // lowered text, where an occurrence with no letter or digit on either side is
-                // one word equal to it (no ASCII word equals a query word that is not ASCII).
-                if ascii_words {
-                    counts.tokens += ascii_word_count(&self.lowered);
-                }
-                for (tf, finder) in counts.tf.iter_mut().zip(&self.query.ascii_finders) {
-                    if let Some(finder) = finder {
-                        *tf += ascii_occurrences(&self.lowered, finder);
-                    }
-                }
+            if push_lowered_ascii(haystack, &mut self.lowered) {
                 continue;
             }
             let text = String::from_utf8_lossy(haystack);
@@ -529,22 +526,36 @@ impl TermCounter<'_> {
                 counts.count(&self.query.words, candidate.as_bytes());
             }
         }
-        counts
+        if count_words {
+            counts.tokens += ascii_word_count(&self.lowered);
+        }
+        for (tf, finder) in counts.tf.iter_mut().zip(&self.query.ascii_finders) {
+            if let Some(finder) = finder {
+                *tf += ascii_occurrences(&self.lowered, finder);
+            }
+        }
+        counts.matches()
     }
 }
 
-/// Whether `text` is ASCII; if so, `lowered` holds it in lower case. The check is made in the
-/// pass that lowers the copy, not in a pass of its own; a text that is not ASCII (counted word
-/// by word, at many times the cost) pays for a copy it does not use.
-fn lower_ascii(text: &[u8], lowered: &mut Vec<u8>) -> bool {
-    lowered.clear();
+/// Appends `text` in lower case and a space to `lowered` if it is ASCII; else leaves `lowered`
+/// as it was. The check is made in the pass that lowers the copy, not in a pass of its own; a
+/// text that is not ASCII (counted word by word, at many times the cost) pays for a copy it
+/// does not keep.
+fn push_lowered_ascii(text: &[u8], lowered: &mut Vec<u8>) -> bool {
+    let start = lowered.len();
     lowered.extend_from_slice(text);
     let mut high = 0;
-    for b in lowered.iter_mut() {
+    for b in &mut lowered[start..] {
         high |= *b;
         b.make_ascii_lowercase();
     }
-    high.is_ascii()
+    if !high.is_ascii() {
+        lowered.truncate(start);
+        return false;
+    }
+    lowered.push(b' ');
+    true
 }
 
 /// The words of ASCII `text`: the starts of its runs of letters and digits.
@@ -761,6 +772,8 @@ mod tests {
         }
         let counts = counter.matches_of(&[b"gpu"], || Ok(7)).unwrap().unwrap();
         assert_eq!(counts, TermCounts { tokens: 7, tf: smallvec::smallvec![1, 0] });
+        // The stored length is read only for a match.
+        assert_eq!(counter.matches_of(&[b"nothing"], || panic!("read")).unwrap(), None);
     }
 
     /// Bytes that are not UTF-8 (a foreign writer's) separate words; the words around them count.

@@ -1064,11 +1064,10 @@ fn keyword_statement(
     Ok((sql, params))
 }
 
-/// `seq` (already read) and the counts of a version [`keyword_statement`] read, if it holds a
-/// query word.
-fn counted(counter: &mut TermCounter<'_>, row: &Row<'_>, seq: i64) -> Result<Option<(i64, TermCounts)>> {
+/// The counts of a version [`keyword_statement`] read, if it holds a query word.
+fn counted(counter: &mut TermCounter<'_>, row: &Row<'_>) -> Result<Option<TermCounts>> {
     let haystacks = [row.text_bytes(2)?, row.text_bytes(3)?];
-    Ok(counter.matches_of(&haystacks, || row.get(4))?.map(|counts| (seq, counts)))
+    counter.matches_of(&haystacks, || row.get(4))
 }
 
 /// The view's versions (current or not) that carry all `tags` and hold a query word, with their
@@ -1082,7 +1081,7 @@ fn counted_by_scan(
     let (sql, params) = keyword_statement(store, path, query, tags, "archival t")?;
     let mut counter = query.term_counter();
     Ok(scanned(store, path, &sql, params, Place::Columns(0, 1), |row, held| {
-        counted(&mut counter, row, held.seq)
+        Ok(counted(&mut counter, row)?.map(|counts| (held.seq, counts)))
     })?
     .whole())
 }
@@ -1099,7 +1098,9 @@ fn counted_by_probes(
     let mut counter = query.term_counter();
     let mut matches = Vec::new();
     store.conn.each(&sql, params, |row| {
-        matches.extend(counted(&mut counter, row, row.get(0)?)?);
+        if let Some(counts) = counted(&mut counter, row)? {
+            matches.push((row.get(0)?, counts));
+        }
         Ok(ControlFlow::Continue(()))
     })?;
     Ok(matches)
