@@ -539,9 +539,9 @@ impl TermCounter<'_> {
 }
 
 /// Whether `text` is ASCII; if so, appends it in lower case and a space to `lowered`, else
-/// leaves `lowered` as it was. The check is made in the pass that lowers the copy, not in a pass of its own; a
-/// text that is not ASCII (counted word by word, at many times the cost) pays for a copy it
-/// does not keep.
+/// leaves `lowered` as it was. The check is made in the pass that lowers the copy, not in a
+/// pass of its own; a text that is not ASCII (counted word by word, at many times the cost)
+/// pays for a copy it does not keep.
 fn push_lowered_ascii(text: &[u8], lowered: &mut Vec<u8>) -> bool {
     let start = lowered.len();
     lowered.extend_from_slice(text);

@@ -66,9 +66,10 @@ impl Row<'_> {
             .map_err(|e| Error::internal(format!("column {index}: {}", e.message())))
     }
 
-    /// Column `index`, a text, as its bytes: on SQLite not checked for UTF-8 (unlike [`Row::value`],
-    /// which checks every text), for a reader that looks at most of its bytes as ASCII anyway; on
-    /// PostgreSQL checked as read. Any other value is `as_str`'s mismatch error.
+    /// Column `index`, a text, as its bytes: on SQLite not checked for UTF-8 (unlike
+    /// [`Row::value`], which checks every text), for a reader that looks at most of its bytes
+    /// as ASCII anyway; on PostgreSQL checked as read. Any other value is `as_str`'s mismatch
+    /// error.
     pub fn text_bytes(&self, index: usize) -> Result<&[u8]> {
         match self {
             Row::Sqlite(row) => match row.get_ref(index)? {
