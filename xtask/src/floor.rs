@@ -291,6 +291,36 @@ pub fn print_rows(db: &Path, events: usize, records: usize) -> Result<()> {
     Ok(())
 }
 
+/// The floor of a search of a whole timeline: `runs` times, a process that starts, opens
+/// memctl's database `db`, scans every event and prints how many hold a word of `query`
+/// ([`scan_events`], `xtask floor-scan`); the times in ms.
+pub fn process_scanning(db: &Path, query: &str, runs: usize) -> Result<Vec<f64>> {
+    time_runs(runs, |xtask| xtask.arg("floor-scan").arg(db).arg(query))
+}
+
+/// What [`process_scanning`] measures, for the table's floor notes.
+pub const SCANNING: &str =
+    "a process that starts, opens the database and scans every event's text and kind for a query word";
+
+/// `xtask floor-scan DB QUERY`: one scan of every event of memctl's database `db` (every
+/// branch's: no view), reading each text and kind where they lie and looking in them for the
+/// query's words until one is found (`str::contains`: no case folding, word bounds or
+/// ranking); prints how many hold one. The recall search's floor, as
+/// [`PlainDb::scan_search`] is the keyword fallback's.
+pub fn scan_events(db: &Path, query: &str) -> Result<()> {
+    let words: Vec<&str> = query.split_whitespace().collect();
+    let conn = Connection::open(db)?;
+    let mut stmt = conn.prepare("SELECT text, kind FROM events")?;
+    let mut rows = stmt.query([])?;
+    let mut found = 0;
+    while let Some(row) = rows.next()? {
+        let (text, kind) = (row.get_ref(0)?.as_str()?, row.get_ref(1)?.as_str()?);
+        found += usize::from(words.iter().any(|w| text.contains(w) || kind.contains(w)));
+    }
+    println!("{found}");
+    Ok(())
+}
+
 /// Runs `target/release/xtask` with the arguments `args` gives, `runs` times; each run's time
 /// in ms, its output read through a pipe.
 fn time_runs(runs: usize, args: impl Fn(&mut Command) -> &mut Command) -> Result<Vec<f64>> {

@@ -2,8 +2,9 @@
 //! the same branch. 1,000 branches and 100,000 events: a chain of 996 nodes (depth 0..995),
 //! each writing 3 core keys, 100 events and 5 archival records, plus four leaves: two siblings
 //! forked at depth 900 (a deep pair that differs little) and two forked at depths 400 and 600
-//! (a pair 200 levels apart). `--quick` writes 10 events per node. Then writes at depth 995:
-//! a recall append, a core set and an archival add, on a copy of the database.
+//! (a pair 200 levels apart). `--quick` writes 10 events per node. Then a recall search of the
+//! deepest node's whole timeline, and writes at depth 995: a recall append, a core set and an
+//! archival add, on a copy of the database.
 //!
 //! The database is built once per schema version and kept under `target/bench/inspection/`.
 
@@ -22,6 +23,8 @@ const GENERATOR_VERSION: u32 = 1;
 /// (spine depth forked at, leaf id)
 const LEAVES: [(usize, &str); 4] = [(400, "leaf-400"), (600, "leaf-600"), (900, "sib-a"), (900, "sib-b")];
 const RECORDS_PER_NODE: usize = 5;
+/// The recall search's query: two words of the generated texts and a kind.
+const SEARCH: &str = "mpirun cachelat error";
 
 pub fn inspection(quick: bool, out_dir: &Path) -> Result<(Vec<Row>, Value)> {
     let events_per_node = if quick { 10 } else { 100 };
@@ -110,6 +113,17 @@ pub fn inspection(quick: bool, out_dir: &Path) -> Result<(Vec<Row>, Value)> {
         detail[*name] = json!({"median_ms": m, "p95_ms": percentile(&times, 95.0)});
         medians.push((*name, m));
     }
+    // A recall search of the deepest node's whole timeline, held to a process scanning every
+    // event for a query word.
+    let name = "recall search of the whole timeline, k=5";
+    let search = ["recall", "search", &deepest, SEARCH, "-k", "5"];
+    call(&search).with_context(|| name.to_string())?; // warm the page cache
+    let times = (0..runs).map(|_| call(&search)).collect::<Result<Vec<f64>>>()?;
+    let scan =
+        Floor::new(median(&crate::floor::process_scanning(&path, SEARCH, runs)?), crate::floor::SCANNING);
+    let (row, m) = cli_row(&label, name, &times, &scan);
+    rows.push(row);
+    detail[name] = json!({"median_ms": m, "p95_ms": percentile(&times, 95.0)});
     // Writes at the deepest node, which need its branch (and core its path to the nearest
     // anchor), not its whole path: on a copy, so the kept database stays as built; each call
     // writes a new text (an identical one would not be stored again). The first append,

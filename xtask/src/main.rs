@@ -196,6 +196,13 @@ fn run(args: &[String]) -> Result<ExitCode> {
             floor::print_rows(db.as_ref(), events.parse()?, records.parse()?)?;
             Ok(ExitCode::SUCCESS)
         }
+        // The floor of a recall search of a whole timeline (workload j): start, open the
+        // database, scan every event for a query word, exit.
+        "floor-scan" => {
+            let [db, query] = rest else { bail!("floor-scan needs a database path and a query") };
+            floor::scan_events(db.as_ref(), query)?;
+            Ok(ExitCode::SUCCESS)
+        }
         other => {
             eprint!("xtask: unknown task '{other}'\n\n{HELP}");
             Ok(ExitCode::from(2))

@@ -3,7 +3,7 @@
 
 use crate::db::{params, Backend};
 use crate::error::{Error, Result};
-use crate::query::{bm25, index_words, token_count, Query};
+use crate::query::{index_words, ranked, token_count, Query};
 use crate::rows::{AppendOutcome, Record};
 use crate::schema;
 use crate::store::{Store, Tx};
@@ -78,14 +78,7 @@ impl Store {
             } else {
                 view::archival_keyword_matches(self, &path, &query, &search.tags)?
             };
-            let (counts, seqs): (Vec<_>, Vec<_>) = matches.into_iter().map(|m| (m.counts, m.seq)).unzip();
-            let mut ranked: Vec<(f64, i64)> = bm25(&counts).into_iter().zip(seqs).collect();
-            // The k best, then only those sorted.
-            if ranked.len() > search.k {
-                ranked.select_nth_unstable_by(search.k, |a, b| best_first(*a, *b));
-                ranked.truncate(search.k);
-            }
-            ranked.sort_by(|a, b| best_first(*a, *b));
+            let ranked = ranked(matches, search.k);
             let seqs: Vec<i64> = ranked.iter().map(|&(_, seq)| seq).collect();
             let mut records = view::archival_versions(self, &path, &seqs)?;
             for (record, (score, _)) in records.iter_mut().zip(ranked) {
@@ -94,11 +87,6 @@ impl Store {
             Ok(records)
         })
     }
-}
-
-/// Search order of `(score, seq)` pairs: best score first, ties newest first.
-fn best_first(a: (f64, i64), b: (f64, i64)) -> std::cmp::Ordering {
-    b.0.total_cmp(&a.0).then(b.1.cmp(&a.1))
 }
 
 fn unknown_record(id: i64, branch: &str) -> Error {

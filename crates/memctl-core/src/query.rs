@@ -457,7 +457,8 @@ impl Query {
     pub fn term_counts(&self, haystacks: &[&str]) -> TermCounts {
         let haystacks: Vec<&[u8]> = haystacks.iter().map(|h| h.as_bytes()).collect();
         let mut counter = self.term_counter();
-        counter.count(&haystacks, true);
+        counter.count(&haystacks);
+        counter.count_ascii_words();
         counter.counts
     }
 }
@@ -476,9 +477,14 @@ pub struct TermCounter<'q> {
 
 impl TermCounter<'_> {
     /// How often each query word occurs in `haystacks` (texts, as bytes), and how many words they
-    /// hold in all ([`token_count`]), if they hold a query word.
+    /// hold in all ([`token_count`]), if they hold a query word. The words are counted only
+    /// then: for the recall search of a long timeline, most events hold none.
     pub fn matches(&mut self, haystacks: &[&[u8]]) -> Option<TermCounts> {
-        self.count(haystacks, true).then(|| self.counts.clone())
+        if !self.count(haystacks) {
+            return None;
+        }
+        self.count_ascii_words();
+        Some(self.counts.clone())
     }
 
     /// [`TermCounter::matches`] of haystacks whose word count is stored (an archival version's
@@ -489,18 +495,19 @@ impl TermCounter<'_> {
         haystacks: &[&[u8]],
         tokens: impl FnOnce() -> Result<u32>,
     ) -> Result<Option<TermCounts>> {
-        if !self.count(haystacks, false) {
+        if !self.count(haystacks) {
             return Ok(None);
         }
         Ok(Some(TermCounts { tokens: tokens()?, tf: self.counts.tf.clone() }))
     }
 
-    /// Counts `haystacks` into `self.counts` and returns whether they hold a query word. Their
-    /// words are counted only if `count_words` (else `tokens` is left incomplete). Haystacks
-    /// come as bytes so that ASCII text, most of it, needs no UTF-8 check but the ASCII test:
-    /// for the keyword search on SQLite that check was 7% of its instructions. Bytes that are
-    /// not UTF-8 (memctl writes none) separate words, as the replacement character does.
-    fn count(&mut self, haystacks: &[&[u8]], count_words: bool) -> bool {
+    /// Counts `haystacks` into `self.counts` and returns whether they hold a query word; `tokens`
+    /// then holds the words of the haystacks that are not ASCII only (the others' are counted
+    /// for a match alone: [`TermCounter::count_ascii_words`]). Haystacks come as bytes so that
+    /// ASCII text, most of it, needs no UTF-8 check but the ASCII test: for the keyword search
+    /// on SQLite that check was 7% of its instructions. Bytes that are not UTF-8 (memctl writes
+    /// none) separate words, as the replacement character does.
+    fn count(&mut self, haystacks: &[&[u8]]) -> bool {
         let counts = &mut self.counts;
         counts.tokens = 0;
         counts.tf.fill(0);
@@ -526,15 +533,17 @@ impl TermCounter<'_> {
                 counts.count(&self.query.words, candidate.as_bytes());
             }
         }
-        if count_words {
-            counts.tokens += ascii_word_count(&self.lowered);
-        }
         for (tf, finder) in counts.tf.iter_mut().zip(&self.query.ascii_finders) {
             if let Some(finder) = finder {
                 *tf += ascii_occurrences(&self.lowered, finder);
             }
         }
         counts.matches()
+    }
+
+    /// Adds the words of the ASCII haystacks counted last to their `tokens`.
+    fn count_ascii_words(&mut self) {
+        self.counts.tokens += ascii_word_count(&self.lowered);
     }
 }
 
@@ -614,6 +623,29 @@ impl TermCounts {
     }
 }
 
+/// A row of a view that matches a search (an archival version, an event): its seq, and what
+/// ranking needs of it.
+#[derive(Debug, Clone)]
+pub struct Match {
+    pub seq: i64,
+    pub counts: TermCounts,
+}
+
+/// The `k` best of `matches` by [`bm25`] over them all, best first, ties newest (the greater
+/// seq) first: each match's score and seq.
+pub fn ranked(matches: Vec<Match>, k: usize) -> Vec<(f64, i64)> {
+    let (counts, seqs): (Vec<_>, Vec<_>) = matches.into_iter().map(|m| (m.counts, m.seq)).unzip();
+    let mut ranked: Vec<(f64, i64)> = bm25(&counts).into_iter().zip(seqs).collect();
+    let best_first = |a: &(f64, i64), b: &(f64, i64)| b.0.total_cmp(&a.0).then(b.1.cmp(&a.1));
+    // The k best, then only those sorted.
+    if ranked.len() > k {
+        ranked.select_nth_unstable_by(k, best_first);
+        ranked.truncate(k);
+    }
+    ranked.sort_unstable_by(best_first);
+    ranked
+}
+
 /// bm25 parameters (the usual ones, as in FTS5's `bm25()`).
 const K1: f64 = 1.2;
 const B: f64 = 0.75;
@@ -623,7 +655,7 @@ const B: f64 = 0.75;
 /// record weighs each occurrence less. Nothing outside the view enters a score, so a branch's
 /// ranking never moves with other branches' records, and FTS5 and the fallback, which feed it
 /// the same counts, rank identically.
-pub fn bm25(matches: &[TermCounts]) -> Vec<f64> {
+fn bm25(matches: &[TermCounts]) -> Vec<f64> {
     let Some(words) = matches.first().map(|m| m.tf.len()) else { return vec![] };
     let n = matches.len() as f64;
     let avg_tokens = (matches.iter().map(|m| f64::from(m.tokens)).sum::<f64>() / n).max(1.0);

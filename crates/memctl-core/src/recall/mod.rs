@@ -9,7 +9,7 @@ use crate::archival::ArchivalWrite;
 use crate::db::params;
 use crate::error::{Error, Result};
 use crate::journal;
-use crate::query::{bm25, Query, TermCounts};
+use crate::query::{ranked, Query};
 use crate::rows::{AppendOutcome, BranchPath, Event, Summary};
 use crate::schema::event_rid;
 use crate::store::{Store, Tx};
@@ -77,27 +77,24 @@ impl Store {
     }
 
     /// Searches the whole visible timeline with archival search's semantics: words OR-ed,
-    /// bm25 over the view's matching events (text, kind and tags), ties newest first.
+    /// bm25 over the view's matching events (text, kind and tags), ties newest first. Events
+    /// are counted as they are read; only the `k` best are built.
     pub fn recall_search(&self, branch: &str, query: &str, k: usize) -> Result<Vec<Event>> {
-        let path = self.path(branch)?;
         let query = Query::parse(query);
-        let events = view::events(self, &path, None)?;
-        if query.is_blank() {
-            return Ok(events.into_iter().take(k).collect());
+        if k == 0 || query.matches_nothing() {
+            // (An unknown branch is still an error.)
+            self.branch(branch)?;
+            return Ok(vec![]);
         }
-        let mut counter = query.term_counter();
-        let (counts, events): (Vec<TermCounts>, Vec<Event>) = events
-            .into_iter()
-            .filter_map(|e| {
-                let mut haystacks: Vec<&[u8]> = vec![e.text.as_bytes(), e.kind.as_bytes()];
-                haystacks.extend(e.tags.iter().map(String::as_bytes));
-                Some((counter.matches(&haystacks)?, e))
-            })
-            .unzip();
-        let mut scored: Vec<(f64, Event)> = bm25(&counts).into_iter().zip(events).collect();
-        // Events come newest first, and a stable sort keeps ties in that order.
-        scored.sort_by(|a, b| b.0.total_cmp(&a.0));
-        Ok(scored.into_iter().take(k).map(|(_, e)| e).collect())
+        if query.is_blank() {
+            return view::events(self, &*self.window_path(branch, Some(k))?, Some(k));
+        }
+        let path = self.path(branch)?;
+        self.read(|| {
+            let ranked = ranked(view::event_keyword_matches(self, &path, &query)?, k);
+            let ids: Vec<i64> = ranked.into_iter().map(|(_, id)| id).collect();
+            view::events_in_order(self, &path, &ids)
+        })
     }
 }
 

@@ -32,9 +32,9 @@
 //! ranking depend on its siblings' records. Nor is FTS5 asked for the row's size
 //! (`xColumnSize`, a statement run per row); the index keeps no sizes (`columnsize=0`).
 
-use super::{path, Match};
+use super::path;
 use crate::error::{Error, Result};
-use crate::query::{Query, TermCounts};
+use crate::query::{Match, Query, TermCounts};
 use crate::rows::BranchPath;
 use crate::store::Store;
 use rusqlite::types::ValueRef;

@@ -29,14 +29,14 @@
 //! model of tests/engine/model.rs (and the viewer's against `memctl read`, `diff` and `why`):
 //! - `path::holds` (and `held_at`, which also gives the writer's position) decides visibility of
 //!   a row from its seq and branch. fts_match.rs keeps FTS5's matches with it; and on SQLite a
-//!   read of every event or record (and the keyword search's count of every record, the later
-//!   versions that supersede records, `path`'s rows of every layer), on a path that holds most
-//!   branches (a deep chain), scans the whole tables and keeps the view's rows with it, where
-//!   one probe per path branch and table (3,000 at depth 1,000: events, exclusions, records)
-//!   costs more than reading past the other branches' rows — giving up for the probes once it
-//!   has read past two rows per path branch ([`scanned`]; checked against the probes by a unit
-//!   test too); the events, scanned in rowid order, are then read on by probes past the last
-//!   row of the view the scan met;
+//!   read of every event or record (and the keyword searches' counts of every record and
+//!   event, the later versions that supersede records, `path`'s rows of every layer), on a path
+//!   that holds most branches (a deep chain), scans the whole tables and keeps the view's rows
+//!   with it, where one probe per path branch and table (3,000 at depth 1,000: events,
+//!   exclusions, records) costs more than reading past the other branches' rows — giving up for
+//!   the probes once it has read past two rows per path branch ([`scanned`]; checked against
+//!   the probes by a unit test too); the events, scanned in rowid order, are then read on by
+//!   probes past the last row of the view the scan met;
 //! - [`event_count`] and [`events_written_along`] count a view's events from running ordinals
 //!   kept at write time;
 //! - a core read of many versions of few keys (a key set at every step of a long branch) gives
@@ -64,12 +64,13 @@ pub(crate) use path::{collected_name, meeting, shared_until};
 use shared::Shared;
 
 use crate::db::{named, params, Backend, Params, Row};
-use crate::error::Result;
-use crate::query::{Query, TermCounter, TermCounts};
+use crate::error::{Error, Result};
+use crate::query::{Match, Query, TermCounter, TermCounts};
 use crate::rows::{Branch, BranchPath, CoreEntry, Event, Record, Summary, STEP_KIND};
 use crate::schema::event_rid;
 use crate::store::Store;
 use serde::Serialize;
+use smallvec::{smallvec, SmallVec};
 use sql::{
     anchored, current_version, events_past, has_tags, live_core, newest_core_per_key, not_excluded,
     not_excluded_by_set, visible, visible_from, visible_through, EVENTS_NEWEST_FIRST, EVENTS_OLDEST_FIRST,
@@ -380,56 +381,90 @@ pub(crate) fn anchor_rows(store: &Store, path: &BranchPath) -> Result<Vec<i64>> 
 /// Visible events, newest first, at most `limit`.
 pub(crate) fn events(store: &Store, path: &BranchPath, limit: Option<usize>) -> Result<Vec<Event>> {
     match limit {
-        None => {
-            // A view of few events on a short path takes them newest first and stops when it
-            // has them all: what consolidation hid, the oldest events, however many, is never
-            // read; events hidden among newer ones (an evict by kind, say) cost a probe each.
-            // (On a long path, the probe per branch costs more than the scans.)
-            if path.branches().len() <= WINDOW_BRANCHES {
-                let count = event_count(store, path.branch().bid)?;
-                if count <= FEW_EVENTS {
-                    return events_by_probes(store, path, Some(count));
-                }
-            }
-            scanned_or_probed(
-                store,
-                path,
-                || every_event_by_scan(store, path),
-                || events_by_probes(store, path, None),
-            )
-        }
-        Some(_) => events_by_probes(store, path, limit),
+        None => Ok(newest_first(every_event(store, path, building(&mut Shared::default()))?)),
+        Some(limit) => events_by_probes(store, path, limit),
     }
 }
 
+/// `events` newest first ([`every_event`] reads them in no set order).
+fn newest_first(mut events: Vec<Event>) -> Vec<Event> {
+    events.sort_unstable_by_key(|e| Reverse(e.id));
+    events
+}
+
+/// What a read of every visible event does with each ([`every_event`]): given the row, the
+/// column its own columns start at ([`event_fields`]), its seq and its writer's id, it maps the
+/// event to what the read returns, or leaves it out (None).
+trait EventMapper<T>: FnMut(&Row<'_>, usize, i64, &Arc<str>) -> Result<Option<T>> {}
+
+impl<T, F: FnMut(&Row<'_>, usize, i64, &Arc<str>) -> Result<Option<T>>> EventMapper<T> for F {}
+
+/// The [`EventMapper`] that builds every event.
+fn building(shared: &mut Shared) -> impl EventMapper<Event> + '_ {
+    |row, first, seq, branch| event_of(row, first, seq, Arc::clone(branch), shared).map(Some)
+}
+
+/// Every visible event, as `map` maps it, in no set order. A view of few events on a short
+/// path takes them newest first and stops when it has them all: what consolidation hid, the
+/// oldest events, however many, is never read; events hidden among newer ones (an evict by
+/// kind, say) cost a probe each. (On a long path, the probe per branch costs more than the
+/// scans.)
+fn every_event<T>(store: &Store, path: &BranchPath, mut map: impl EventMapper<T>) -> Result<Vec<T>> {
+    debug_assert!(path.is_whole(), "a read of every event along a path stopped at an anchor");
+    if path.branches().len() <= WINDOW_BRANCHES {
+        let count = event_count(store, path.branch().bid)?;
+        if count <= FEW_EVENTS {
+            // The path is no longer than a window's ([`windowed`]): one read takes every branch.
+            path::load(store, path)?;
+            let sql = newest_events();
+            return mapped_events(store, path, &sql, params![0i64, count as i64], &mut map);
+        }
+    }
+    if scans(store, path)? {
+        if let Some(events) = store.read(|| events_by_scans(store, path, &mut map))? {
+            return Ok(events);
+        }
+    }
+    events_past_rid(store, path, -1, &mut map)
+}
+
 /// The most events a read of all of a short path's events takes as a window of that many
-/// ([`events`]): each costs a probe for what hides it, where a read of every event reads every
-/// exclusion once.
+/// ([`every_event`]): each costs a probe for what hides it, where a read of every event reads
+/// every exclusion once.
 const FEW_EVENTS: usize = 256;
 
-/// [`events`] by one range probe per path branch, nearest first, stopping at `limit`.
-fn events_by_probes(store: &Store, path: &BranchPath, limit: Option<usize>) -> Result<Vec<Event>> {
-    let Some(limit) = limit else { return events_past_rid(store, path, -1) };
-    let sql = format!(
+/// The newest visible events of the path branches from position `?1` on, at most `?2`.
+fn newest_events() -> String {
+    format!(
         "SELECT {EVENT_COLUMNS} FROM {} WHERE p.pos >= ?1 AND {} {EVENTS_NEWEST_FIRST} LIMIT ?2",
         visible("events"),
         not_excluded()
-    );
+    )
+}
+
+/// [`events`] by one range probe per path branch, nearest first, stopping at `limit`.
+fn events_by_probes(store: &Store, path: &BranchPath, limit: usize) -> Result<Vec<Event>> {
+    let sql = newest_events();
     windowed(store, path, limit, |path, from, limit| {
         events_of(store, path, &sql, params![from as i64, limit as i64])
     })
 }
 
 /// The visible events with a rowid above `rid` (-1: every one) that no visible exclusion hides,
-/// newest first, by one range probe per path branch.
-fn events_past_rid(store: &Store, path: &BranchPath, rid: i64) -> Result<Vec<Event>> {
+/// as `map` maps them, newest first, by one range probe per path branch.
+fn events_past_rid<T>(
+    store: &Store,
+    path: &BranchPath,
+    rid: i64,
+    map: &mut impl EventMapper<T>,
+) -> Result<Vec<T>> {
     path::load(store, path)?;
     let sql = format!(
         "SELECT {EVENT_COLUMNS} FROM {} WHERE {} {EVENTS_NEWEST_FIRST}",
         events_past("?1"),
         not_excluded_by_set()
     );
-    events_of(store, path, &sql, params![rid])
+    mapped_events(store, path, &sql, params![rid], map)
 }
 
 /// Whether a read of every visible row of a layer first tries one scan of the whole table
@@ -529,17 +564,18 @@ struct Held<'p> {
     branch: &'p Arc<str>,
 }
 
-/// Every visible event, newest first, from one scan of the exclusions and one of the events
-/// ([`scanned`]), in one snapshot; None if the exclusions' gave up. The events are scanned in
+/// Every visible event, as `map` maps it, in no set order, from one scan of the exclusions and
+/// one of the events ([`scanned`]); None if the exclusions' gave up. The events are scanned in
 /// rowid order, a branch's after another's: if that scan gives up, it has read every visible
 /// event up to the last row of the view it met (hidden or not), and one probe per path branch
 /// reads on from there. (A path that holds most branches but few of the table's rows, its
-/// siblings' rows after its own, would otherwise read its events twice.)
-fn every_event_by_scan(store: &Store, path: &BranchPath) -> Result<Option<Vec<Event>>> {
-    store.read(|| events_by_scans(store, path))
-}
-
-fn events_by_scans(store: &Store, path: &BranchPath) -> Result<Option<Vec<Event>>> {
+/// siblings' rows after its own, would otherwise read its events twice.) To be run in one
+/// snapshot ([`Store::read`]).
+fn events_by_scans<T>(
+    store: &Store,
+    path: &BranchPath,
+    map: &mut impl EventMapper<T>,
+) -> Result<Option<Vec<T>>> {
     let exclusions = "SELECT x.seq, x.branch, x.event_id FROM inherited_exclusions x";
     let Some(hidden) =
         scanned(store, path, exclusions, params![], Place::Columns(0, 1), |r, _| r.get::<i64>(2).map(Some))?
@@ -550,20 +586,54 @@ fn events_by_scans(store: &Store, path: &BranchPath) -> Result<Option<Vec<Event>
     let hidden: HashSet<i64> = hidden.into_iter().collect();
     // The last row met, by its path position and seq.
     let mut last = None;
-    let mut shared = Shared::default();
     let Scan { kept: mut events, whole } =
         scanned(store, path, EVERY_EVENT, params![], Place::EventRid(0), |row, held| {
             last = Some((held.position, held.seq));
-            (!hidden.contains(&held.seq))
-                .then(|| event_of(row, 1, held.seq, Arc::clone(held.branch), &mut shared))
-                .transpose()
+            match hidden.contains(&held.seq) {
+                true => Ok(None),
+                false => map(row, 1, held.seq, held.branch),
+            }
         })?;
     if !whole {
         let after = last.map_or(Ok(-1), |(at, seq)| event_rid::of(path.branches()[at].bid, seq))?;
-        events.extend(events_past_rid(store, path, after)?);
+        events.extend(events_past_rid(store, path, after, map)?);
     }
-    events.sort_unstable_by_key(|e| Reverse(e.id));
     Ok(Some(events))
+}
+
+/// The recall search: the view's events that hold a word of `query` in their text, kind or
+/// tags (each tag a text), with their counts, counted from the stored columns as they are read
+/// ([`every_event`]), without building events.
+pub(crate) fn event_keyword_matches(store: &Store, path: &BranchPath, query: &Query) -> Result<Vec<Match>> {
+    every_event(store, path, counting(query))
+}
+
+/// The [`EventMapper`] of the recall search: the events that hold a query word, with their
+/// counts.
+fn counting(query: &Query) -> impl EventMapper<Match> + '_ {
+    let (mut counter, mut shared) = (query.term_counter(), Shared::default());
+    move |row: &Row<'_>, first, seq, _: &Arc<str>| {
+        let tags = shared.tags(row.value(first + 2)?)?;
+        let mut haystacks: SmallVec<[&[u8]; 4]> =
+            smallvec![row.text_bytes(first + 1)?, row.text_bytes(first)?];
+        haystacks.extend(tags.iter().map(|tag| tag.as_bytes()));
+        Ok(counter.matches(&haystacks).map(|counts| Match { seq, counts }))
+    }
+}
+
+/// Events `ids`, in the order given: a search's ranking of events the view shows, read in the
+/// same snapshot, each then found by its rowid.
+pub(crate) fn events_in_order(store: &Store, path: &BranchPath, ids: &[i64]) -> Result<Vec<Event>> {
+    let rid = |id| match path::holder(path, id) {
+        Some(bid) => event_rid::of(bid, id),
+        None => Err(Error::internal(format!("event {id} is not held by the path of '{}'", path.branch().id))),
+    };
+    let rids: Vec<i64> = ids.iter().map(|&id| rid(id)).collect::<Result<_>>()?;
+    let sql = format!(
+        "SELECT {EVENT_COLUMNS} FROM {} s JOIN events t ON t.rid = s.value ORDER BY s.key",
+        store.backend().json_ints("?1")
+    );
+    events_of(store, path, &sql, params![serde_json::to_string(&rids)?])
 }
 
 /// An event's own columns, as [`event_of`] reads them.
@@ -581,8 +651,23 @@ const EVENT_COLUMNS: &str = concat!("t.seq, t.branch, ", event_fields!());
 
 /// The events of the rows of `sql`, read with [`EVENT_COLUMNS`].
 fn events_of(store: &Store, path: &BranchPath, sql: &str, params: Params<'_>) -> Result<Vec<Event>> {
-    let mut shared = Shared::default();
-    store.conn.query(sql, params, |row| event_of(row, 2, row.get(0)?, path.id_of(row.get(1)?), &mut shared))
+    mapped_events(store, path, sql, params, &mut building(&mut Shared::default()))
+}
+
+/// The events of the rows of `sql`, read with [`EVENT_COLUMNS`], as `map` maps them.
+fn mapped_events<T>(
+    store: &Store,
+    path: &BranchPath,
+    sql: &str,
+    params: Params<'_>,
+    map: &mut impl EventMapper<T>,
+) -> Result<Vec<T>> {
+    let mut kept = Vec::new();
+    store.conn.each(sql, params, |row| {
+        kept.extend(map(row, 2, row.get(0)?, &path.id_of(row.get(1)?))?);
+        Ok(ControlFlow::Continue(()))
+    })?;
+    Ok(kept)
 }
 
 /// The event of a row whose own columns start at `first`, with its seq and its writer's id.
@@ -1142,13 +1227,6 @@ pub(crate) fn records_among(store: &Store, path: &BranchPath, ids: &[i64]) -> Re
     records_of(store, path, &sql, params![serde_json::to_string(ids)?])
 }
 
-/// A visible archival version that matches a search, with what ranking needs of it.
-#[derive(Debug, Clone)]
-pub(crate) struct Match {
-    pub seq: i64,
-    pub counts: TermCounts,
-}
-
 /// FTS5: the visible, current versions matching `query` and carrying all `tags`. FTS5 finds
 /// the view's matches (fts_match.rs) at a cost that follows them, not the database; versions
 /// superseded in the view are dropped here.
@@ -1251,6 +1329,18 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    /// Every visible event, newest first, by one scan of the exclusions and one of the events
+    /// (None: the first gave up).
+    fn every_event_by_scan(s: &Store, path: &BranchPath) -> Result<Option<Vec<Event>>> {
+        let mut shared = Shared::default();
+        Ok(s.read(|| events_by_scans(s, path, &mut building(&mut shared)))?.map(newest_first))
+    }
+
+    /// Every visible event, newest first, by one range probe per path branch.
+    fn every_event_by_probes(s: &Store, path: &BranchPath) -> Result<Vec<Event>> {
+        events_past_rid(s, path, -1, &mut building(&mut Shared::default()))
+    }
+
     /// Forms memctl does not write go to serde_json, which reads them or gives no ids.
     #[test]
     fn ids_in_other_forms() {
@@ -1288,7 +1378,7 @@ mod tests {
         let path = s.path("leaf").unwrap();
         let id = |name: &str| Arc::clone(&path.branches().iter().find(|b| &*b.id == name).unwrap().id);
         let events =
-            [every_event_by_scan(&s, &path).unwrap().unwrap(), events_by_probes(&s, &path, None).unwrap()];
+            [every_event_by_scan(&s, &path).unwrap().unwrap(), every_event_by_probes(&s, &path).unwrap()];
         let records = [
             versions_by_scan(&s, &path, None).unwrap().unwrap(),
             versions_by_probes(&s, &path, None).unwrap(),
@@ -1330,7 +1420,7 @@ mod tests {
                 .unwrap()
                 .whole
         );
-        assert_eq!(every_event_by_scan(&s, &leaf).unwrap(), Some(events_by_probes(&s, &leaf, None).unwrap()));
+        assert_eq!(every_event_by_scan(&s, &leaf).unwrap(), Some(every_event_by_probes(&s, &leaf).unwrap()));
         assert!(versions_by_scan(&s, &leaf, None).unwrap().is_none());
         assert_eq!(s.view("leaf").unwrap(), before, "the probes read the same view");
     }
@@ -1357,7 +1447,7 @@ mod tests {
         let path = s.path("late").unwrap();
         let scanned_ids = || -> Vec<i64> {
             let events = every_event_by_scan(&s, &path).unwrap().unwrap();
-            assert_eq!(events, events_by_probes(&s, &path, None).unwrap());
+            assert_eq!(events, every_event_by_probes(&s, &path).unwrap());
             events.iter().map(|e| e.id).collect()
         };
         // Root's and mid's kept, mid's later row and busy's passed: given up, two rows read.
@@ -1501,10 +1591,35 @@ mod tests {
                 );
                 let leaf = i + 1 == branches.len();
                 prop_assert!(!leaf || (scans.0.is_some() && scans.1.is_some() && scans.2.is_some()), "the chain's leaf");
-                let probed = events_by_probes(&s, &path, None).unwrap();
+                let probed = every_event_by_probes(&s, &path).unwrap();
                 // A window of the view's count of events holds every one of them.
                 let count = event_count(&s, path.branch().bid).unwrap();
-                prop_assert_eq!(&events_by_probes(&s, &path, Some(count)).unwrap(), &probed);
+                prop_assert_eq!(&events_by_probes(&s, &path, count).unwrap(), &probed);
+                // The recall search's counts from the stored columns are those of the events
+                // built (text, kind and each tag), by the scan, the probes and its own read.
+                let query = Query::parse("1 2 3 step t4");
+                let expected: Vec<(i64, TermCounts)> = probed
+                    .iter()
+                    .filter_map(|e| {
+                        let mut haystacks = vec![e.text.as_str(), &e.kind];
+                        haystacks.extend(e.tags.iter().map(String::as_str));
+                        let counts = query.term_counts(&haystacks);
+                        counts.matches().then_some((e.id, counts))
+                    })
+                    .collect();
+                let sorted = |matches: Vec<Match>| {
+                    let mut pairs: Vec<(i64, TermCounts)> = matches.into_iter().map(|m| (m.seq, m.counts)).collect();
+                    pairs.sort_unstable_by_key(|&(seq, _)| Reverse(seq));
+                    pairs
+                };
+                prop_assert_eq!(&sorted(event_keyword_matches(&s, &path, &query).unwrap()), &expected);
+                let probed_matches = events_past_rid(&s, &path, -1, &mut counting(&query)).unwrap();
+                prop_assert_eq!(&sorted(probed_matches), &expected);
+                let scanned_matches = s.read(|| events_by_scans(&s, &path, &mut counting(&query))).unwrap();
+                prop_assert!(!leaf || scanned_matches.is_some(), "the chain's leaf");
+                if let Some(scanned) = scanned_matches {
+                    prop_assert_eq!(&sorted(scanned), &expected);
+                }
                 let found: Vec<(i64, String)> =
                     steps(&s, &path).unwrap().into_iter().map(|step| (step.id, step.kind)).collect();
                 prop_assert!(found.windows(2).all(|pair| pair[0].0 < pair[1].0), "oldest first: {:?}", found);
@@ -1620,7 +1735,7 @@ mod tests {
                 let near = s.window_path(branch, Some(1)).unwrap();
                 prop_assert!(near.is_whole() || near.anchor().is_some());
                 let path = s.path(branch).unwrap();
-                let every_event = events_by_probes(&s, &path, None).unwrap();
+                let every_event = every_event_by_probes(&s, &path).unwrap();
                 let every_record = versions_by_probes(&s, &path, None).unwrap();
                 let superseded = superseded_versions(&s, &path).unwrap();
                 let current: Vec<&Record> =

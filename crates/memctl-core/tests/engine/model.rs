@@ -629,6 +629,32 @@ fn words_of(text: &str) -> impl Iterator<Item = String> + '_ {
     text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase)
 }
 
+/// Ids of matches `(id, occurrences of each query word, words in all)` ranked as docs/schema.md
+/// states: bm25 (k1 = 1.2, b = 0.75, IDF `ln(1 + (n - df + 0.5) / (df + 0.5))`) with the
+/// statistics of the matches alone, best first, ties newest (the greater id) first.
+fn ranked_by_bm25(matches: Vec<(i64, Vec<u32>, u32)>) -> Vec<i64> {
+    let n = matches.len() as f64;
+    let avg = (matches.iter().map(|m| f64::from(m.2)).sum::<f64>() / n).max(1.0);
+    let words = matches.first().map_or(0, |m| m.1.len());
+    let df = |w: usize| matches.iter().filter(|m| m.1[w] > 0).count() as f64;
+    let idf: Vec<f64> = (0..words).map(|w| (1.0 + (n - df(w) + 0.5) / (df(w) + 0.5)).ln()).collect();
+    let mut scored: Vec<(f64, i64)> = matches
+        .iter()
+        .map(|(id, tf, tokens)| {
+            let norm = 1.2 * (1.0 - 0.75 + 0.75 * f64::from(*tokens) / avg);
+            let score = tf
+                .iter()
+                .zip(&idf)
+                .filter(|(&tf, _)| tf > 0)
+                .map(|(&tf, idf)| idf * f64::from(tf) * 2.2 / (f64::from(tf) + norm))
+                .sum();
+            (score, *id)
+        })
+        .collect();
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(b.1.cmp(&a.1)));
+    scored.into_iter().map(|(_, id)| id).collect()
+}
+
 fn fail(message: String) -> TestCaseError {
     TestCaseError::fail(message)
 }
@@ -844,6 +870,7 @@ impl Harness {
                 }
             }
             self.check_search(b)?;
+            self.check_recall_search(b)?;
             self.check_why(b)?;
             self.check_path(b)?;
         }
@@ -1114,6 +1141,40 @@ impl Harness {
                     (&model.text, &model.tags[..], model.seq),
                     "record {} of {:?} on {}",
                     a.id,
+                    query,
+                    id
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Recall search on branch `b` against the model: the visible events with a query word in
+    /// their text, kind or tags, ranked by bm25 over them (ties newest first), the best `k`.
+    fn check_recall_search(&self, b: usize) -> Result<(), TestCaseError> {
+        let id = self.model.name(b);
+        for query in ["alpha", "gamma tool", "obs beta c", "b", "absent"] {
+            let words: Vec<String> = query.split_whitespace().map(str::to_lowercase).collect();
+            let matches: Vec<(i64, Vec<u32>, u32)> = self
+                .model
+                .events_view(b)
+                .into_iter()
+                .filter_map(|e| {
+                    let texts = [&e.text, &e.kind].into_iter().chain(&e.tags);
+                    let tokens: Vec<String> = texts.flat_map(|t| words_of(t)).collect();
+                    let tf: Vec<u32> =
+                        words.iter().map(|w| tokens.iter().filter(|t| *t == w).count() as u32).collect();
+                    tf.iter().any(|&n| n > 0).then_some((e.id, tf, tokens.len() as u32))
+                })
+                .collect();
+            let expected = ranked_by_bm25(matches);
+            for k in [1000, 2] {
+                let found = expect_ok(self.store.recall_search(&id, query, k), "recall_search")?;
+                let found: Vec<i64> = found.iter().map(|e| e.id).collect();
+                prop_assert_eq!(
+                    &found[..],
+                    &expected[..k.min(expected.len())],
+                    "recall search {:?} on {}",
                     query,
                     id
                 );
