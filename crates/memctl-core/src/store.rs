@@ -134,7 +134,17 @@ impl Store {
     /// [`Store::scratch`] with an anchor every `levels` levels (0: none).
     #[cfg(test)]
     pub(crate) fn scratch_anchoring(levels: i64) -> Store {
-        let config = Config { anchor_every: levels, ..Config::default() };
+        Store::scratch_with(Config { anchor_every: levels, ..Config::default() })
+    }
+
+    /// [`Store::scratch`] that never consolidates: views keep every event not excluded.
+    #[cfg(test)]
+    pub(crate) fn scratch_keeping_events() -> Store {
+        Store::scratch_with(Config { auto_consolidate: false, ..Config::default() })
+    }
+
+    #[cfg(test)]
+    fn scratch_with(config: Config) -> Store {
         Store::open_in_memory(config, Clock::Fixed(1.7e9)).expect("an in-memory store")
     }
 

@@ -188,19 +188,20 @@ impl Tx<'_> {
         Ok(self.conn.execute(&SQL, params)? > 0)
     }
 
-    /// The visible events with these ids, oldest first; an id outside the view is an error.
+    /// The visible events with these ids, oldest first, each once; an id outside the view is an
+    /// error. Each is looked up by its id, so the cost follows the ids, not the view.
     fn visible_events(&self, path: &BranchPath, ids: &[i64]) -> Result<Vec<Event>> {
-        let mut events = view::events(self, path, None)?;
+        let mut wanted = ids.to_vec();
+        wanted.sort_unstable();
+        wanted.dedup();
+        let mut events = view::events_among(self, path, &wanted)?;
         events.reverse();
-        for id in ids {
-            if !events.iter().any(|e| e.id == *id) {
-                return Err(Error::not_found(format!(
-                    "event {id} is not in the view of branch '{}'",
-                    path.branch().id
-                )));
-            }
+        if let Some(id) = ids.iter().find(|&&id| events.binary_search_by_key(&id, |e| e.id).is_err()) {
+            return Err(Error::not_found(format!(
+                "event {id} is not in the view of branch '{}'",
+                path.branch().id
+            )));
         }
-        events.retain(|e| ids.contains(&e.id));
         Ok(events)
     }
 
@@ -287,18 +288,8 @@ impl Tx<'_> {
         let bid = path.branch().bid;
         let selected: Vec<Event> = match selector {
             EvictSelector::Ids(ids) => self.visible_events(&path, ids)?,
-            EvictSelector::Oldest(n) => {
-                let mut events = view::events(self, &path, None)?;
-                events.reverse();
-                events.truncate(*n);
-                events
-            }
-            EvictSelector::Kind(kind) => {
-                let mut events = view::events(self, &path, None)?;
-                events.reverse();
-                events.retain(|e| *e.kind == **kind);
-                events
-            }
+            EvictSelector::Oldest(n) => view::oldest_events(self, &path, *n)?,
+            EvictSelector::Kind(kind) => view::events_of_kind(self, &path, kind)?,
         };
         if selected.is_empty() {
             return Ok(EvictOutcome { evicted: vec![], archived: None });

@@ -601,6 +601,47 @@ fn events_by_scans<T>(
     Ok(Some(events))
 }
 
+/// The oldest `n` visible events, oldest first. Unless that is all of them ([`event_count`]),
+/// the ids of every event are read first, without building any; then [`FEW_EVENTS`] or fewer
+/// are looked up by rowid, and more built by a second read (a lookup costs about what reading
+/// four events does).
+pub(crate) fn oldest_events(store: &Store, path: &BranchPath, n: usize) -> Result<Vec<Event>> {
+    if n >= event_count(store, path.branch().bid)? {
+        return events_where(store, path, |_, _| true);
+    }
+    let mut ids = every_event(store, path, |_: &Row<'_>, _, seq, _: &Arc<str>| Ok(Some(seq)))?;
+    ids.sort_unstable();
+    ids.truncate(n);
+    match ids.last() {
+        Some(&newest) if ids.len() > FEW_EVENTS => events_where(store, path, |_, seq| seq <= newest),
+        _ => events_in_order(store, path, &ids),
+    }
+}
+
+/// The visible events of kind `kind`, oldest first.
+pub(crate) fn events_of_kind(store: &Store, path: &BranchPath, kind: &str) -> Result<Vec<Event>> {
+    events_where(store, path, |of_kind, _| of_kind == kind.as_bytes())
+}
+
+/// The visible events that `keep` keeps, given their kind and seq, oldest first, read as
+/// [`every_event`] reads them, building only those.
+fn events_where(
+    store: &Store,
+    path: &BranchPath,
+    mut keep: impl FnMut(&[u8], i64) -> bool,
+) -> Result<Vec<Event>> {
+    let mut shared = Shared::default();
+    let mut build = building(&mut shared);
+    let mut events = every_event(store, path, |row: &Row<'_>, first, seq, branch: &Arc<str>| {
+        match keep(row.text_bytes(first)?, seq) {
+            true => build(row, first, seq, branch),
+            false => Ok(None),
+        }
+    })?;
+    events.sort_unstable_by_key(|e| e.id);
+    Ok(events)
+}
+
 /// The recall search: the view's events that hold a word of `query` in their text, kind or
 /// tags (each tag a text), with their counts, counted from the stored columns as they are read
 /// ([`every_event`]), without building events.
@@ -621,8 +662,8 @@ fn counting(query: &Query) -> impl EventMapper<Match> + '_ {
     }
 }
 
-/// Events `ids`, in the order given: a search's ranking of events the view shows, read in the
-/// same snapshot, each then found by its rowid.
+/// Events `ids`, in the order given: events the view shows, as a read of it in the same
+/// snapshot found them (a search's ranking, the oldest few), each found by its rowid.
 pub(crate) fn events_in_order(store: &Store, path: &BranchPath, ids: &[i64]) -> Result<Vec<Event>> {
     let rid = |id| match path::holder(path, id) {
         Some(bid) => event_rid::of(bid, id),
@@ -1459,6 +1500,45 @@ mod tests {
         assert_eq!(scanned_ids(), [late[1], root]);
     }
 
+    /// The oldest n events of a view that holds more than [`FEW_EVENTS`], on a chain whose
+    /// leaf reads them by scans and on a sibling that reads them by probes: a few looked up by
+    /// rowid, more built by a second read, all by one read, with evicted events among them.
+    #[test]
+    fn the_oldest_events_by_lookups_and_by_a_second_read() {
+        let s = Store::scratch_keeping_events();
+        s.create_root("b0").unwrap();
+        let mut ids = Vec::new();
+        for level in 1..=4 {
+            for i in 0..100 {
+                ids.push(
+                    s.recall_append(&format!("b{}", level - 1), "note", &format!("e{level}.{i}"), &[])
+                        .unwrap()
+                        .id,
+                );
+            }
+            s.fork(&format!("b{}", level - 1), Some(&format!("b{level}"))).unwrap();
+        }
+        // A side branch off the root with events of its own and two children: its path holds
+        // two of the eight branches.
+        s.fork("b0", Some("side")).unwrap();
+        for i in 0..300 {
+            s.recall_append("side", "note", &format!("side {i}"), &[]).unwrap();
+        }
+        for child in ["side-1", "side-2"] {
+            s.fork("side", Some(child)).unwrap();
+        }
+        s.recall_exclude("b4", &[ids[0], ids[150], ids[399]]).unwrap();
+        let (leaf, side) = (s.path("b4").unwrap(), s.path("side").unwrap());
+        assert!(scans(&s, &leaf).unwrap() && !scans(&s, &side).unwrap());
+        for path in [&leaf, &side] {
+            let oldest: Vec<Event> = every_event_by_probes(&s, path).unwrap().into_iter().rev().collect();
+            assert!(oldest.len() > FEW_EVENTS + 20);
+            for n in [10, FEW_EVENTS, FEW_EVENTS + 1, oldest.len() - 1, oldest.len()] {
+                assert_eq!(oldest_events(&s, path, n).unwrap(), oldest[..n], "{n} of {}", path.branch().id);
+            }
+        }
+    }
+
     /// At depth 40, a window that the leaf's own rows fill reads over the nearest
     /// [`WINDOW_BRANCHES`] branches only; one they do not fill reads on past them, the rest
     /// from the root.
@@ -1595,6 +1675,15 @@ mod tests {
                 // A window of the view's count of events holds every one of them.
                 let count = event_count(&s, path.branch().bid).unwrap();
                 prop_assert_eq!(&events_by_probes(&s, &path, count).unwrap(), &probed);
+                // Eviction's reads: the oldest n events, and those of a kind, oldest first.
+                let oldest: Vec<Event> = probed.iter().rev().cloned().collect();
+                for n in [0, 1, 3, oldest.len().saturating_sub(1), oldest.len(), 1000] {
+                    prop_assert_eq!(&oldest_events(&s, &path, n).unwrap()[..], &oldest[..n.min(oldest.len())]);
+                }
+                for kind in ["note", "step:user", "absent"] {
+                    let of_kind: Vec<Event> = oldest.iter().filter(|e| &*e.kind == kind).cloned().collect();
+                    prop_assert_eq!(events_of_kind(&s, &path, kind).unwrap(), of_kind);
+                }
                 // The recall search's counts from the stored columns are those of the events
                 // built (text, kind and each tag), by the scan, the probes and its own read.
                 let query = Query::parse("1 2 3 step t4");
