@@ -599,7 +599,7 @@ const INLINE_WORDS: usize = 4;
 /// What ranking needs of one matching record or event.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TermCounts {
-    /// Words in its searched text (text and tags).
+    /// Words in its searched texts (a record's text and tags; an event's text, kind and tags).
     pub tokens: u32,
     /// Occurrences of each query word, in query order; a search holds one per match, so those
     /// of a few words are kept inline.

@@ -87,7 +87,7 @@ impl Store {
             return Ok(vec![]);
         }
         if query.is_blank() {
-            return view::events(self, &*self.window_path(branch, Some(k))?, Some(k));
+            return self.read(|| view::events(self, &*self.window_path(branch, Some(k))?, Some(k)));
         }
         let path = self.path(branch)?;
         self.read(|| {

@@ -496,7 +496,7 @@ fn scanned_or_probed<T>(
 /// path branch: the table then holds many other branches' rows, and the probes, one per path
 /// branch, read only the view's. A scan given up costs at most about what the probes cost: the
 /// rows read past, about as much as the probes' seeks, and the view's rows read before it gave
-/// up, which the probes read again (but for the events: [`every_event_by_scan`]).
+/// up, which the probes read again (but for the events: [`events_by_scans`]).
 fn scanned<T>(
     store: &Store,
     path: &BranchPath,
@@ -607,7 +607,9 @@ fn events_by_scans<T>(
 /// four events does).
 pub(crate) fn oldest_events(store: &Store, path: &BranchPath, n: usize) -> Result<Vec<Event>> {
     if n >= event_count(store, path.branch().bid)? {
-        return events_where(store, path, |_, _| true);
+        let mut events = events_where(store, path, |_, _| true)?;
+        events.truncate(n);
+        return Ok(events);
     }
     let mut ids = every_event(store, path, |_: &Row<'_>, _, seq, _: &Arc<str>| Ok(Some(seq)))?;
     ids.sort_unstable();
@@ -662,8 +664,9 @@ fn counting(query: &Query) -> impl EventMapper<Match> + '_ {
     }
 }
 
-/// Events `ids`, in the order given: events the view shows, as a read of it in the same
-/// snapshot found them (a search's ranking, the oldest few), each found by its rowid.
+/// Events `ids`, in the order given, each found by its rowid: events that a read of the view in
+/// the same snapshot found (a search's ranking, the oldest few), so their visibility is not
+/// checked again.
 pub(crate) fn events_in_order(store: &Store, path: &BranchPath, ids: &[i64]) -> Result<Vec<Event>> {
     let rid = |id| match path::holder(path, id) {
         Some(bid) => event_rid::of(bid, id),
@@ -957,13 +960,15 @@ pub(crate) fn records_after(store: &Store, path: &BranchPath, after: i64) -> Res
 /// Those of events `ids` the view shows, newest first. Each id is looked up in the one path
 /// branch that can hold it (path::holder), so the cost follows the ids, not the path.
 pub(crate) fn events_among(store: &Store, path: &BranchPath, ids: &[i64]) -> Result<Vec<Event>> {
-    let held: Vec<(i64, i64)> = ids.iter().filter_map(|&id| Some((id, path::holder(path, id)?))).collect();
+    // An id no path branch holds, or past what an event's rowid holds, is no event of the view.
+    let rid = |id| Some((id, event_rid::of(path::holder(path, id)?, id).ok()?));
+    let held: Vec<(i64, i64)> = ids.iter().filter_map(|&id| rid(id)).collect();
     // An exclusion comes after the event it hides: the branches down to the oldest one's holder.
     let Some(oldest) = held.iter().map(|&(id, _)| id).min() else {
         return Ok(Vec::new());
     };
     load_from(store, path, oldest)?;
-    let rids: Vec<i64> = held.iter().map(|&(id, bid)| event_rid::of(bid, id)).collect::<Result<_>>()?;
+    let rids: Vec<i64> = held.iter().map(|&(_, rid)| rid).collect();
     let sql = format!(
         "SELECT {EVENT_COLUMNS}
          FROM {} j JOIN temp.view_path p ON p.bid = {}
@@ -1502,7 +1507,7 @@ mod tests {
 
     /// The oldest n events of a view that holds more than [`FEW_EVENTS`], on a chain whose
     /// leaf reads them by scans and on a sibling that reads them by probes: a few looked up by
-    /// rowid, more built by a second read, all by one read, with evicted events among them.
+    /// rowid, more built by a second read, all by one read, with excluded events among them.
     #[test]
     fn the_oldest_events_by_lookups_and_by_a_second_read() {
         let s = Store::scratch_keeping_events();
@@ -1613,10 +1618,13 @@ mod tests {
         /// writes: on every branch, the scans that read whole layers find the rows the probes
         /// find, in the same order (the keyword search's scan counts the versions its probes
         /// count, and the scan of later versions finds the same updates and deletes), a window
-        /// of the view's count of events holds them all, and the conversation's steps are the
-        /// view's step events, oldest first (the nested loop's order, farthest branch first and
-        /// rowid within one, is seq order). A chain forked last, long enough that its leaf's
-        /// scans never give up, makes sure they are compared at least there.
+        /// of the view's count of events holds them all, the oldest n events and those of a
+        /// kind are the probes' (as each reader chooses to read them), the recall search counts
+        /// from the stored columns, by the scan, the probes and its own choice, what the events
+        /// built hold, and the conversation's steps are the view's step events, oldest first
+        /// (the nested loop's order, farthest branch first and rowid within one, is seq order).
+        /// A chain forked last, long enough that its leaf's scans never give up, makes sure they
+        /// are compared at least there.
         #[test]
         fn scans_read_what_probes_read(ops in prop::collection::vec((0u8..9, 0usize..8), 1..60)) {
             let writes = ops.len();

@@ -335,11 +335,12 @@ fn defect_05_evicting_an_inherited_event_only_hides_it_in_the_evicting_branch() 
     let hits = search_ids(&s, "a", "plateaued", 5, &["EVICTED_RECALL"]);
     assert_eq!(hits, vec![archived]);
 
-    // Ids outside the view: another branch's event, an unknown id, an already evicted one, or a
-    // list mixing a valid id with an invalid one — not found, and nothing written.
+    // Ids outside the view: another branch's event, an unknown id, one past what an event's
+    // rowid holds (2^40), a negative one, an already evicted one, or a list mixing a valid id
+    // with an invalid one — not found, and nothing written.
     let obs = db.observer();
     let before = dump(&obs);
-    for ids in [vec![eb], vec![999_999], vec![e1], vec![e2, eb]] {
+    for ids in [vec![eb], vec![999_999], vec![1 << 41], vec![-4], vec![e1], vec![e2, eb]] {
         assert_eq!(
             kind_of(s.recall_evict("a", &EvictSelector::Ids(ids.clone()))),
             ErrorKind::NotFound,
