@@ -1506,8 +1506,8 @@ mod tests {
     }
 
     /// The oldest n events of a view that holds more than [`FEW_EVENTS`], on a chain whose
-    /// leaf reads them by scans and on a sibling that reads them by probes: a few looked up by
-    /// rowid, more built by a second read, all by one read, with excluded events among them.
+    /// leaf reads them by scans and on a side branch that reads them by probes: a few looked up
+    /// by rowid, more built by a second read, all by one read, with excluded events among them.
     #[test]
     fn the_oldest_events_by_lookups_and_by_a_second_read() {
         let s = Store::scratch_keeping_events();
