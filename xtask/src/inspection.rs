@@ -2,9 +2,9 @@
 //! the same branch. 1,000 branches and 100,000 events: a chain of 996 nodes (depth 0..995),
 //! each writing 3 core keys, 100 events and 5 archival records, plus four leaves: two siblings
 //! forked at depth 900 (a deep pair that differs little) and two forked at depths 400 and 600
-//! (a pair 200 levels apart). `--quick` writes 10 events per node. Then a recall search of the
-//! deepest node's whole timeline, and writes at depth 995: a recall append, a core set and an
-//! archival add, on a copy of the database.
+//! (a pair 200 levels apart). `--quick` writes 10 events per node. Then `messages` and a recall
+//! search of the deepest node's whole timeline, and writes at depth 995: a recall append, a
+//! core set and an archival add, on a copy of the database.
 //!
 //! The database is built once per schema version and kept under `target/bench/inspection/`.
 
@@ -78,7 +78,7 @@ pub fn inspection(quick: bool, out_dir: &Path) -> Result<(Vec<Row>, Value)> {
     let call = |args: &[&str]| call_on(&path, args);
     let (sib_a, sib_b) = (LEAVES[2].1, LEAVES[3].1);
     // Each call, and for a call that prints a whole view the rows it prints.
-    let calls: [(&str, Vec<&str>, Option<Printed>); 11] = [
+    let calls: [(&str, Vec<&str>, Option<Printed>); 12] = [
         ("read (core, 20 events, 8 records)", vec!["read", &deepest], None),
         ("read --all (the whole view)", vec!["read", "--all", &deepest], deepest_prints),
         ("read of a deep sibling", vec!["read", sib_b], None),
@@ -90,6 +90,8 @@ pub fn inspection(quick: bool, out_dir: &Path) -> Result<(Vec<Row>, Value)> {
         ("why --json", vec!["--json", "why", &deepest, "key0"], None),
         ("path", vec!["path", &deepest], None),
         ("path --json", vec!["--json", "path", &deepest], None),
+        // The conversation's read, of a path whose 99,600 events hold no step.
+        ("messages, no step among the events", vec!["messages", &deepest], None),
     ];
     let label = format!("j inspection, D={depth}, {branches} branches, {events} events");
     let mut rows = Vec::new();

@@ -388,7 +388,20 @@ CREATE INDEX archival_seq_branch_tokens ON archival(seq, branch, tokens);
         sql: "ALTER TABLE inherited_summaries ADD COLUMN view_summary_ids TEXT;",
         fts_sql: "",
     },
+    // Conversation steps among a timeline's other events: a conversation's read (view::steps)
+    // finds them in this partial index, one range per path branch, instead of reading every
+    // event of the path. Its condition is [`STEP_EVENT`], which the read names as it is.
+    Migration {
+        name: "20261127_step_events",
+        sql: "CREATE INDEX events_steps ON events(rid) WHERE substr(kind, 1, 5) = 'step:';",
+        fts_sql: "",
+    },
 ];
+
+/// SQL: event `kind` is a conversation step's (`step:<type>`), the condition of the partial index
+/// `events_steps`. A query that reads steps names it as it is: SQLite and PostgreSQL use a
+/// partial index only for a query whose WHERE holds its condition.
+pub(crate) const STEP_EVENT: &str = "substr(kind, 1, 5) = 'step:'";
 
 /// The page size of new databases. A commit writes whole pages to the WAL (an append: three), and
 /// the disk writes them back at each checkpoint; 2 KiB pages halve those bytes against SQLite's
@@ -668,6 +681,13 @@ pub(crate) fn fts5_available(conn: &Connection) -> Result<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The partial index of steps has the condition that the steps' read names.
+    #[test]
+    fn the_steps_index_has_the_reads_condition() {
+        let index = format!("CREATE INDEX events_steps ON events(rid) WHERE {STEP_EVENT};");
+        assert!(MIGRATIONS.iter().any(|m| m.sql == index));
+    }
 
     /// An event's rowid gives back the branch and seq it was made of, at the encoding's ends,
     /// its SQL forms read the same, and what the encoding cannot hold is refused.

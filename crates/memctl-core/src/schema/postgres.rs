@@ -182,6 +182,11 @@ CREATE INDEX archival_seq_branch_tokens ON archival(seq, branch, tokens);
         name: "20261126_summary_views",
         sql: "ALTER TABLE inherited_summaries ADD COLUMN view_summary_ids TEXT;",
     },
+    Migration {
+        version: 11,
+        name: "20261127_step_events",
+        sql: "CREATE INDEX events_steps ON events(rid) WHERE substr(kind, 1, 5) = 'step:';",
+    },
 ];
 
 /// The version the PostgreSQL migrations bring a database to: SQLite's, always.
@@ -252,4 +257,16 @@ fn migrate(conn: &Conn) -> Result<()> {
         )?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The partial index of steps has the condition that the steps' read names, as on SQLite.
+    #[test]
+    fn the_steps_index_has_the_reads_condition() {
+        let index = format!("CREATE INDEX events_steps ON events(rid) WHERE {};", super::super::STEP_EVENT);
+        assert!(MIGRATIONS.iter().any(|m| m.sql == index));
+    }
 }

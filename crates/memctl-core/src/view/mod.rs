@@ -66,8 +66,8 @@ use shared::Shared;
 use crate::db::{named, params, Backend, Params, Row};
 use crate::error::{Error, Result};
 use crate::query::{Match, Query, TermCounter, TermCounts};
-use crate::rows::{Branch, BranchPath, CoreEntry, Event, Record, Summary, STEP_KIND};
-use crate::schema::event_rid;
+use crate::rows::{Branch, BranchPath, CoreEntry, Event, Record, Summary};
+use crate::schema::{event_rid, STEP_EVENT};
 use crate::store::Store;
 use serde::Serialize;
 use smallvec::{smallvec, SmallVec};
@@ -734,18 +734,22 @@ pub(crate) struct StoredStep {
     pub payload: Option<String>,
 }
 
-/// The visible conversation steps (events of kind `step:…`), oldest first.
+/// The visible conversation steps (events of kind `step:…`), oldest first, found in the partial
+/// index of steps ([`STEP_EVENT`]): a read's cost follows the path's steps, not its events.
 pub(crate) fn steps(store: &Store, path: &BranchPath) -> Result<Vec<StoredStep>> {
     path::load(store, path)?;
-    let sql = format!(
-        "SELECT t.seq, t.kind, t.payload FROM {} WHERE substr(t.kind, 1, {}) = '{STEP_KIND}' AND {} {EVENTS_OLDEST_FIRST}",
+    store.conn.query(&steps_sql(), params![], |r| {
+        Ok(StoredStep { id: r.get(0)?, kind: r.get(1)?, payload: r.get(2)? })
+    })
+}
+
+/// The statement of [`steps`].
+fn steps_sql() -> String {
+    format!(
+        "SELECT t.seq, t.kind, t.payload FROM {} WHERE {STEP_EVENT} AND {} {EVENTS_OLDEST_FIRST}",
         visible("events"),
-        STEP_KIND.len(),
         not_excluded_by_set()
-    );
-    store
-        .conn
-        .query(&sql, params![], |r| Ok(StoredStep { id: r.get(0)?, kind: r.get(1)?, payload: r.get(2)? }))
+    )
 }
 
 /// Visible summaries not folded into another visible summary, oldest first.
@@ -1373,6 +1377,7 @@ pub(crate) fn archival_versions(store: &Store, path: &BranchPath, seqs: &[i64]) 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rows::STEP_KIND;
     use proptest::prelude::*;
 
     /// Every visible event, newest first, by one scan of the exclusions and one of the events
@@ -1572,6 +1577,20 @@ mod tests {
             ["leaf 2", "leaf 1", "leaf 0", "root 4", "root 3"]
         );
         assert_eq!(held(), 41);
+    }
+
+    /// Steps are found in their partial index: its condition is the steps' kind prefix, and the
+    /// steps' statement reads that index, not every event of the path.
+    #[test]
+    fn steps_are_read_from_their_index() {
+        assert_eq!(STEP_EVENT, format!("substr(kind, 1, {}) = '{STEP_KIND}'", STEP_KIND.len()));
+        let s = Store::scratch();
+        s.create_root("root").unwrap();
+        path::load(&s, &s.path("root").unwrap()).unwrap();
+        let plan =
+            s.conn.query(&format!("EXPLAIN QUERY PLAN {}", steps_sql()), params![], |r| r.get::<String>(3));
+        let plan = plan.unwrap().join("\n");
+        assert!(plan.contains("SEARCH t USING INDEX events_steps"), "{plan}");
     }
 
     #[test]
