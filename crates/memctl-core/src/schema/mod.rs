@@ -399,8 +399,9 @@ CREATE INDEX archival_seq_branch_tokens ON archival(seq, branch, tokens);
 ];
 
 /// SQL: event `kind` is a conversation step's (`step:<type>`), the condition of the partial index
-/// `events_steps`. A query that reads steps names it as it is: SQLite and PostgreSQL use a
-/// partial index only for a query whose WHERE holds its condition.
+/// `events_steps`. SQLite and PostgreSQL use a partial index only for a query whose WHERE holds
+/// its condition, so the steps' read holds this one. `kind` is unqualified: a statement that
+/// names it has one table with a `kind` column (the steps' read has only `events`).
 pub(crate) const STEP_EVENT: &str = "substr(kind, 1, 5) = 'step:'";
 
 /// The page size of new databases. A commit writes whole pages to the WAL (an append: three), and

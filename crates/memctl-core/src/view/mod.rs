@@ -735,7 +735,8 @@ pub(crate) struct StoredStep {
 }
 
 /// The visible conversation steps (events of kind `step:…`), oldest first, found in the partial
-/// index of steps ([`STEP_EVENT`]): a read's cost follows the path's steps, not its events.
+/// index of steps, whose condition ([`STEP_EVENT`]) the statement holds: a read's cost follows
+/// the path's steps, not its events.
 pub(crate) fn steps(store: &Store, path: &BranchPath) -> Result<Vec<StoredStep>> {
     path::load(store, path)?;
     store.conn.query(&steps_sql(), params![], |r| {
