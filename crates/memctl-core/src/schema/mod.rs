@@ -390,7 +390,7 @@ CREATE INDEX archival_seq_branch_tokens ON archival(seq, branch, tokens);
     },
     // Conversation steps among a timeline's other events: a conversation's read (view::steps)
     // finds them in this partial index, one range per path branch, instead of reading every
-    // event of the path. Its condition is [`STEP_EVENT`], which the read names as it is.
+    // event of the path. Its condition is [`STEP_EVENT`], which the read holds in its WHERE.
     Migration {
         name: "20261127_step_events",
         sql: "CREATE INDEX events_steps ON events(rid) WHERE substr(kind, 1, 5) = 'step:';",

@@ -668,9 +668,10 @@ fn counting(query: &Query) -> impl EventMapper<Match> + '_ {
 /// the same snapshot found (a search's ranking, the oldest few), so their visibility is not
 /// checked again.
 pub(crate) fn events_in_order(store: &Store, path: &BranchPath, ids: &[i64]) -> Result<Vec<Event>> {
-    let rid = |id| match path::holder(path, id) {
-        Some(bid) => event_rid::of(bid, id),
-        None => Err(Error::internal(format!("event {id} is not held by the path of '{}'", path.branch().id))),
+    let rid = |id| {
+        held_rid(path, id).ok_or_else(|| {
+            Error::internal(format!("event {id} is not held by the path of '{}'", path.branch().id))
+        })
     };
     let rids: Vec<i64> = ids.iter().map(|&id| rid(id)).collect::<Result<_>>()?;
     let sql = format!(
@@ -678,6 +679,13 @@ pub(crate) fn events_in_order(store: &Store, path: &BranchPath, ids: &[i64]) -> 
         store.backend().json_ints("?1")
     );
     events_of(store, path, &sql, params![serde_json::to_string(&rids)?])
+}
+
+/// The rowid event `id` has if the path holds it: in the one path branch that can hold it
+/// (path::holder). None for an id no path branch holds, or past what a rowid holds: no event of
+/// the view.
+fn held_rid(path: &BranchPath, id: i64) -> Option<i64> {
+    event_rid::of(path::holder(path, id)?, id).ok()
 }
 
 /// An event's own columns, as [`event_of`] reads them.
@@ -965,9 +973,7 @@ pub(crate) fn records_after(store: &Store, path: &BranchPath, after: i64) -> Res
 /// Those of events `ids` the view shows, newest first. Each id is looked up in the one path
 /// branch that can hold it (path::holder), so the cost follows the ids, not the path.
 pub(crate) fn events_among(store: &Store, path: &BranchPath, ids: &[i64]) -> Result<Vec<Event>> {
-    // An id no path branch holds, or past what an event's rowid holds, is no event of the view.
-    let rid = |id| Some((id, event_rid::of(path::holder(path, id)?, id).ok()?));
-    let held: Vec<(i64, i64)> = ids.iter().filter_map(|&id| rid(id)).collect();
+    let held: Vec<(i64, i64)> = ids.iter().filter_map(|&id| Some((id, held_rid(path, id)?))).collect();
     // An exclusion comes after the event it hides: the branches down to the oldest one's holder.
     let Some(oldest) = held.iter().map(|&(id, _)| id).min() else {
         return Ok(Vec::new());
