@@ -50,9 +50,10 @@ pub struct CoreSetOutcome {
 }
 
 impl Store {
-    /// The visible core of a branch, oldest write first.
+    /// The visible core of a branch, oldest write first: read down to the nearest anchor, as a
+    /// write's budget check reads it, with the writers above the anchor named.
     pub fn core(&self, branch: &str) -> Result<Vec<CoreEntry>> {
-        view::core(self, &*self.path(branch)?)
+        self.read(|| view::named_core(self, &*self.near_path(branch, 1)?))
     }
 
     /// The visible core chars of a branch (the budget's measure, see [`rendered_chars`]).

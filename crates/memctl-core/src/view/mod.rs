@@ -826,7 +826,7 @@ pub(crate) fn summaries(store: &Store, path: &BranchPath) -> Result<Vec<Summary>
 }
 
 /// [`core`], its writers named whatever the path ([`name_writers_beyond`]).
-fn named_core(store: &Store, path: &BranchPath) -> Result<Vec<CoreEntry>> {
+pub(crate) fn named_core(store: &Store, path: &BranchPath) -> Result<Vec<CoreEntry>> {
     let mut core = core(store, path)?;
     if !path.is_whole() {
         name_writers_beyond(store, path, "core", core.iter_mut().map(|e| (e.seq, &mut e.branch)))?;
