@@ -78,7 +78,7 @@ pub fn inspection(quick: bool, out_dir: &Path) -> Result<(Vec<Row>, Value)> {
     let call = |args: &[&str]| call_on(&path, args);
     let (sib_a, sib_b) = (LEAVES[2].1, LEAVES[3].1);
     // Each call, and for a call that prints a whole view the rows it prints.
-    let calls: [(&str, Vec<&str>, Option<Printed>); 12] = [
+    let calls: [(&str, Vec<&str>, Option<Printed>); 14] = [
         ("read (core, 20 events, 8 records)", vec!["read", &deepest], None),
         ("read --all (the whole view)", vec!["read", "--all", &deepest], deepest_prints),
         ("read of a deep sibling", vec!["read", sib_b], None),
@@ -92,6 +92,10 @@ pub fn inspection(quick: bool, out_dir: &Path) -> Result<(Vec<Row>, Value)> {
         ("path --json", vec!["--json", "path", &deepest], None),
         // The conversation's read, of a path whose 99,600 events hold no step.
         ("messages, no step among the events", vec!["messages", &deepest], None),
+        // Calls an agent makes at every step: its core, and how full its memory is (the
+        // latter measures every current archival record of the view).
+        ("core get", vec!["core", "get", &deepest], None),
+        ("pressure", vec!["pressure", &deepest], None),
     ];
     let label = format!("j inspection, D={depth}, {branches} branches, {events} events");
     let mut rows = Vec::new();

@@ -57,12 +57,12 @@ const ARCHIVAL_PRUNE_COUNT: usize = 100;
 impl Store {
     /// The pressure on a branch's view. Reads everything it counts; writes nothing.
     pub fn pressure(&self, branch: &str) -> Result<Pressure> {
-        let (core, events, archival) = self.read(|| {
+        let (core, events, texts) = self.read(|| {
             let path = self.path(branch)?;
             Ok((
                 view::core(self, &path)?,
                 view::event_count(self, path.branch().bid)?,
-                view::archival(self, &path, &[], None)?,
+                view::current_text_chars(self, &path)?,
             ))
         })?;
         let config = &self.config;
@@ -75,10 +75,7 @@ impl Store {
             max: config.recall_max_events,
             ratio: ratio(events, config.recall_max_events),
         };
-        let archival = ArchivalSize {
-            count: archival.len(),
-            chars: archival.iter().map(|r| r.text.chars().count()).sum(),
-        };
+        let archival = ArchivalSize { count: texts.len(), chars: texts.iter().sum() };
         let overall_ratio = 0.6 * core.ratio + 0.4 * recall.ratio.min(1.0);
         let thresholds = &config.pressure_thresholds;
         let level = if overall_ratio >= thresholds.critical {

@@ -392,15 +392,16 @@ fn newest_first(mut events: Vec<Event>) -> Vec<Event> {
     events
 }
 
-/// What a read of every visible event does with each ([`every_event`]): given the row, the
-/// column its own columns start at ([`event_fields`]), its seq and its writer's id, it maps the
-/// event to what the read returns, or leaves it out (None).
-trait EventMapper<T>: FnMut(&Row<'_>, usize, i64, &Arc<str>) -> Result<Option<T>> {}
+/// What a read of every visible row of a layer does with each ([`every_event`],
+/// [`every_current_version`]): given the row, the column the layer's columns start at (an
+/// event's [`event_fields`]; a version's [`RECORD_COLUMNS`], at 0), its seq and its writer's
+/// id, it maps the row to what the read returns, or leaves it out (None).
+trait RowMapper<T>: FnMut(&Row<'_>, usize, i64, &Arc<str>) -> Result<Option<T>> {}
 
-impl<T, F: FnMut(&Row<'_>, usize, i64, &Arc<str>) -> Result<Option<T>>> EventMapper<T> for F {}
+impl<T, F: FnMut(&Row<'_>, usize, i64, &Arc<str>) -> Result<Option<T>>> RowMapper<T> for F {}
 
-/// The [`EventMapper`] that builds every event.
-fn building(shared: &mut Shared) -> impl EventMapper<Event> + '_ {
+/// The [`RowMapper`] that builds every event.
+fn building(shared: &mut Shared) -> impl RowMapper<Event> + '_ {
     |row, first, seq, branch| event_of(row, first, seq, Arc::clone(branch), shared).map(Some)
 }
 
@@ -409,7 +410,7 @@ fn building(shared: &mut Shared) -> impl EventMapper<Event> + '_ {
 /// oldest events, however many, is never read; events hidden among newer ones (an evict by
 /// kind, say) cost a probe each. (On a long path, the probe per branch costs more than the
 /// scans.)
-fn every_event<T>(store: &Store, path: &BranchPath, mut map: impl EventMapper<T>) -> Result<Vec<T>> {
+fn every_event<T>(store: &Store, path: &BranchPath, mut map: impl RowMapper<T>) -> Result<Vec<T>> {
     debug_assert!(path.is_whole(), "a read of every event along a path stopped at an anchor");
     if path.branches().len() <= WINDOW_BRANCHES {
         let count = event_count(store, path.branch().bid)?;
@@ -456,7 +457,7 @@ fn events_past_rid<T>(
     store: &Store,
     path: &BranchPath,
     rid: i64,
-    map: &mut impl EventMapper<T>,
+    map: &mut impl RowMapper<T>,
 ) -> Result<Vec<T>> {
     path::load(store, path)?;
     let sql = format!(
@@ -574,7 +575,7 @@ struct Held<'p> {
 fn events_by_scans<T>(
     store: &Store,
     path: &BranchPath,
-    map: &mut impl EventMapper<T>,
+    map: &mut impl RowMapper<T>,
 ) -> Result<Option<Vec<T>>> {
     let exclusions = "SELECT x.seq, x.branch, x.event_id FROM inherited_exclusions x";
     let Some(hidden) =
@@ -651,9 +652,9 @@ pub(crate) fn event_keyword_matches(store: &Store, path: &BranchPath, query: &Qu
     every_event(store, path, counting(query))
 }
 
-/// The [`EventMapper`] of the recall search: the events that hold a query word, with their
+/// The [`RowMapper`] of the recall search: the events that hold a query word, with their
 /// counts.
-fn counting(query: &Query) -> impl EventMapper<Match> + '_ {
+fn counting(query: &Query) -> impl RowMapper<Match> + '_ {
     let (mut counter, mut shared) = (query.term_counter(), Shared::default());
     move |row: &Row<'_>, first, seq, _: &Arc<str>| {
         let tags = shared.tags(row.value(first + 2)?)?;
@@ -712,7 +713,7 @@ fn mapped_events<T>(
     path: &BranchPath,
     sql: &str,
     params: Params<'_>,
-    map: &mut impl EventMapper<T>,
+    map: &mut impl RowMapper<T>,
 ) -> Result<Vec<T>> {
     let mut kept = Vec::new();
     store.conn.each(sql, params, |row| {
@@ -1090,7 +1091,10 @@ pub(crate) fn archival(
     // A window stops at its first `limit` current versions, checked one probe each; a read of
     // every record drops the superseded versions after one pass over the view's updates.
     let Some(limit) = limit else {
-        return every_current_version(store, path, tags.as_deref());
+        let mut shared = Shared::default();
+        let mut records = every_current_version(store, path, tags.as_deref(), building_records(&mut shared))?;
+        records.sort_unstable_by_key(|r| Reverse(r.seq));
+        return Ok(records);
     };
     let has_tags = has_tags(store.backend(), tags.as_deref());
     let sql = format!(
@@ -1107,50 +1111,84 @@ pub(crate) fn archival(
 }
 
 /// The view's current versions (not deletes) carrying all tags of `tags` (see [`has_tags`]),
-/// newest first, read in one snapshot.
-fn every_current_version(store: &Store, path: &BranchPath, tags: Option<&str>) -> Result<Vec<Record>> {
-    store.read(|| current_versions(store, path, tags))
+/// as `map` maps them, in no set order, read in one snapshot: the superseded versions are
+/// known first, so that `map` sees only current ones. Every version of the view is read: by
+/// one scan of the table where the path holds most branches ([`scans`]), else (or if the scan
+/// gave up) by one range probe per path branch.
+fn every_current_version<T>(
+    store: &Store,
+    path: &BranchPath,
+    tags: Option<&str>,
+    mut map: impl RowMapper<T>,
+) -> Result<Vec<T>> {
+    store.read(|| {
+        let superseded = superseded_versions(store, path)?;
+        let mut current = |row: &Row<'_>, first, seq, branch: &Arc<str>| match superseded.is_superseded(seq) {
+            true => Ok(None),
+            false => map(row, first, seq, branch),
+        };
+        // `scanned_or_probed` spelled out: `current` cannot be borrowed by both its closures.
+        if scans(store, path)? {
+            if let Some(versions) = versions_by_scan(store, path, tags, &mut current)? {
+                return Ok(versions);
+            }
+        }
+        versions_by_probes(store, path, tags, &mut current)
+    })
 }
 
-fn current_versions(store: &Store, path: &BranchPath, tags: Option<&str>) -> Result<Vec<Record>> {
-    let mut records = scanned_or_probed(
-        store,
-        path,
-        || versions_by_scan(store, path, tags),
-        || versions_by_probes(store, path, tags),
-    )?;
-    let superseded = superseded_versions(store, path)?;
-    records.retain(|r| !superseded.is_superseded(r.seq));
-    Ok(records)
+/// The [`RowMapper`] that builds every version's record.
+fn building_records(shared: &mut Shared) -> impl RowMapper<Record> + '_ {
+    |row, _, seq, branch| record_of(row, seq, Arc::clone(branch), shared).map(Some)
 }
 
-/// The visible versions (not deletes) carrying `tags`, newest first, from one scan of the
-/// table ([`scanned`]); None if it gave up.
-fn versions_by_scan(store: &Store, path: &BranchPath, tags: Option<&str>) -> Result<Option<Vec<Record>>> {
+/// The characters of the text of each of the view's current versions (what `pressure`
+/// measures), counted in the stored text without building records.
+pub(crate) fn current_text_chars(store: &Store, path: &BranchPath) -> Result<Vec<usize>> {
+    every_current_version(store, path, None, |row: &Row<'_>, first, _, _: &Arc<str>| {
+        Ok(Some(row.value(first + 2)?.as_str()?.chars().count()))
+    })
+}
+
+/// The visible versions (not deletes) carrying `tags`, as `map` maps them, from one scan of
+/// the table ([`scanned`]); None if it gave up.
+fn versions_by_scan<T>(
+    store: &Store,
+    path: &BranchPath,
+    tags: Option<&str>,
+    map: &mut impl RowMapper<T>,
+) -> Result<Option<Vec<T>>> {
     let sql = format!(
         "SELECT {RECORD_COLUMNS} FROM archival t WHERE t.text IS NOT NULL AND {}",
         has_tags(store.backend(), tags)
     );
-    let mut shared = Shared::default();
-    let Some(mut records) = scanned(store, path, &sql, params![tags], Place::Columns(5, 1), |row, held| {
-        record_of(row, held.seq, Arc::clone(held.branch), &mut shared).map(Some)
+    Ok(scanned(store, path, &sql, params![tags], Place::Columns(5, 1), |row, held| {
+        map(row, 0, held.seq, held.branch)
     })?
-    .whole() else {
-        return Ok(None);
-    };
-    records.sort_unstable_by_key(|r| Reverse(r.seq));
-    Ok(Some(records))
+    .whole())
 }
 
 /// [`versions_by_scan`] by one range probe per path branch.
-fn versions_by_probes(store: &Store, path: &BranchPath, tags: Option<&str>) -> Result<Vec<Record>> {
+fn versions_by_probes<T>(
+    store: &Store,
+    path: &BranchPath,
+    tags: Option<&str>,
+    map: &mut impl RowMapper<T>,
+) -> Result<Vec<T>> {
     path::load(store, path)?;
+    // Newest first, as SQLite reads them off the probes, so that sorting them later finds them
+    // sorted.
     let sql = format!(
         "SELECT {RECORD_COLUMNS} FROM {} WHERE t.text IS NOT NULL AND {} {NEWEST_FIRST}",
         visible("archival"),
         has_tags(store.backend(), tags)
     );
-    records_of(store, path, &sql, params![tags])
+    let mut versions = Vec::new();
+    store.conn.each(&sql, params![tags], |row| {
+        versions.extend(map(row, 0, row.get(5)?, &path.id_of(row.get(1)?))?);
+        Ok(ControlFlow::Continue(()))
+    })?;
+    Ok(versions)
 }
 
 /// The keyword search (`search.fts = "off"`, and PostgreSQL): the view's current versions that
@@ -1399,6 +1437,24 @@ mod tests {
         events_past_rid(s, path, -1, &mut building(&mut Shared::default()))
     }
 
+    /// The visible versions (current or not), newest first, by one scan of the table; None if
+    /// it gave up.
+    fn versions_by_scan_built(s: &Store, path: &BranchPath) -> Result<Option<Vec<Record>>> {
+        let mut shared = Shared::default();
+        let versions = versions_by_scan(s, path, None, &mut building_records(&mut shared))?;
+        Ok(versions.map(|mut records| {
+            records.sort_unstable_by_key(|r| Reverse(r.seq));
+            records
+        }))
+    }
+
+    /// The visible versions (current or not), newest first, by one range probe per path branch.
+    fn versions_by_probes_built(s: &Store, path: &BranchPath) -> Result<Vec<Record>> {
+        let mut records = versions_by_probes(s, path, None, &mut building_records(&mut Shared::default()))?;
+        records.sort_unstable_by_key(|r| Reverse(r.seq));
+        Ok(records)
+    }
+
     /// Forms memctl does not write go to serde_json, which reads them or gives no ids.
     #[test]
     fn ids_in_other_forms() {
@@ -1438,8 +1494,8 @@ mod tests {
         let events =
             [every_event_by_scan(&s, &path).unwrap().unwrap(), every_event_by_probes(&s, &path).unwrap()];
         let records = [
-            versions_by_scan(&s, &path, None).unwrap().unwrap(),
-            versions_by_probes(&s, &path, None).unwrap(),
+            versions_by_scan_built(&s, &path).unwrap().unwrap(),
+            versions_by_probes_built(&s, &path).unwrap(),
         ];
         for (events, records) in events.iter().zip(&records) {
             assert_eq!((events.len(), records.len()), (6, 6));
@@ -1449,6 +1505,37 @@ mod tests {
             assert!(events.iter().all(|e| Arc::ptr_eq(&e.tags, &events[0].tags)));
             assert!(records.iter().all(|r| Arc::ptr_eq(&r.tags, &records[0].tags)));
         }
+    }
+
+    /// Pressure's measure of the current versions' texts, taken without building records, is
+    /// that of the records read: by a scan (a chain) and by probes (among many siblings), with
+    /// an update, a delete and text that is not ASCII.
+    #[test]
+    fn current_texts_are_measured_as_built() {
+        let s = Store::scratch();
+        s.create_root("root").unwrap();
+        s.archival_add("root", "café crème", &[]).unwrap();
+        let updated = s.archival_add("root", "naïve plan", &[]).unwrap().id;
+        let deleted = s.archival_add("root", "gone", &[]).unwrap().id;
+        s.fork("root", Some("leaf")).unwrap();
+        s.archival_update("leaf", updated, Some("été — résumé"), None).unwrap();
+        s.archival_delete("leaf", deleted).unwrap();
+        s.archival_add("leaf", "plain", &[]).unwrap();
+        let measured = || {
+            let path = s.path("leaf").unwrap();
+            let mut chars = current_text_chars(&s, &path).unwrap();
+            chars.sort_unstable();
+            let records = archival(&s, &path, &[], None).unwrap();
+            let mut built: Vec<usize> = records.iter().map(|r| r.text.chars().count()).collect();
+            built.sort_unstable();
+            assert_eq!(chars, built);
+            (chars, scans(&s, &path).unwrap())
+        };
+        assert_eq!(measured(), (vec![5, 10, 12], true));
+        for i in 0..4 {
+            s.fork("root", Some(&format!("sibling{i}"))).unwrap();
+        }
+        assert_eq!(measured(), (vec![5, 10, 12], false));
     }
 
     /// A chain's leaf reads its whole view by scans; a branch whose siblings wrote most rows
@@ -1468,7 +1555,7 @@ mod tests {
         write("leaf", "leaf's");
         let leaf = s.path("leaf").unwrap();
         assert_eq!(every_event_by_scan(&s, &leaf).unwrap().map(|e| e.len()), Some(2));
-        assert_eq!(versions_by_scan(&s, &leaf, None).unwrap().map(|r| r.len()), Some(2));
+        assert_eq!(versions_by_scan_built(&s, &leaf).unwrap().map(|r| r.len()), Some(2));
         let before = s.view("leaf").unwrap();
         for i in 0..5 {
             write("busy", &format!("busy {i}"));
@@ -1479,7 +1566,7 @@ mod tests {
                 .whole
         );
         assert_eq!(every_event_by_scan(&s, &leaf).unwrap(), Some(every_event_by_probes(&s, &leaf).unwrap()));
-        assert!(versions_by_scan(&s, &leaf, None).unwrap().is_none());
+        assert!(versions_by_scan_built(&s, &leaf).unwrap().is_none());
         assert_eq!(s.view("leaf").unwrap(), before, "the probes read the same view");
     }
 
@@ -1700,7 +1787,7 @@ mod tests {
                 let path = s.path(branch).unwrap();
                 let scans = (
                     every_event_by_scan(&s, &path).unwrap(),
-                    versions_by_scan(&s, &path, None).unwrap(),
+                    versions_by_scan_built(&s, &path).unwrap(),
                     later_versions_by_scan(&s, &path).unwrap(),
                 );
                 let leaf = i + 1 == branches.len();
@@ -1757,7 +1844,7 @@ mod tests {
                     prop_assert_eq!(scanned, probed);
                 }
                 if let Some(scanned) = scans.1 {
-                    prop_assert_eq!(scanned, versions_by_probes(&s, &path, None).unwrap());
+                    prop_assert_eq!(scanned, versions_by_probes_built(&s, &path).unwrap());
                 }
                 if let Some(mut scanned) = scans.2 {
                     let mut probed = later_versions_by_probes(&s, &path).unwrap();
@@ -1859,7 +1946,7 @@ mod tests {
                 prop_assert!(near.is_whole() || near.anchor().is_some());
                 let path = s.path(branch).unwrap();
                 let every_event = every_event_by_probes(&s, &path).unwrap();
-                let every_record = versions_by_probes(&s, &path, None).unwrap();
+                let every_record = versions_by_probes_built(&s, &path).unwrap();
                 let superseded = superseded_versions(&s, &path).unwrap();
                 let current: Vec<&Record> =
                     every_record.iter().filter(|r| !superseded.is_superseded(r.seq)).collect();

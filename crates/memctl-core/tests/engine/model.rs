@@ -825,9 +825,17 @@ impl Harness {
             prop_assert_eq!(&actual.summaries, &expected.summaries, "summaries of {}", id);
             prop_assert_eq!(&actual.events, &expected.events, "events of {}", id);
             prop_assert_eq!(&actual.archival, &expected.archival, "archival of {}", id);
-            // The constant-time event count (pressure, auto-consolidation) agrees with the view.
-            let counted = expect_ok(self.store.pressure(&id), "pressure")?.recall.count;
-            prop_assert_eq!(counted, expected.events.len(), "event count of {}", id);
+            // The constant-time event count (pressure, auto-consolidation) agrees with the view,
+            // and so does pressure's measure of the archival records, taken without building them.
+            let pressure = expect_ok(self.store.pressure(&id), "pressure")?;
+            prop_assert_eq!(pressure.recall.count, expected.events.len(), "event count of {}", id);
+            let chars = expected.archival.iter().map(|r| r.text.chars().count()).sum::<usize>();
+            prop_assert_eq!(
+                (pressure.archival.count, pressure.archival.chars),
+                (expected.archival.len(), chars),
+                "archival measured in {}",
+                id
+            );
         }
         Ok(())
     }
