@@ -69,6 +69,20 @@ fn pressure_and_consolidate_from_the_command_line() {
 }
 
 fn pressure_and_consolidate_from_the_command_line_on(sb: &Sandbox) {
+    // The archival records: counted with their characters (not bytes), current versions only.
+    let archival = |branch: &str| {
+        let p = sb.json(&["pressure", branch]);
+        (int(&p["archival"], "count"), int(&p["archival"], "chars"))
+    };
+    let id = int(&sb.json(&["archival", "add", "a", "été — résumé"]), "id").to_string();
+    sb.ok(&["archival", "add", "a", "plain"]);
+    assert_eq!(archival("a"), (2, 17));
+    sb.ok(&["fork", "a", "a-child"]);
+    sb.ok(&["archival", "update", "a-child", &id, "--text", "naïve"]);
+    assert_eq!(archival("a-child"), (2, 10));
+    assert_eq!(archival("a"), (2, 17), "the parent keeps its version");
+    sb.ok(&["archival", "delete", "a-child", &id]);
+    assert_eq!(archival("a-child"), (1, 5));
     let p = sb.json(&["pressure", "a"]);
     assert_eq!(p["recall"]["count"], 12);
     assert!(array(&p, "recommendations").iter().any(|r| r == "consolidate_recall"));

@@ -51,9 +51,10 @@ pub struct CoreSetOutcome {
 
 impl Store {
     /// The visible core of a branch, oldest write first: read down to the nearest anchor, as a
-    /// write's budget check reads it, with the writers above the anchor named.
+    /// write's budget check reads it, with the writers above the anchor named. (Paths and
+    /// writers' ids never change, and the core is one statement: no snapshot to hold.)
     pub fn core(&self, branch: &str) -> Result<Vec<CoreEntry>> {
-        self.read(|| view::named_core(self, &*self.near_path(branch, 1)?))
+        view::named_core(self, &*self.near_path(branch, 1)?)
     }
 
     /// The visible core chars of a branch (the budget's measure, see [`rendered_chars`]).

@@ -1114,7 +1114,9 @@ pub(crate) fn archival(
 /// as `map` maps them, in no set order, read in one snapshot: the superseded versions are
 /// known first, so that `map` sees only current ones. Every version of the view is read: by
 /// one scan of the table where the path holds most branches ([`scans`]), else (or if the scan
-/// gave up) by one range probe per path branch.
+/// gave up) by one range probe per path branch. A version the scan mapped before it gave up is
+/// mapped again by the probes (the first mapping is dropped): `map` must not count what it is
+/// handed.
 fn every_current_version<T>(
     store: &Store,
     path: &BranchPath,
@@ -1137,7 +1139,7 @@ fn every_current_version<T>(
     })
 }
 
-/// The [`RowMapper`] that builds every version's record.
+/// The [`RowMapper`] that builds every version's record (its columns start at 0).
 fn building_records(shared: &mut Shared) -> impl RowMapper<Record> + '_ {
     |row, _, seq, branch| record_of(row, seq, Arc::clone(branch), shared).map(Some)
 }
@@ -1145,8 +1147,8 @@ fn building_records(shared: &mut Shared) -> impl RowMapper<Record> + '_ {
 /// The characters of the text of each of the view's current versions (what `pressure`
 /// measures), counted in the stored text without building records.
 pub(crate) fn current_text_chars(store: &Store, path: &BranchPath) -> Result<Vec<usize>> {
-    every_current_version(store, path, None, |row: &Row<'_>, first, _, _: &Arc<str>| {
-        Ok(Some(row.value(first + 2)?.as_str()?.chars().count()))
+    every_current_version(store, path, None, |row: &Row<'_>, _, _, _: &Arc<str>| {
+        Ok(Some(row.value(2)?.as_str()?.chars().count()))
     })
 }
 
@@ -1176,8 +1178,7 @@ fn versions_by_probes<T>(
     map: &mut impl RowMapper<T>,
 ) -> Result<Vec<T>> {
     path::load(store, path)?;
-    // Newest first, as SQLite reads them off the probes, so that sorting them later finds them
-    // sorted.
+    // Newest first (SQLite reads that order off the probes): a whole view sorts them so.
     let sql = format!(
         "SELECT {RECORD_COLUMNS} FROM {} WHERE t.text IS NOT NULL AND {} {NEWEST_FIRST}",
         visible("archival"),

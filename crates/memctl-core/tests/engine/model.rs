@@ -13,11 +13,12 @@
 //! model predicts which operations fail and with which `ErrorKind`.
 //!
 //! This is also the equivalence check of the view's derived implementations (see the engine's
-//! view module): the constant-time event count (`pressure`) must equal the model view's events
-//! after every operation, and at the end of each sequence archival search runs on every branch
-//! through FTS5 (its visibility callback) and through the keyword fallback (`search.fts = "off"`,
-//! a second handle on the same file): both must return exactly the model's visible records that
-//! match a query word, in the same order with the same scores. The databases are files on disk,
+//! view module): the constant-time event count (`pressure`) must equal the model view's events,
+//! and `pressure`'s count and characters of the archival records (measured without building
+//! them) the model view's, after every operation; at the end of each sequence archival search
+//! runs on every branch through FTS5 (its visibility callback) and through the keyword fallback
+//! (`search.fts = "off"`, a second handle on the same file): both must return exactly the
+//! model's visible records that match a query word, in the same order with the same scores. The databases are files on disk,
 //! as in production.
 
 use crate::pg_cluster::Cluster;
