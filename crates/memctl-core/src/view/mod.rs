@@ -1089,7 +1089,7 @@ pub(crate) fn archival(
 ) -> Result<Vec<Record>> {
     let tags = tags_filter(tags)?;
     // A window stops at its first `limit` current versions, checked one probe each; a read of
-    // every record drops the superseded versions after one pass over the view's updates.
+    // every record knows the superseded versions first, from one pass over the view's updates.
     let Some(limit) = limit else {
         let mut shared = Shared::default();
         let mut records = every_current_version(store, path, tags.as_deref(), building_records(&mut shared))?;

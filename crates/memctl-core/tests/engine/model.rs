@@ -18,8 +18,8 @@
 //! them) the model view's, after every operation; at the end of each sequence archival search
 //! runs on every branch through FTS5 (its visibility callback) and through the keyword fallback
 //! (`search.fts = "off"`, a second handle on the same file): both must return exactly the
-//! model's visible records that match a query word, in the same order with the same scores. The databases are files on disk,
-//! as in production.
+//! model's visible records that match a query word, in the same order with the same scores. The
+//! databases are files on disk, as in production.
 
 use crate::pg_cluster::Cluster;
 use memctl_core::{
