@@ -132,9 +132,14 @@ impl BranchPath {
         serde_json::json!(pairs).to_string()
     }
 
-    /// The id of a branch on this path, by bid, shared with the path.
+    /// The id of a branch on this path, by bid, shared with the path; "?" off the path.
     pub(crate) fn id_of(&self, bid: i64) -> Arc<str> {
-        self.positions.get(&bid).map_or_else(|| "?".into(), |&i| Arc::clone(&self.branches[i].id))
+        self.id_on_path(bid).map_or_else(|| "?".into(), Arc::clone)
+    }
+
+    /// The id of a branch on this path, by bid, borrowed from the path.
+    pub(crate) fn id_on_path(&self, bid: i64) -> Option<&Arc<str>> {
+        self.positions.get(&bid).map(|&i| &self.branches[i].id)
     }
 }
 

@@ -65,7 +65,7 @@ use shared::Shared;
 
 use crate::db::{named, params, Backend, Params, Row};
 use crate::error::{Error, Result};
-use crate::query::{Match, Query, TermCounter, TermCounts};
+use crate::query::{Match, Query};
 use crate::rows::{Branch, BranchPath, CoreEntry, Event, Record, Summary};
 use crate::schema::{event_rid, STEP_EVENT};
 use crate::store::Store;
@@ -393,9 +393,9 @@ fn newest_first(mut events: Vec<Event>) -> Vec<Event> {
 }
 
 /// What a read of every visible row of a layer does with each ([`every_event`],
-/// [`every_current_version`]): given the row, the column the layer's columns start at (an
-/// event's [`event_fields`]; a version's [`RECORD_COLUMNS`], at 0), its seq and its writer's
-/// id, it maps the row to what the read returns, or leaves it out (None).
+/// [`every_current_version`]): given the row, the column the layer's own columns start at (an
+/// event's [`event_fields`]; a version's after its seq and branch, see [`Versions`]), its seq
+/// and its writer's id, it maps the row to what the read returns, or leaves it out (None).
 trait RowMapper<T>: FnMut(&Row<'_>, usize, i64, &Arc<str>) -> Result<Option<T>> {}
 
 impl<T, F: FnMut(&Row<'_>, usize, i64, &Arc<str>) -> Result<Option<T>>> RowMapper<T> for F {}
@@ -418,7 +418,7 @@ fn every_event<T>(store: &Store, path: &BranchPath, mut map: impl RowMapper<T>) 
             // The path is no longer than a window's ([`windowed`]): one read takes every branch.
             path::load(store, path)?;
             let sql = newest_events();
-            return mapped_events(store, path, &sql, params![0i64, count as i64], &mut map);
+            return mapped_rows(store, path, &sql, params![0i64, count as i64], &mut map);
         }
     }
     if scans(store, path)? {
@@ -465,7 +465,7 @@ fn events_past_rid<T>(
         events_past("?1"),
         not_excluded_by_set()
     );
-    mapped_events(store, path, &sql, params![rid], map)
+    mapped_rows(store, path, &sql, params![rid], map)
 }
 
 /// Whether a read of every visible row of a layer first tries one scan of the whole table
@@ -704,11 +704,12 @@ const EVENT_COLUMNS: &str = concat!("t.seq, t.branch, ", event_fields!());
 
 /// The events of the rows of `sql`, read with [`EVENT_COLUMNS`].
 fn events_of(store: &Store, path: &BranchPath, sql: &str, params: Params<'_>) -> Result<Vec<Event>> {
-    mapped_events(store, path, sql, params, &mut building(&mut Shared::default()))
+    mapped_rows(store, path, sql, params, &mut building(&mut Shared::default()))
 }
 
-/// The events of the rows of `sql`, read with [`EVENT_COLUMNS`], as `map` maps them.
-fn mapped_events<T>(
+/// The rows of `sql` as `map` maps them, each read with its seq and branch first, then the
+/// layer's own columns ([`EVENT_COLUMNS`], a version's [`Versions::columns`]).
+fn mapped_rows<T>(
     store: &Store,
     path: &BranchPath,
     sql: &str,
@@ -717,7 +718,17 @@ fn mapped_events<T>(
 ) -> Result<Vec<T>> {
     let mut kept = Vec::new();
     store.conn.each(sql, params, |row| {
-        kept.extend(map(row, 2, row.get(0)?, &path.id_of(row.get(1)?))?);
+        let (seq, bid) = (row.get(0)?, row.get(1)?);
+        // Borrowed from the path, but for a writer beyond a path stopped at an anchor.
+        let beyond;
+        let writer = match path.id_on_path(bid) {
+            Some(id) => id,
+            None => {
+                beyond = path.id_of(bid);
+                &beyond
+            }
+        };
+        kept.extend(map(row, 2, seq, writer)?);
         Ok(ControlFlow::Continue(()))
     })?;
     Ok(kept)
@@ -1055,26 +1066,23 @@ fn rows_along_by_probes<T>(
     store.conn.query(&sql, params, |r| Ok((r.get::<usize>(0)?, row(r)?)))
 }
 
-const RECORD_COLUMNS: &str = "t.record_id, t.branch, t.text, t.tags, t.created_at, t.seq";
+/// A version's seq and branch, then the record's own columns.
+const RECORD_COLUMNS: &str = "t.seq, t.branch, t.record_id, t.text, t.tags, t.created_at";
 
 /// The records of the rows of `sql`, read with [`RECORD_COLUMNS`].
 fn records_of(store: &Store, path: &BranchPath, sql: &str, params: Params<'_>) -> Result<Vec<Record>> {
-    let mut shared = Shared::default();
-    store.conn.query(sql, params, |row| record_from_row(path, row, &mut shared))
+    mapped_rows(store, path, sql, params, &mut building_records(&mut Shared::default()))
 }
 
-fn record_from_row(path: &BranchPath, row: &Row<'_>, shared: &mut Shared) -> Result<Record> {
-    record_of(row, row.get(5)?, path.id_of(row.get(1)?), shared)
-}
-
-/// The record of a row read with [`RECORD_COLUMNS`], with its seq and its writer's id.
-fn record_of(row: &Row<'_>, seq: i64, branch: Arc<str>, shared: &mut Shared) -> Result<Record> {
+/// The record of a row whose own columns ([`RECORD_COLUMNS`]) start at `first`, with its seq
+/// and its writer's id.
+fn record_of(row: &Row<'_>, first: usize, seq: i64, branch: Arc<str>, shared: &mut Shared) -> Result<Record> {
     Ok(Record {
-        id: row.get(0)?,
+        id: row.get(first)?,
         branch,
-        text: row.get(2)?,
-        tags: shared.tags(row.value(3)?)?,
-        ts: row.get(4)?,
+        text: row.get(first + 1)?,
+        tags: shared.tags(row.value(first + 2)?)?,
+        ts: row.get(first + 3)?,
         seq,
         score: None,
     })
@@ -1091,8 +1099,8 @@ pub(crate) fn archival(
     // A window stops at its first `limit` current versions, checked one probe each; a read of
     // every record knows the superseded versions first, from one pass over the view's updates.
     let Some(limit) = limit else {
-        let mut shared = Shared::default();
-        let mut records = every_current_version(store, path, tags.as_deref(), building_records(&mut shared))?;
+        let (versions, mut shared) = (Versions::records(tags.as_deref()), Shared::default());
+        let mut records = every_current_version(store, path, &versions, building_records(&mut shared))?;
         records.sort_unstable_by_key(|r| Reverse(r.seq));
         return Ok(records);
     };
@@ -1110,17 +1118,46 @@ pub(crate) fn archival(
     })
 }
 
-/// The view's current versions (not deletes) carrying all tags of `tags` (see [`has_tags`]),
-/// as `map` maps them, in no set order, read in one snapshot: the superseded versions are
-/// known first, so that `map` sees only current ones. Every version of the view is read: by
-/// one scan of the table where the path holds most branches ([`scans`]), else (or if the scan
-/// gave up) by one range probe per path branch. A version the scan mapped before it gave up is
-/// mapped again by the probes (the first mapping is dropped): `map` must not count what it is
-/// handed.
+/// What a read of every current version reads ([`every_current_version`]): `columns` of each
+/// version, its seq and branch first and the reader's own after them ([`RECORD_COLUMNS`] for
+/// records; a reader that builds none reads only what it looks at), of the versions carrying
+/// every tag of `tags` (a JSON array, see [`has_tags`]; None: any) and, for the keyword search
+/// on PostgreSQL, of those its `words` index matches with `words` (a tsquery).
+struct Versions<'a> {
+    columns: &'static str,
+    tags: Option<&'a str>,
+    words: Option<String>,
+}
+
+impl<'a> Versions<'a> {
+    /// The records carrying every tag of `tags`.
+    fn records(tags: Option<&'a str>) -> Versions<'a> {
+        Versions { columns: RECORD_COLUMNS, tags, words: None }
+    }
+
+    /// The condition on version `t`, with its parameters: `?1` the tags, `?2` the words.
+    fn filter(&self, backend: Backend) -> (String, Params<'_>) {
+        let filter = format!("t.text IS NOT NULL AND {}", has_tags(backend, self.tags));
+        match &self.words {
+            Some(words) => (
+                filter + " AND t.words @@ CAST(CAST(?2 AS TEXT) AS tsquery)",
+                params![self.tags, words.as_str()],
+            ),
+            None => (filter, params![self.tags]),
+        }
+    }
+}
+
+/// The view's current versions (not deletes) that `versions` takes, as `map` maps them, in no
+/// set order, read in one snapshot: the superseded versions are known first, so that `map`
+/// sees only current ones. Every version of the view is read: by one scan of the table where
+/// the path holds most branches ([`scans`]), else (or if the scan gave up) by one range probe
+/// per path branch. A version the scan mapped before it gave up is mapped again by the probes
+/// (the first mapping is dropped): `map` must not count what it is handed.
 fn every_current_version<T>(
     store: &Store,
     path: &BranchPath,
-    tags: Option<&str>,
+    versions: &Versions<'_>,
     mut map: impl RowMapper<T>,
 ) -> Result<Vec<T>> {
     store.read(|| {
@@ -1131,41 +1168,40 @@ fn every_current_version<T>(
         };
         // `scanned_or_probed` spelled out: `current` cannot be borrowed by both its closures.
         if scans(store, path)? {
-            if let Some(versions) = versions_by_scan(store, path, tags, &mut current)? {
-                return Ok(versions);
+            if let Some(mapped) = versions_by_scan(store, path, versions, &mut current)? {
+                return Ok(mapped);
             }
         }
-        versions_by_probes(store, path, tags, &mut current)
+        versions_by_probes(store, path, versions, &mut current)
     })
 }
 
-/// The [`RowMapper`] that builds every version's record (its columns start at 0).
+/// The [`RowMapper`] that builds every version's record.
 fn building_records(shared: &mut Shared) -> impl RowMapper<Record> + '_ {
-    |row, _, seq, branch| record_of(row, seq, Arc::clone(branch), shared).map(Some)
+    |row, first, seq, branch| record_of(row, first, seq, Arc::clone(branch), shared).map(Some)
 }
 
 /// The characters of the text of each of the view's current versions (what `pressure`
 /// measures), counted in the stored text without building records.
 pub(crate) fn current_text_chars(store: &Store, path: &BranchPath) -> Result<Vec<usize>> {
-    every_current_version(store, path, None, |row: &Row<'_>, _, _, _: &Arc<str>| {
-        Ok(Some(row.value(2)?.as_str()?.chars().count()))
+    let texts = Versions { columns: "t.seq, t.branch, t.text", tags: None, words: None };
+    every_current_version(store, path, &texts, |row: &Row<'_>, first, _, _: &Arc<str>| {
+        Ok(Some(row.value(first)?.as_str()?.chars().count()))
     })
 }
 
-/// The visible versions (not deletes) carrying `tags`, as `map` maps them, from one scan of
-/// the table ([`scanned`]); None if it gave up.
+/// The visible versions (current or not) that `versions` takes, as `map` maps them, from one
+/// scan of the table ([`scanned`]); None if it gave up.
 fn versions_by_scan<T>(
     store: &Store,
     path: &BranchPath,
-    tags: Option<&str>,
+    versions: &Versions<'_>,
     map: &mut impl RowMapper<T>,
 ) -> Result<Option<Vec<T>>> {
-    let sql = format!(
-        "SELECT {RECORD_COLUMNS} FROM archival t WHERE t.text IS NOT NULL AND {}",
-        has_tags(store.backend(), tags)
-    );
-    Ok(scanned(store, path, &sql, params![tags], Place::Columns(5, 1), |row, held| {
-        map(row, 0, held.seq, held.branch)
+    let (filter, params) = versions.filter(store.backend());
+    let sql = format!("SELECT {} FROM archival t WHERE {filter}", versions.columns);
+    Ok(scanned(store, path, &sql, params, Place::Columns(0, 1), |row, held| {
+        map(row, 2, held.seq, held.branch)
     })?
     .whole())
 }
@@ -1174,117 +1210,47 @@ fn versions_by_scan<T>(
 fn versions_by_probes<T>(
     store: &Store,
     path: &BranchPath,
-    tags: Option<&str>,
+    versions: &Versions<'_>,
     map: &mut impl RowMapper<T>,
 ) -> Result<Vec<T>> {
     path::load(store, path)?;
+    let (filter, params) = versions.filter(store.backend());
     // Newest first (SQLite reads that order off the probes): a whole view sorts them so.
-    let sql = format!(
-        "SELECT {RECORD_COLUMNS} FROM {} WHERE t.text IS NOT NULL AND {} {NEWEST_FIRST}",
-        visible("archival"),
-        has_tags(store.backend(), tags)
-    );
-    let mut versions = Vec::new();
-    store.conn.each(&sql, params![tags], |row| {
-        versions.extend(map(row, 0, row.get(5)?, &path.id_of(row.get(1)?))?);
-        Ok(ControlFlow::Continue(()))
-    })?;
-    Ok(versions)
+    let sql =
+        format!("SELECT {} FROM {} WHERE {filter} {NEWEST_FIRST}", versions.columns, visible("archival"));
+    mapped_rows(store, path, &sql, params, map)
 }
 
 /// The keyword search (`search.fts = "off"`, and PostgreSQL): the view's current versions that
 /// carry all `tags` and hold a word of `query`, counted from their stored text and tags (the
-/// columns FTS5 indexes) as they are read, without building records, in one snapshot. On
-/// PostgreSQL the `words` index narrows the versions read to those holding a query word (and
-/// those whose words it cannot hold); elsewhere every version of the view is read: by one scan
-/// of the table where the view likely holds most of it ([`scans`]), else by one range probe per
-/// path branch.
+/// columns FTS5 indexes) as they are read, without building records, in one snapshot
+/// ([`every_current_version`]). On PostgreSQL the `words` index narrows the versions read to
+/// those holding a query word (and those whose words it cannot hold).
 pub(crate) fn archival_keyword_matches(
     store: &Store,
     path: &BranchPath,
     query: &Query,
     tags: &[String],
 ) -> Result<Vec<Match>> {
-    store.read(|| {
-        let counted = scanned_or_probed(
-            store,
-            path,
-            || counted_by_scan(store, path, query, tags),
-            || counted_by_probes(store, path, query, tags),
-        )?;
-        let superseded = superseded_versions(store, path)?;
-        Ok(counted
-            .into_iter()
-            .filter(|(seq, _)| !superseded.is_superseded(*seq))
-            .map(|(seq, counts)| Match { seq, counts })
-            .collect())
-    })
-}
-
-/// The keyword search's statement over `from` (the whole table, or the view's probes), reading
-/// each version's seq, branch, text, tags and length, with its parameters.
-fn keyword_statement(
-    store: &Store,
-    path: &BranchPath,
-    query: &Query,
-    tags: &[String],
-    from: &str,
-) -> Result<(String, Params<'static>)> {
     let tags = tags_filter(tags)?;
-    let mut filter = has_tags(store.backend(), tags.as_deref());
-    let params = if store.uses_word_index() {
-        filter += " AND t.words @@ CAST(CAST(?2 AS TEXT) AS tsquery)";
-        let bids: Vec<i64> = path.branches().iter().map(|b| b.bid).collect();
-        params![tags, query.tsquery(&bids)]
-    } else {
-        params![tags]
-    };
-    let sql = format!(
-        "SELECT t.seq, t.branch, t.text, t.tags, t.tokens FROM {from} WHERE t.text IS NOT NULL AND {filter}"
-    );
-    Ok((sql, params))
+    let bids: Vec<i64> = path.branches().iter().map(|b| b.bid).collect();
+    let words = store.uses_word_index().then(|| query.tsquery(&bids));
+    let versions = Versions { columns: KEYWORD_COLUMNS, tags: tags.as_deref(), words };
+    every_current_version(store, path, &versions, counting_versions(query))
 }
 
-/// The counts of a version [`keyword_statement`] read, if it holds a query word.
-fn counted(counter: &mut TermCounter<'_>, row: &Row<'_>) -> Result<Option<TermCounts>> {
-    let haystacks = [row.text_bytes(2)?, row.text_bytes(3)?];
-    counter.matches_of(&haystacks, || row.get(4))
-}
+/// What the keyword search reads of a version: its text and tags (the columns FTS5 indexes),
+/// and its length in words (what bm25 normalises by).
+const KEYWORD_COLUMNS: &str = "t.seq, t.branch, t.text, t.tags, t.tokens";
 
-/// The view's versions (current or not) that carry all `tags` and hold a query word, with their
-/// counts, from one scan of the table ([`scanned`]); None if it gave up.
-fn counted_by_scan(
-    store: &Store,
-    path: &BranchPath,
-    query: &Query,
-    tags: &[String],
-) -> Result<Option<Vec<(i64, TermCounts)>>> {
-    let (sql, params) = keyword_statement(store, path, query, tags, "archival t")?;
+/// The [`RowMapper`] of the keyword search (versions read with [`KEYWORD_COLUMNS`]): those that
+/// hold a query word, with their counts.
+fn counting_versions(query: &Query) -> impl RowMapper<Match> + '_ {
     let mut counter = query.term_counter();
-    Ok(scanned(store, path, &sql, params, Place::Columns(0, 1), |row, held| {
-        Ok(counted(&mut counter, row)?.map(|counts| (held.seq, counts)))
-    })?
-    .whole())
-}
-
-/// [`counted_by_scan`] by one range probe per path branch.
-fn counted_by_probes(
-    store: &Store,
-    path: &BranchPath,
-    query: &Query,
-    tags: &[String],
-) -> Result<Vec<(i64, TermCounts)>> {
-    path::load(store, path)?;
-    let (sql, params) = keyword_statement(store, path, query, tags, &visible("archival"))?;
-    let mut counter = query.term_counter();
-    let mut matches = Vec::new();
-    store.conn.each(&sql, params, |row| {
-        if let Some(counts) = counted(&mut counter, row)? {
-            matches.push((row.get(0)?, counts));
-        }
-        Ok(ControlFlow::Continue(()))
-    })?;
-    Ok(matches)
+    move |row: &Row<'_>, first, seq, _: &Arc<str>| {
+        let haystacks = [row.text_bytes(first)?, row.text_bytes(first + 1)?];
+        Ok(counter.matches_of(&haystacks, || row.get(first + 2))?.map(|counts| Match { seq, counts }))
+    }
 }
 
 /// The visible version of one record, or None if it is not in the view (or deleted there).
@@ -1297,8 +1263,8 @@ pub(crate) fn archival_record(store: &Store, path: &BranchPath, id: i64) -> Resu
         visible_through("p", "t")
     );
     // The newest visible version is a tombstone when its text is NULL: deleted in this view.
-    let newest = store.conn.query_opt(&sql, [id], |row| match row.get::<Option<String>>(2)? {
-        Some(_) => Ok(Some(record_from_row(path, row, &mut Shared::default())?)),
+    let newest = store.conn.query_opt(&sql, [id], |row| match row.get::<Option<String>>(3)? {
+        Some(_) => Ok(Some(record_of(row, 2, row.get(0)?, path.id_of(row.get(1)?), &mut Shared::default())?)),
         None => Ok(None),
     })?;
     Ok(newest.flatten())
@@ -1423,6 +1389,7 @@ pub(crate) fn archival_versions(store: &Store, path: &BranchPath, seqs: &[i64]) 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::query::TermCounts;
     use crate::rows::STEP_KIND;
     use proptest::prelude::*;
 
@@ -1442,7 +1409,8 @@ mod tests {
     /// it gave up.
     fn versions_by_scan_built(s: &Store, path: &BranchPath) -> Result<Option<Vec<Record>>> {
         let mut shared = Shared::default();
-        let versions = versions_by_scan(s, path, None, &mut building_records(&mut shared))?;
+        let versions =
+            versions_by_scan(s, path, &Versions::records(None), &mut building_records(&mut shared))?;
         Ok(versions.map(|mut records| {
             records.sort_unstable_by_key(|r| Reverse(r.seq));
             records
@@ -1451,7 +1419,12 @@ mod tests {
 
     /// The visible versions (current or not), newest first, by one range probe per path branch.
     fn versions_by_probes_built(s: &Store, path: &BranchPath) -> Result<Vec<Record>> {
-        let mut records = versions_by_probes(s, path, None, &mut building_records(&mut Shared::default()))?;
+        let mut records = versions_by_probes(
+            s,
+            path,
+            &Versions::records(None),
+            &mut building_records(&mut Shared::default()),
+        )?;
         records.sort_unstable_by_key(|r| Reverse(r.seq));
         Ok(records)
     }
@@ -1868,14 +1841,19 @@ mod tests {
                 }
                 // Texts "row 1" to "row 7" hold a query word, the others none.
                 let query = Query::parse("1 2 3 4 5 6 7");
-                for tags in [vec![], vec!["t0".to_string()]] {
-                    let scanned = counted_by_scan(&s, &path, &query, &tags).unwrap();
+                for tags in [None, Some(r#"["t0"]"#)] {
+                    let versions = Versions { columns: KEYWORD_COLUMNS, tags, words: None };
+                    let counted = |matches: Vec<Match>| {
+                        let mut pairs: Vec<(i64, TermCounts)> =
+                            matches.into_iter().map(|m| (m.seq, m.counts)).collect();
+                        pairs.sort_unstable_by_key(|&(seq, _)| seq);
+                        pairs
+                    };
+                    let scanned = versions_by_scan(&s, &path, &versions, &mut counting_versions(&query)).unwrap();
                     prop_assert!(!leaf || scanned.is_some(), "the chain's leaf");
-                    if let Some(mut scanned) = scanned {
-                        let mut probed = counted_by_probes(&s, &path, &query, &tags).unwrap();
-                        scanned.sort_by_key(|(seq, _)| *seq);
-                        probed.sort_by_key(|(seq, _)| *seq);
-                        prop_assert_eq!(scanned, probed);
+                    if let Some(scanned) = scanned {
+                        let probed = versions_by_probes(&s, &path, &versions, &mut counting_versions(&query));
+                        prop_assert_eq!(counted(scanned), counted(probed.unwrap()));
                     }
                 }
             }
