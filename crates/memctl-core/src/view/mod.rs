@@ -63,7 +63,7 @@ pub(crate) use path::{collected_name, meeting, shared_until};
 
 use shared::Shared;
 
-use crate::db::{named, params, Backend, Params, Row};
+use crate::db::{named, params, Backend, Params, Row, ValueRef};
 use crate::error::{Error, Result};
 use crate::query::{Match, Query};
 use crate::rows::{Branch, BranchPath, CoreEntry, Event, Record, Summary};
@@ -708,7 +708,7 @@ fn events_of(store: &Store, path: &BranchPath, sql: &str, params: Params<'_>) ->
 }
 
 /// The rows of `sql` as `map` maps them, each read with its seq and branch first, then the
-/// layer's own columns ([`EVENT_COLUMNS`], a version's [`Versions::columns`]).
+/// layer's own columns ([`EVENT_COLUMNS`], [`RECORD_COLUMNS`], a version's [`Versions`]).
 fn mapped_rows<T>(
     store: &Store,
     path: &BranchPath,
@@ -719,7 +719,7 @@ fn mapped_rows<T>(
     let mut kept = Vec::new();
     store.conn.each(sql, params, |row| {
         let (seq, bid) = (row.get(0)?, row.get(1)?);
-        // Borrowed from the path, but for a writer beyond a path stopped at an anchor.
+        // Borrowed from the path; a writer off it is "?", as `id_of` gives.
         let beyond;
         let writer = match path.id_on_path(bid) {
             Some(id) => id,
@@ -1066,16 +1066,23 @@ fn rows_along_by_probes<T>(
     store.conn.query(&sql, params, |r| Ok((r.get::<usize>(0)?, row(r)?)))
 }
 
+/// A record's own columns, as [`record_of`] reads them.
+macro_rules! record_fields {
+    () => {
+        "t.record_id, t.text, t.tags, t.created_at"
+    };
+}
+
 /// A version's seq and branch, then the record's own columns.
-const RECORD_COLUMNS: &str = "t.seq, t.branch, t.record_id, t.text, t.tags, t.created_at";
+const RECORD_COLUMNS: &str = concat!("t.seq, t.branch, ", record_fields!());
 
 /// The records of the rows of `sql`, read with [`RECORD_COLUMNS`].
 fn records_of(store: &Store, path: &BranchPath, sql: &str, params: Params<'_>) -> Result<Vec<Record>> {
     mapped_rows(store, path, sql, params, &mut building_records(&mut Shared::default()))
 }
 
-/// The record of a row whose own columns ([`RECORD_COLUMNS`]) start at `first`, with its seq
-/// and its writer's id.
+/// The record of a row whose own columns ([`record_fields`]) start at `first`, with its seq and
+/// its writer's id.
 fn record_of(row: &Row<'_>, first: usize, seq: i64, branch: Arc<str>, shared: &mut Shared) -> Result<Record> {
     Ok(Record {
         id: row.get(first)?,
@@ -1118,13 +1125,13 @@ pub(crate) fn archival(
     })
 }
 
-/// What a read of every current version reads ([`every_current_version`]): `columns` of each
-/// version, its seq and branch first and the reader's own after them ([`RECORD_COLUMNS`] for
-/// records; a reader that builds none reads only what it looks at), of the versions carrying
-/// every tag of `tags` (a JSON array, see [`has_tags`]; None: any) and, for the keyword search
-/// on PostgreSQL, of those its `words` index matches with `words` (a tsquery).
+/// What a read of every current version reads ([`every_current_version`]): each version's seq
+/// and branch, then the reader's own `fields` ([`record_fields`] for records; a reader that
+/// builds none reads only what it looks at), of the versions carrying every tag of `tags` (a
+/// JSON array, see [`has_tags`]; None: any) and, for the keyword search on PostgreSQL, of those
+/// its `words` index matches with `words` (a tsquery).
 struct Versions<'a> {
-    columns: &'static str,
+    fields: &'static str,
     tags: Option<&'a str>,
     words: Option<String>,
 }
@@ -1132,10 +1139,17 @@ struct Versions<'a> {
 impl<'a> Versions<'a> {
     /// The records carrying every tag of `tags`.
     fn records(tags: Option<&'a str>) -> Versions<'a> {
-        Versions { columns: RECORD_COLUMNS, tags, words: None }
+        Versions { fields: record_fields!(), tags, words: None }
     }
 
-    /// The condition on version `t`, with its parameters: `?1` the tags, `?2` the words.
+    /// The statement reading these versions from `from` (the table, or the path's probes), with
+    /// its parameters: `?1` the tags, `?2` the words.
+    fn statement(&self, backend: Backend, from: &str) -> (String, Params<'_>) {
+        let (filter, params) = self.filter(backend);
+        (format!("SELECT t.seq, t.branch, {} FROM {from} WHERE {filter}", self.fields), params)
+    }
+
+    /// The condition on version `t`, with its parameters.
     fn filter(&self, backend: Backend) -> (String, Params<'_>) {
         let filter = format!("t.text IS NOT NULL AND {}", has_tags(backend, self.tags));
         match &self.words {
@@ -1153,7 +1167,7 @@ impl<'a> Versions<'a> {
 /// sees only current ones. Every version of the view is read: by one scan of the table where
 /// the path holds most branches ([`scans`]), else (or if the scan gave up) by one range probe
 /// per path branch. A version the scan mapped before it gave up is mapped again by the probes
-/// (the first mapping is dropped): `map` must not count what it is handed.
+/// (the first mapping is dropped): `map` must keep no state across rows, such as a total.
 fn every_current_version<T>(
     store: &Store,
     path: &BranchPath,
@@ -1184,7 +1198,7 @@ fn building_records(shared: &mut Shared) -> impl RowMapper<Record> + '_ {
 /// The characters of the text of each of the view's current versions (what `pressure`
 /// measures), counted in the stored text without building records.
 pub(crate) fn current_text_chars(store: &Store, path: &BranchPath) -> Result<Vec<usize>> {
-    let texts = Versions { columns: "t.seq, t.branch, t.text", tags: None, words: None };
+    let texts = Versions { fields: "t.text", tags: None, words: None };
     every_current_version(store, path, &texts, |row: &Row<'_>, first, _, _: &Arc<str>| {
         Ok(Some(row.value(first)?.as_str()?.chars().count()))
     })
@@ -1198,8 +1212,7 @@ fn versions_by_scan<T>(
     versions: &Versions<'_>,
     map: &mut impl RowMapper<T>,
 ) -> Result<Option<Vec<T>>> {
-    let (filter, params) = versions.filter(store.backend());
-    let sql = format!("SELECT {} FROM archival t WHERE {filter}", versions.columns);
+    let (sql, params) = versions.statement(store.backend(), "archival t");
     Ok(scanned(store, path, &sql, params, Place::Columns(0, 1), |row, held| {
         map(row, 2, held.seq, held.branch)
     })?
@@ -1214,10 +1227,7 @@ fn versions_by_probes<T>(
     map: &mut impl RowMapper<T>,
 ) -> Result<Vec<T>> {
     path::load(store, path)?;
-    let (filter, params) = versions.filter(store.backend());
-    // Newest first (SQLite reads that order off the probes): a whole view sorts them so.
-    let sql =
-        format!("SELECT {} FROM {} WHERE {filter} {NEWEST_FIRST}", versions.columns, visible("archival"));
+    let (sql, params) = versions.statement(store.backend(), &visible("archival"));
     mapped_rows(store, path, &sql, params, map)
 }
 
@@ -1233,17 +1243,19 @@ pub(crate) fn archival_keyword_matches(
     tags: &[String],
 ) -> Result<Vec<Match>> {
     let tags = tags_filter(tags)?;
-    let bids: Vec<i64> = path.branches().iter().map(|b| b.bid).collect();
-    let words = store.uses_word_index().then(|| query.tsquery(&bids));
-    let versions = Versions { columns: KEYWORD_COLUMNS, tags: tags.as_deref(), words };
+    let words = store.uses_word_index().then(|| {
+        let bids: Vec<i64> = path.branches().iter().map(|b| b.bid).collect();
+        query.tsquery(&bids)
+    });
+    let versions = Versions { fields: KEYWORD_FIELDS, tags: tags.as_deref(), words };
     every_current_version(store, path, &versions, counting_versions(query))
 }
 
 /// What the keyword search reads of a version: its text and tags (the columns FTS5 indexes),
 /// and its length in words (what bm25 normalises by).
-const KEYWORD_COLUMNS: &str = "t.seq, t.branch, t.text, t.tags, t.tokens";
+const KEYWORD_FIELDS: &str = "t.text, t.tags, t.tokens";
 
-/// The [`RowMapper`] of the keyword search (versions read with [`KEYWORD_COLUMNS`]): those that
+/// The [`RowMapper`] of the keyword search (versions read with [`KEYWORD_FIELDS`]): those that
 /// hold a query word, with their counts.
 fn counting_versions(query: &Query) -> impl RowMapper<Match> + '_ {
     let mut counter = query.term_counter();
@@ -1263,11 +1275,16 @@ pub(crate) fn archival_record(store: &Store, path: &BranchPath, id: i64) -> Resu
         visible_through("p", "t")
     );
     // The newest visible version is a tombstone when its text is NULL: deleted in this view.
-    let newest = store.conn.query_opt(&sql, [id], |row| match row.get::<Option<String>>(3)? {
-        Some(_) => Ok(Some(record_of(row, 2, row.get(0)?, path.id_of(row.get(1)?), &mut Shared::default())?)),
-        None => Ok(None),
-    })?;
-    Ok(newest.flatten())
+    let mut shared = Shared::default();
+    let mut building = building_records(&mut shared);
+    let mut newest =
+        mapped_rows(store, path, &sql, params![id], &mut |row: &Row<'_>, first, seq, branch: &Arc<str>| {
+            match row.value(first + 1)? {
+                ValueRef::Null => Ok(None),
+                _ => building(row, first, seq, branch),
+            }
+        })?;
+    Ok(newest.pop())
 }
 
 /// The visible versions of those of records `ids` the view holds, newest version first.
@@ -1482,8 +1499,9 @@ mod tests {
     }
 
     /// Pressure's measure of the current versions' texts, taken without building records, is
-    /// that of the records read: by a scan (a chain) and by probes (among many siblings), with
-    /// an update, a delete and text that is not ASCII.
+    /// that of the records read, and the keyword search counts current versions only: by a scan
+    /// (a chain) and by probes (among many siblings), with an update, a delete and text that is
+    /// not ASCII.
     #[test]
     fn current_texts_are_measured_as_built() {
         let s = Store::scratch();
@@ -1492,7 +1510,7 @@ mod tests {
         let updated = s.archival_add("root", "naïve plan", &[]).unwrap().id;
         let deleted = s.archival_add("root", "gone", &[]).unwrap().id;
         s.fork("root", Some("leaf")).unwrap();
-        s.archival_update("leaf", updated, Some("été — résumé"), None).unwrap();
+        let update = s.archival_update("leaf", updated, Some("été — résumé"), None).unwrap().seq;
         s.archival_delete("leaf", deleted).unwrap();
         s.archival_add("leaf", "plain", &[]).unwrap();
         let measured = || {
@@ -1503,6 +1521,11 @@ mod tests {
             let mut built: Vec<usize> = records.iter().map(|r| r.text.chars().count()).collect();
             built.sort_unstable();
             assert_eq!(chars, built);
+            // "plan" is only in the version the update superseded, "gone" only in a deleted one.
+            let query = Query::parse("plan été gone");
+            let found: Vec<i64> =
+                archival_keyword_matches(&s, &path, &query, &[]).unwrap().iter().map(|m| m.seq).collect();
+            assert_eq!(found, [update]);
             (chars, scans(&s, &path).unwrap())
         };
         assert_eq!(measured(), (vec![5, 10, 12], true));
@@ -1531,6 +1554,13 @@ mod tests {
         assert_eq!(every_event_by_scan(&s, &leaf).unwrap().map(|e| e.len()), Some(2));
         assert_eq!(versions_by_scan_built(&s, &leaf).unwrap().map(|r| r.len()), Some(2));
         let before = s.view("leaf").unwrap();
+        let query = Query::parse("root's leaf's busy");
+        let found = |s: &Store| {
+            let matches = archival_keyword_matches(s, &leaf, &query, &[]).unwrap();
+            matches.into_iter().map(|m| (m.seq, m.counts)).collect::<HashMap<_, _>>()
+        };
+        let found_before = found(&s);
+        assert_eq!(found_before.len(), 2);
         for i in 0..5 {
             write("busy", &format!("busy {i}"));
         }
@@ -1542,6 +1572,7 @@ mod tests {
         assert_eq!(every_event_by_scan(&s, &leaf).unwrap(), Some(every_event_by_probes(&s, &leaf).unwrap()));
         assert!(versions_by_scan_built(&s, &leaf).unwrap().is_none());
         assert_eq!(s.view("leaf").unwrap(), before, "the probes read the same view");
+        assert_eq!(found(&s), found_before, "the keyword search's probes count the same");
     }
 
     /// An events scan that gives up on a sibling's rows, past a path branch's own and before
@@ -1842,7 +1873,7 @@ mod tests {
                 // Texts "row 1" to "row 7" hold a query word, the others none.
                 let query = Query::parse("1 2 3 4 5 6 7");
                 for tags in [None, Some(r#"["t0"]"#)] {
-                    let versions = Versions { columns: KEYWORD_COLUMNS, tags, words: None };
+                    let versions = Versions { fields: KEYWORD_FIELDS, tags, words: None };
                     let counted = |matches: Vec<Match>| {
                         let mut pairs: Vec<(i64, TermCounts)> =
                             matches.into_iter().map(|m| (m.seq, m.counts)).collect();
