@@ -421,12 +421,13 @@ fn every_event<T>(store: &Store, path: &BranchPath, mut map: impl RowMapper<T>) 
             return mapped_rows(store, path, &sql, params![0i64, count as i64], &mut map);
         }
     }
-    if scans(store, path)? {
-        if let Some(events) = store.read(|| events_by_scans(store, path, &mut map))? {
-            return Ok(events);
-        }
-    }
-    events_past_rid(store, path, -1, &mut map)
+    scanned_or_probed(
+        store,
+        path,
+        &mut map,
+        |map| store.read(|| events_by_scans(store, path, map)),
+        |map| events_past_rid(store, path, -1, map),
+    )
 }
 
 /// The most events a read of all of a short path's events takes as a window of that many
@@ -476,19 +477,21 @@ fn scans(store: &Store, path: &BranchPath) -> Result<bool> {
 }
 
 /// What `scan` read, where the path holds most branches ([`scans`]) and the scan did not give
-/// up ([`scanned`]); else what `probes` read.
-fn scanned_or_probed<T>(
+/// up ([`scanned`]); else what `probes` read. Both are handed `map`, what the read does with
+/// each row (a [`RowMapper`], say), which neither could borrow while the other holds it.
+fn scanned_or_probed<M, T>(
     store: &Store,
     path: &BranchPath,
-    scan: impl FnOnce() -> Result<Option<T>>,
-    probes: impl FnOnce() -> Result<T>,
+    map: &mut M,
+    scan: impl FnOnce(&mut M) -> Result<Option<T>>,
+    probes: impl FnOnce(&mut M) -> Result<T>,
 ) -> Result<T> {
     if scans(store, path)? {
-        if let Some(rows) = scan()? {
+        if let Some(rows) = scan(map)? {
             return Ok(rows);
         }
     }
-    probes()
+    probes(map)
 }
 
 /// The rows of `sql`, a read of a whole layer table whose rows' seq and branch are at `place`,
@@ -1020,8 +1023,9 @@ pub(crate) fn rows_along<T>(
     scanned_or_probed(
         store,
         path,
-        || rows_along_by_scan(store, path, table, columns, &row),
-        || rows_along_by_probes(store, path, table, columns, &row),
+        &mut (),
+        |_| rows_along_by_scan(store, path, table, columns, &row),
+        |_| rows_along_by_probes(store, path, table, columns, &row),
     )
 }
 
@@ -1180,13 +1184,13 @@ fn every_current_version<T>(
             true => Ok(None),
             false => map(row, first, seq, branch),
         };
-        // `scanned_or_probed` spelled out: `current` cannot be borrowed by both its closures.
-        if scans(store, path)? {
-            if let Some(mapped) = versions_by_scan(store, path, versions, &mut current)? {
-                return Ok(mapped);
-            }
-        }
-        versions_by_probes(store, path, versions, &mut current)
+        scanned_or_probed(
+            store,
+            path,
+            &mut current,
+            |map| versions_by_scan(store, path, versions, map),
+            |map| versions_by_probes(store, path, versions, map),
+        )
     })
 }
 
@@ -1348,8 +1352,9 @@ fn superseded_versions(store: &Store, path: &BranchPath) -> Result<Superseded> {
     let later = scanned_or_probed(
         store,
         path,
-        || later_versions_by_scan(store, path),
-        || later_versions_by_probes(store, path),
+        &mut (),
+        |_| later_versions_by_scan(store, path),
+        |_| later_versions_by_probes(store, path),
     )?;
     let mut superseded = Superseded { newest: HashMap::new(), later_versions: HashMap::new() };
     for (seq, record) in later {
