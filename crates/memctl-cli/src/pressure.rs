@@ -10,7 +10,8 @@ Examples:
   memctl pressure node-7
   memctl --json pressure node-7 | jq .recommendations
 overall = 0.6 x core ratio + 0.4 x min(recall ratio, 1); levels low < 0.70 <= medium < 0.85 <=
-high < 0.95 <= critical ([pressure_thresholds] in the configuration).";
+high < 0.95 <= critical ([pressure_thresholds] in the configuration). archival counts the records
+the branch sees (their current versions) and their characters.";
 
 pub const CONSOLIDATE_EXAMPLES: &str = "\
 Examples:
