@@ -30,13 +30,14 @@
 //! - `path::holds` (and `held_at`, which also gives the writer's position) decides visibility of
 //!   a row from its seq and branch. fts_match.rs keeps FTS5's matches with it; and on SQLite a
 //!   read of every event or record (and the keyword searches' counts of every record and
-//!   event, the later versions that supersede records, `path`'s rows of every layer), on a path
-//!   that holds most branches (a deep chain), scans the whole tables and keeps the view's rows
-//!   with it, where one probe per path branch and table (3,000 at depth 1,000: events,
-//!   exclusions, records) costs more than reading past the other branches' rows — giving up for
-//!   the probes once it has read past two rows per path branch ([`scanned`]; checked against
-//!   the probes by a unit test too); the events, scanned in rowid order, are then read on by
-//!   probes past the last row of the view the scan met;
+//!   event, the later versions that supersede records, `path`'s rows of every layer, the
+//!   conversation's steps from their index), on a path that holds most branches (a deep chain),
+//!   scans the whole tables and keeps the view's rows with it, where one probe per path branch
+//!   and table (3,000 at depth 1,000: events, exclusions, records) costs more than reading past
+//!   the other branches' rows — giving up for the probes once it has read past two rows per
+//!   path branch ([`scanned`]; checked against the probes by a unit test too); the events,
+//!   scanned in rowid order, are then read on by probes past the last row of the view the scan
+//!   met;
 //! - [`event_count`] and [`events_written_along`] count a view's events from running ordinals
 //!   kept at write time;
 //! - a core read of many versions of few keys (a key set at every step of a long branch) gives
@@ -73,8 +74,7 @@ use serde::Serialize;
 use smallvec::{smallvec, SmallVec};
 use sql::{
     anchored, current_version, events_past, has_tags, live_core, newest_core_per_key, not_excluded,
-    not_excluded_by_set, visible, visible_from, visible_through, EVENTS_NEWEST_FIRST, EVENTS_OLDEST_FIRST,
-    NEWEST_FIRST,
+    not_excluded_by_set, visible, visible_from, visible_through, EVENTS_NEWEST_FIRST, NEWEST_FIRST,
 };
 use std::cmp::Reverse;
 use std::collections::{HashMap, HashSet};
@@ -425,8 +425,8 @@ fn every_event<T>(store: &Store, path: &BranchPath, mut map: impl RowMapper<T>) 
         store,
         path,
         &mut map,
-        |map| store.read(|| events_by_scans(store, path, map)),
-        |map| events_past_rid(store, path, -1, map),
+        |map| store.read(|| events_by_scans(store, path, &EVENT_ROWS, map)),
+        |map| events_past_rid(store, path, &EVENT_ROWS, -1, map),
     )
 }
 
@@ -452,20 +452,17 @@ fn events_by_probes(store: &Store, path: &BranchPath, limit: usize) -> Result<Ve
     })
 }
 
-/// The visible events with a rowid above `rid` (-1: every one) that no visible exclusion hides,
-/// as `map` maps them, newest first, by one range probe per path branch.
+/// The visible events of `rows` with a rowid above `rid` (-1: every one) that no visible
+/// exclusion hides, as `map` maps them, newest first, by one range probe per path branch.
 fn events_past_rid<T>(
     store: &Store,
     path: &BranchPath,
+    rows: &EventRows,
     rid: i64,
     map: &mut impl RowMapper<T>,
 ) -> Result<Vec<T>> {
     path::load(store, path)?;
-    let sql = format!(
-        "SELECT {EVENT_COLUMNS} FROM {} WHERE {} {EVENTS_NEWEST_FIRST}",
-        events_past("?1"),
-        not_excluded_by_set()
-    );
+    let sql = rows.past_rid();
     mapped_rows(store, path, &sql, params![rid], map)
 }
 
@@ -578,6 +575,7 @@ struct Held<'p> {
 fn events_by_scans<T>(
     store: &Store,
     path: &BranchPath,
+    rows: &EventRows,
     map: &mut impl RowMapper<T>,
 ) -> Result<Option<Vec<T>>> {
     let exclusions = "SELECT x.seq, x.branch, x.event_id FROM inherited_exclusions x";
@@ -591,7 +589,7 @@ fn events_by_scans<T>(
     // The last row met, by its path position and seq.
     let mut last = None;
     let Scan { kept: mut events, whole } =
-        scanned(store, path, EVERY_EVENT, params![], Place::EventRid(0), |row, held| {
+        scanned(store, path, &rows.every_one(), params![], Place::EventRid(0), |row, held| {
             last = Some((held.position, held.seq));
             match hidden.contains(&held.seq) {
                 true => Ok(None),
@@ -600,7 +598,7 @@ fn events_by_scans<T>(
         })?;
     if !whole {
         let after = last.map_or(Ok(-1), |(at, seq)| event_rid::of(path.branches()[at].bid, seq))?;
-        events.extend(events_past_rid(store, path, after, map)?);
+        events.extend(events_past_rid(store, path, rows, after, map)?);
     }
     Ok(Some(events))
 }
@@ -699,11 +697,49 @@ macro_rules! event_fields {
     };
 }
 
-/// Every event, in rowid order: its rowid (its branch and seq), then its own columns.
-const EVERY_EVENT: &str = concat!("SELECT t.rid, ", event_fields!(), " FROM events t ORDER BY t.rid");
-
 /// An event's seq and branch, then its own columns.
 const EVENT_COLUMNS: &str = concat!("t.seq, t.branch, ", event_fields!());
+
+/// Which events a read of every visible event reads ([`events_by_scans`],
+/// [`events_past_rid`]), and which of their own columns it hands its [`RowMapper`].
+struct EventRows {
+    /// The events' own columns, after the rowid of a scan or the seq and branch of the probes.
+    fields: &'static str,
+    /// What the events read hold: an SQL condition on `t`.
+    only: &'static str,
+    /// Where a scan reads them: the table, or an index of theirs named (`INDEXED BY`), so that
+    /// the planner cannot take the table, which it reads in the same order.
+    scanned: &'static str,
+}
+
+/// Every event, with [`event_fields`].
+const EVENT_ROWS: EventRows = EventRows { fields: event_fields!(), only: "1 = 1", scanned: "events t" };
+
+/// The conversation's steps ([`steps`]), read from their partial index, whose condition
+/// ([`STEP_EVENT`]) the statements hold: a read's cost follows the steps, not the events.
+const STEP_ROWS: EventRows =
+    EventRows { fields: "t.kind, t.payload", only: STEP_EVENT, scanned: "events t INDEXED BY events_steps" };
+
+impl EventRows {
+    /// These events in rowid order, as a scan reads them: the rowid (branch and seq), then
+    /// [`EventRows::fields`].
+    fn every_one(&self) -> String {
+        format!("SELECT t.rid, {} FROM {} WHERE {} ORDER BY t.rid", self.fields, self.scanned, self.only)
+    }
+
+    /// The statement of [`events_past_rid`]: these events above rowid `?1` that no visible
+    /// exclusion hides, newest first, read with their seq and branch, then
+    /// [`EventRows::fields`].
+    fn past_rid(&self) -> String {
+        format!(
+            "SELECT t.seq, t.branch, {} FROM {} WHERE {} AND {} {EVENTS_NEWEST_FIRST}",
+            self.fields,
+            events_past("?1"),
+            self.only,
+            not_excluded_by_set()
+        )
+    }
+}
 
 /// The events of the rows of `sql`, read with [`EVENT_COLUMNS`].
 fn events_of(store: &Store, path: &BranchPath, sql: &str, params: Params<'_>) -> Result<Vec<Event>> {
@@ -757,23 +793,24 @@ pub(crate) struct StoredStep {
     pub payload: Option<String>,
 }
 
-/// The visible conversation steps (events of kind `step:…`), oldest first, found in the partial
-/// index of steps, whose condition ([`STEP_EVENT`]) the statement holds: a read's cost follows
-/// the path's steps, not its events.
+/// The visible conversation steps (events of kind `step:…`), oldest first, read as
+/// [`every_event`] reads events ([`STEP_ROWS`]): on a deep chain by one scan of the steps'
+/// index, without the path's table, else by one probe of it per path branch.
 pub(crate) fn steps(store: &Store, path: &BranchPath) -> Result<Vec<StoredStep>> {
-    path::load(store, path)?;
-    store.conn.query(&steps_sql(), params![], |r| {
-        Ok(StoredStep { id: r.get(0)?, kind: r.get(1)?, payload: r.get(2)? })
-    })
+    let mut steps = scanned_or_probed(
+        store,
+        path,
+        &mut stored_step,
+        |map| store.read(|| events_by_scans(store, path, &STEP_ROWS, map)),
+        |map| events_past_rid(store, path, &STEP_ROWS, -1, map),
+    )?;
+    steps.sort_unstable_by_key(|step| step.id);
+    Ok(steps)
 }
 
-/// The statement of [`steps`].
-fn steps_sql() -> String {
-    format!(
-        "SELECT t.seq, t.kind, t.payload FROM {} WHERE {STEP_EVENT} AND {} {EVENTS_OLDEST_FIRST}",
-        visible("events"),
-        not_excluded_by_set()
-    )
+/// The [`RowMapper`] of [`steps`].
+fn stored_step(row: &Row<'_>, first: usize, seq: i64, _: &Arc<str>) -> Result<Option<StoredStep>> {
+    Ok(Some(StoredStep { id: seq, kind: row.get(first)?, payload: row.get(first + 1)? }))
 }
 
 /// Visible summaries not folded into another visible summary, oldest first.
@@ -1419,12 +1456,12 @@ mod tests {
     /// (None: the first gave up).
     fn every_event_by_scan(s: &Store, path: &BranchPath) -> Result<Option<Vec<Event>>> {
         let mut shared = Shared::default();
-        Ok(s.read(|| events_by_scans(s, path, &mut building(&mut shared)))?.map(newest_first))
+        Ok(s.read(|| events_by_scans(s, path, &EVENT_ROWS, &mut building(&mut shared)))?.map(newest_first))
     }
 
     /// Every visible event, newest first, by one range probe per path branch.
     fn every_event_by_probes(s: &Store, path: &BranchPath) -> Result<Vec<Event>> {
-        events_past_rid(s, path, -1, &mut building(&mut Shared::default()))
+        events_past_rid(s, path, &EVENT_ROWS, -1, &mut building(&mut Shared::default()))
     }
 
     /// The visible versions (current or not), newest first, by one scan of the table; None if
@@ -1570,7 +1607,7 @@ mod tests {
             write("busy", &format!("busy {i}"));
         }
         assert!(
-            !scanned(&s, &leaf, EVERY_EVENT, params![], Place::EventRid(0), |_, _| Ok(Some(())))
+            !scanned(&s, &leaf, &EVENT_ROWS.every_one(), params![], Place::EventRid(0), |_, _| Ok(Some(())))
                 .unwrap()
                 .whole
         );
@@ -1607,7 +1644,7 @@ mod tests {
         };
         // Root's and mid's kept, mid's later row and busy's passed: given up, two rows read.
         let all = |_: &Row<'_>, _: Held<'_>| Ok(Some(()));
-        let scan = scanned(&s, &path, EVERY_EVENT, params![], Place::EventRid(0), all).unwrap();
+        let scan = scanned(&s, &path, &EVENT_ROWS.every_one(), params![], Place::EventRid(0), all).unwrap();
         assert_eq!((scan.kept.len(), scan.whole), (2, false));
         assert_eq!(scanned_ids(), [late[1], late[0], mid, root]);
         s.recall_exclude("late", &[mid, late[0]]).unwrap();
@@ -1684,17 +1721,21 @@ mod tests {
     }
 
     /// Steps are found in their partial index: its condition is the steps' kind prefix, and the
-    /// steps' statement reads that index, not every event of the path.
+    /// steps' statements, the scan's and the probes', read that index, not every event.
     #[test]
     fn steps_are_read_from_their_index() {
         assert_eq!(STEP_EVENT, format!("substr(kind, 1, {}) = '{STEP_KIND}'", STEP_KIND.len()));
         let s = Store::scratch();
         s.create_root("root").unwrap();
         path::load(&s, &s.path("root").unwrap()).unwrap();
-        let plan =
-            s.conn.query(&format!("EXPLAIN QUERY PLAN {}", steps_sql()), params![], |r| r.get::<String>(3));
-        let plan = plan.unwrap().join("\n");
-        assert!(plan.contains("SEARCH t USING INDEX events_steps"), "{plan}");
+        let plan = |sql: String, params: Params<'_>| {
+            let plan = s.conn.query(&format!("EXPLAIN QUERY PLAN {sql}"), params, |r| r.get::<String>(3));
+            plan.unwrap().join("\n")
+        };
+        let scan = plan(STEP_ROWS.every_one(), params![]);
+        assert!(scan.contains("SCAN t USING INDEX events_steps") && !scan.contains("TEMP B-TREE"), "{scan}");
+        let probes = plan(STEP_ROWS.past_rid(), params![-1i64]);
+        assert!(probes.contains("SEARCH t USING INDEX events_steps"), "{probes}");
     }
 
     #[test]
@@ -1833,9 +1874,9 @@ mod tests {
                     pairs
                 };
                 prop_assert_eq!(&sorted(event_keyword_matches(&s, &path, &query).unwrap()), &expected);
-                let probed_matches = events_past_rid(&s, &path, -1, &mut counting(&query)).unwrap();
+                let probed_matches = events_past_rid(&s, &path, &EVENT_ROWS, -1, &mut counting(&query)).unwrap();
                 prop_assert_eq!(&sorted(probed_matches), &expected);
-                let scanned_matches = s.read(|| events_by_scans(&s, &path, &mut counting(&query))).unwrap();
+                let scanned_matches = s.read(|| events_by_scans(&s, &path, &EVENT_ROWS, &mut counting(&query))).unwrap();
                 prop_assert!(!leaf || scanned_matches.is_some(), "the chain's leaf");
                 if let Some(scanned) = scanned_matches {
                     prop_assert_eq!(&sorted(scanned), &expected);
@@ -1849,7 +1890,19 @@ mod tests {
                     .filter(|event| event.kind.starts_with(STEP_KIND))
                     .map(|event| (event.id, event.kind.to_string()))
                     .collect();
-                prop_assert_eq!(found, step_events);
+                prop_assert_eq!(&found, &step_events);
+                // Both of its reads: the chain's leaf scans; any branch may probe.
+                let ids = |mut steps: Vec<StoredStep>| {
+                    steps.sort_unstable_by_key(|step| step.id);
+                    steps.into_iter().map(|step| (step.id, step.kind)).collect::<Vec<_>>()
+                };
+                let probed_steps = events_past_rid(&s, &path, &STEP_ROWS, -1, &mut stored_step).unwrap();
+                prop_assert_eq!(&ids(probed_steps), &step_events);
+                let scanned_steps = s.read(|| events_by_scans(&s, &path, &STEP_ROWS, &mut stored_step)).unwrap();
+                prop_assert!(!leaf || scanned_steps.is_some(), "the chain's leaf");
+                if let Some(scanned) = scanned_steps {
+                    prop_assert_eq!(&ids(scanned), &step_events);
+                }
                 if let Some(scanned) = scans.0 {
                     prop_assert_eq!(scanned, probed);
                 }

@@ -46,11 +46,6 @@ pub(super) const NEWEST_FIRST: &str = "ORDER BY p.pos, t.seq DESC";
 /// [`NEWEST_FIRST`] for events, read by rowid, which follows seq within a branch.
 pub(super) const EVENTS_NEWEST_FIRST: &str = "ORDER BY p.pos, t.rid DESC";
 
-/// [`EVENTS_NEWEST_FIRST`] reversed: seq order, as a farther branch's visible rows all come
-/// before a nearer one's and rowid follows seq within a branch (SQLite reads it off the nested
-/// loop, with no sort).
-pub(super) const EVENTS_OLDEST_FIRST: &str = "ORDER BY p.pos DESC, t.rid";
-
 /// Event `t` is not hidden by a visible exclusion. (A plain join: the planner starts from the
 /// exclusions of that event, not from the path.)
 pub(super) fn not_excluded() -> String {
