@@ -103,9 +103,18 @@ pub fn inspection(quick: bool, out_dir: &Path) -> Result<(Vec<Row>, Value)> {
     let mut detail = json!({"depth": depth, "branches": branches, "events_in_view": events, "runs": runs});
     // The process floor writes a row, so it runs on a copy: the kept database stays as built.
     let floor = Floor::new(median(&crate::floor::process_on_copy(&path, runs)?), crate::floor::PROCESS);
-    for (name, args, prints) in &calls {
+    for (name, args, _) in &calls {
         call(args).with_context(|| name.to_string())?; // warm the page cache
-        let times = (0..runs).map(|_| call(args)).collect::<Result<Vec<f64>>>()?;
+    }
+    // In rounds of every call, so that a ratio of two (`why / read`) compares calls timed in
+    // the same phase of the machine, not minutes apart.
+    let mut timings = vec![Vec::with_capacity(runs); calls.len()];
+    for _ in 0..runs {
+        for ((_, args, _), times) in calls.iter().zip(&mut timings) {
+            times.push(call(args)?);
+        }
+    }
+    for ((name, _, prints), times) in calls.iter().zip(timings) {
         // A call that prints a whole view is held to a process printing as many rows.
         let floor = match *prints {
             Some((events, records)) => {
