@@ -425,7 +425,7 @@ fn every_event<T>(store: &Store, path: &BranchPath, mut map: impl RowMapper<T>) 
         store,
         path,
         &mut map,
-        |map| store.read(|| events_by_scans(store, path, &EVENT_ROWS, map)),
+        |map| store.read(|| events_by_scans(store, path, map)),
         |map| events_past_rid(store, path, &EVENT_ROWS, -1, map),
     )
 }
@@ -575,7 +575,6 @@ struct Held<'p> {
 fn events_by_scans<T>(
     store: &Store,
     path: &BranchPath,
-    rows: &EventRows,
     map: &mut impl RowMapper<T>,
 ) -> Result<Option<Vec<T>>> {
     let exclusions = "SELECT x.seq, x.branch, x.event_id FROM inherited_exclusions x";
@@ -589,7 +588,7 @@ fn events_by_scans<T>(
     // The last row met, by its path position and seq.
     let mut last = None;
     let Scan { kept: mut events, whole } =
-        scanned(store, path, &rows.every_one(), params![], Place::EventRid(0), |row, held| {
+        scanned(store, path, &EVENT_ROWS.every_one(), params![], Place::EventRid(0), |row, held| {
             last = Some((held.position, held.seq));
             match hidden.contains(&held.seq) {
                 true => Ok(None),
@@ -598,7 +597,7 @@ fn events_by_scans<T>(
         })?;
     if !whole {
         let after = last.map_or(Ok(-1), |(at, seq)| event_rid::of(path.branches()[at].bid, seq))?;
-        events.extend(events_past_rid(store, path, rows, after, map)?);
+        events.extend(events_past_rid(store, path, &EVENT_ROWS, after, map)?);
     }
     Ok(Some(events))
 }
@@ -793,19 +792,59 @@ pub(crate) struct StoredStep {
     pub payload: Option<String>,
 }
 
-/// The visible conversation steps (events of kind `step:…`), oldest first, read as
-/// [`every_event`] reads events ([`STEP_ROWS`]): on a deep chain by one scan of the steps'
-/// index, without the path's table, else by one probe of it per path branch.
+/// The visible conversation steps (events of kind `step:…`), oldest first: on a deep chain by
+/// one scan of the steps' index ([`steps_by_scan`]), else by one probe of it per path branch.
 pub(crate) fn steps(store: &Store, path: &BranchPath) -> Result<Vec<StoredStep>> {
     let mut steps = scanned_or_probed(
         store,
         path,
-        &mut stored_step,
-        |map| store.read(|| events_by_scans(store, path, &STEP_ROWS, map)),
-        |map| events_past_rid(store, path, &STEP_ROWS, -1, map),
+        &mut (),
+        |_| store.read(|| steps_by_scan(store, path)),
+        |_| events_past_rid(store, path, &STEP_ROWS, -1, &mut stored_step),
     )?;
     steps.sort_unstable_by_key(|step| step.id);
     Ok(steps)
+}
+
+/// The visible steps, in no set order, from one scan of the steps' index ([`scanned`]) without
+/// the path's table; None if it gave up. What hides them is looked up by their ids afterwards,
+/// not read whole as a read of every event does: a consolidated timeline holds an exclusion
+/// per event, and its conversation a few steps, or none.
+fn steps_by_scan(store: &Store, path: &BranchPath) -> Result<Option<Vec<StoredStep>>> {
+    let scan = scanned(store, path, &STEP_ROWS.every_one(), params![], Place::EventRid(0), |row, held| {
+        stored_step(row, 1, held.seq, held.branch)
+    })?;
+    let Some(mut steps) = scan.whole() else {
+        return Ok(None);
+    };
+    if !steps.is_empty() {
+        let hidden = hidden_among(store, path, steps.iter().map(|step| step.id))?;
+        steps.retain(|step| !hidden.contains(&step.id));
+    }
+    Ok(Some(steps))
+}
+
+/// Which of the events `ids` a visible exclusion hides: their exclusions, found by event id,
+/// kept when the path holds them (`path::held_at`).
+fn hidden_among(store: &Store, path: &BranchPath, ids: impl Iterator<Item = i64>) -> Result<HashSet<i64>> {
+    let ids = serde_json::to_string(&ids.collect::<Vec<i64>>())?;
+    let mut hidden = HashSet::new();
+    store.conn.each(&exclusions_of(store.backend()), params![ids], |row| {
+        let (seq, bid) = Place::Columns(0, 1).read(row)?;
+        if path::held_at(path, seq, bid).is_some() {
+            hidden.insert(row.get(2)?);
+        }
+        Ok(ControlFlow::Continue(()))
+    })?;
+    Ok(hidden)
+}
+
+/// Every exclusion of the events of the JSON array `?1`, by the index of their event ids.
+fn exclusions_of(backend: Backend) -> String {
+    format!(
+        "SELECT x.seq, x.branch, x.event_id FROM {} j CROSS JOIN inherited_exclusions x ON x.event_id = j.value",
+        backend.json_ints("?1")
+    )
 }
 
 /// The [`RowMapper`] of [`steps`].
@@ -1456,7 +1495,7 @@ mod tests {
     /// (None: the first gave up).
     fn every_event_by_scan(s: &Store, path: &BranchPath) -> Result<Option<Vec<Event>>> {
         let mut shared = Shared::default();
-        Ok(s.read(|| events_by_scans(s, path, &EVENT_ROWS, &mut building(&mut shared)))?.map(newest_first))
+        Ok(s.read(|| events_by_scans(s, path, &mut building(&mut shared)))?.map(newest_first))
     }
 
     /// Every visible event, newest first, by one range probe per path branch.
@@ -1720,8 +1759,45 @@ mod tests {
         assert_eq!(held(), 41);
     }
 
+    /// A step is hidden by an exclusion its view holds, whether the scan of the steps' index or
+    /// the probes read it: not by a sibling's exclusion, nor by one its ancestor wrote after
+    /// the fork. A view of no step, whatever it excludes, has none.
+    #[test]
+    fn steps_are_hidden_by_the_exclusions_the_view_holds() {
+        let s = Store::scratch();
+        let step = |branch: &str, text: &str| s.recall_append(branch, "step:user", text, &[]).unwrap().id;
+        s.create_root("root").unwrap();
+        let (first, second) = (step("root", "first"), step("root", "second"));
+        s.fork("root", Some("leaf")).unwrap();
+        s.fork("root", Some("sibling")).unwrap();
+        let third = step("leaf", "third");
+        s.recall_exclude("leaf", &[first]).unwrap();
+        s.recall_exclude("sibling", &[second]).unwrap();
+        s.recall_exclude("root", &[second]).unwrap();
+        let ids = |steps: Option<Vec<StoredStep>>| {
+            let mut ids: Vec<i64> = steps.unwrap().into_iter().map(|step| step.id).collect();
+            ids.sort_unstable();
+            ids
+        };
+        for (branch, seen) in [("leaf", vec![second, third]), ("root", vec![first]), ("sibling", vec![first])]
+        {
+            let path = s.path(branch).unwrap();
+            assert_eq!(ids(s.read(|| steps_by_scan(&s, &path)).unwrap()), seen, "{branch}'s scan");
+            let probed = events_past_rid(&s, &path, &STEP_ROWS, -1, &mut stored_step).unwrap();
+            assert_eq!(ids(Some(probed)), seen, "{branch}'s probes");
+            assert_eq!(steps(&s, &path).unwrap().into_iter().map(|step| step.id).collect::<Vec<_>>(), seen);
+        }
+        let empty = Store::scratch();
+        empty.create_root("root").unwrap();
+        let note = empty.recall_append("root", "note", "not a step", &[]).unwrap().id;
+        empty.recall_exclude("root", &[note]).unwrap();
+        let path = empty.path("root").unwrap();
+        assert_eq!(ids(empty.read(|| steps_by_scan(&empty, &path)).unwrap()), Vec::<i64>::new());
+    }
+
     /// Steps are found in their partial index: its condition is the steps' kind prefix, and the
-    /// steps' statements, the scan's and the probes', read that index, not every event.
+    /// steps' statements, the scan's and the probes', read that index, not every event; the
+    /// exclusions of the steps a scan found are found by the index of their event ids.
     #[test]
     fn steps_are_read_from_their_index() {
         assert_eq!(STEP_EVENT, format!("substr(kind, 1, {}) = '{STEP_KIND}'", STEP_KIND.len()));
@@ -1736,6 +1812,9 @@ mod tests {
         assert!(scan.contains("SCAN t USING INDEX events_steps") && !scan.contains("TEMP B-TREE"), "{scan}");
         let probes = plan(STEP_ROWS.past_rid(), params![-1i64]);
         assert!(probes.contains("SEARCH t USING INDEX events_steps"), "{probes}");
+        // What hides the steps a scan found is looked up by their ids.
+        let hidden = plan(exclusions_of(Backend::Sqlite), params!["[1, 2]"]);
+        assert!(hidden.contains("SEARCH x USING INDEX inherited_exclusions_event (event_id=?)"), "{hidden}");
     }
 
     #[test]
@@ -1876,7 +1955,7 @@ mod tests {
                 prop_assert_eq!(&sorted(event_keyword_matches(&s, &path, &query).unwrap()), &expected);
                 let probed_matches = events_past_rid(&s, &path, &EVENT_ROWS, -1, &mut counting(&query)).unwrap();
                 prop_assert_eq!(&sorted(probed_matches), &expected);
-                let scanned_matches = s.read(|| events_by_scans(&s, &path, &EVENT_ROWS, &mut counting(&query))).unwrap();
+                let scanned_matches = s.read(|| events_by_scans(&s, &path, &mut counting(&query))).unwrap();
                 prop_assert!(!leaf || scanned_matches.is_some(), "the chain's leaf");
                 if let Some(scanned) = scanned_matches {
                     prop_assert_eq!(&sorted(scanned), &expected);
@@ -1898,7 +1977,7 @@ mod tests {
                 };
                 let probed_steps = events_past_rid(&s, &path, &STEP_ROWS, -1, &mut stored_step).unwrap();
                 prop_assert_eq!(&ids(probed_steps), &step_events);
-                let scanned_steps = s.read(|| events_by_scans(&s, &path, &STEP_ROWS, &mut stored_step)).unwrap();
+                let scanned_steps = s.read(|| steps_by_scan(&s, &path)).unwrap();
                 prop_assert!(!leaf || scanned_steps.is_some(), "the chain's leaf");
                 if let Some(scanned) = scanned_steps {
                     prop_assert_eq!(&ids(scanned), &step_events);
