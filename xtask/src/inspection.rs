@@ -101,26 +101,34 @@ pub fn inspection(quick: bool, out_dir: &Path) -> Result<(Vec<Row>, Value)> {
     let mut rows = Vec::new();
     let mut medians = Vec::new();
     let mut detail = json!({"depth": depth, "branches": branches, "events_in_view": events, "runs": runs});
-    // The process floor writes a row, so it runs on a copy: the kept database stays as built.
-    let floor = Floor::new(median(&crate::floor::process_on_copy(&path, runs)?), crate::floor::PROCESS);
+    // The process floor writes a row, and the writes below write theirs, on a copy: the kept
+    // database stays as built.
+    let copy_dir = tempfile::Builder::new().prefix("memctl-bench-inspection-").tempdir()?;
+    let copy = copy_dir.path().join("memory.sqlite");
+    std::fs::copy(&path, &copy)?;
     for (name, args, _) in &calls {
         call(args).with_context(|| name.to_string())?; // warm the page cache
     }
-    // In rounds of every call, so that a ratio of two (`why / read`) compares calls timed in
-    // the same phase of the machine, not minutes apart.
-    let mut timings = vec![Vec::with_capacity(runs); calls.len()];
+    // In rounds of every call and every floor, so that a ratio (`why / read`, a call to its
+    // floor) compares times taken in the same phase of the machine, not minutes apart. A call
+    // that prints a whole view is held to a process printing as many rows.
+    let (mut process_floor, mut timings) = (Vec::with_capacity(runs), vec![Vec::new(); calls.len()]);
+    let mut printing_floors = vec![Vec::new(); calls.len()];
     for _ in 0..runs {
-        for ((_, args, _), times) in calls.iter().zip(&mut timings) {
-            times.push(call(args)?);
+        process_floor.extend(crate::floor::process(&copy, 1)?);
+        for (((name, args, prints), times), printing) in
+            calls.iter().zip(&mut timings).zip(&mut printing_floors)
+        {
+            times.push(call(args).with_context(|| name.to_string())?);
+            if let Some((events, records)) = *prints {
+                printing.extend(crate::floor::process_printing(&path, events, records, 1)?);
+            }
         }
     }
-    for ((name, _, prints), times) in calls.iter().zip(timings) {
-        // A call that prints a whole view is held to a process printing as many rows.
+    let floor = Floor::new(median(&process_floor), crate::floor::PROCESS);
+    for (((name, _, prints), times), printing) in calls.iter().zip(timings).zip(printing_floors) {
         let floor = match *prints {
-            Some((events, records)) => {
-                let times = crate::floor::process_printing(&path, events, records, runs)?;
-                Floor::new(median(&times), crate::floor::printing(events, records))
-            }
+            Some((events, records)) => Floor::new(median(&printing), crate::floor::printing(events, records)),
             None => floor.clone(),
         };
         let (row, m) = cli_row(&label, name, &times, &floor);
@@ -133,9 +141,12 @@ pub fn inspection(quick: bool, out_dir: &Path) -> Result<(Vec<Row>, Value)> {
     let name = "recall search of the whole timeline, k=5";
     let search = ["recall", "search", &deepest, SEARCH, "-k", "5"];
     call(&search).with_context(|| name.to_string())?; // warm the page cache
-    let times = (0..runs).map(|_| call(&search)).collect::<Result<Vec<f64>>>()?;
-    let scan =
-        Floor::new(median(&crate::floor::process_scanning(&path, SEARCH, runs)?), crate::floor::SCANNING);
+    let (mut times, mut scans) = (Vec::with_capacity(runs), Vec::with_capacity(runs));
+    for _ in 0..runs {
+        times.push(call(&search)?);
+        scans.extend(crate::floor::process_scanning(&path, SEARCH, 1)?);
+    }
+    let scan = Floor::new(median(&scans), crate::floor::SCANNING);
     let (row, m) = cli_row(&label, name, &times, &scan);
     rows.push(row);
     detail[name] = json!({"median_ms": m, "p95_ms": percentile(&times, 95.0)});
@@ -144,9 +155,6 @@ pub fn inspection(quick: bool, out_dir: &Path) -> Result<(Vec<Row>, Value)> {
     // writes a new text (an identical one would not be stored again). The first append,
     // untimed, consolidates the 99,600 events the node sees: the database was built with
     // consolidation off, and the CLI's default config has it on.
-    let copy_dir = tempfile::Builder::new().prefix("memctl-bench-inspection-").tempdir()?;
-    let copy = copy_dir.path().join("memory.sqlite");
-    std::fs::copy(&path, &copy)?;
     let writes: [(&str, [&str; 3]); 3] = [
         ("recall append at the deepest node", ["recall", "append", "--kind=note"]),
         ("core set at the deepest node", ["core", "set", "--importance=3"]),

@@ -401,7 +401,8 @@ CREATE INDEX archival_seq_branch_tokens ON archival(seq, branch, tokens);
 /// SQL: event `kind` is a conversation step's (`step:<type>`), the condition of the partial index
 /// `events_steps`. SQLite and PostgreSQL use a partial index only for a query whose WHERE holds
 /// its condition, so the steps' read holds this one. `kind` is unqualified: a statement that
-/// names it has one table with a `kind` column (the steps' read has only `events`).
+/// names it has one table with a `kind` column (the steps' reads join `events` to the path and
+/// the exclusions, which have none).
 pub(crate) const STEP_EVENT: &str = "substr(kind, 1, 5) = 'step:'";
 
 /// The page size of new databases. A commit writes whole pages to the WAL (an append: three), and

@@ -31,13 +31,13 @@
 //!   a row from its seq and branch. fts_match.rs keeps FTS5's matches with it; and on SQLite a
 //!   read of every event or record (and the keyword searches' counts of every record and
 //!   event, the later versions that supersede records, `path`'s rows of every layer, the
-//!   conversation's steps from their index), on a path that holds most branches (a deep chain),
-//!   scans the whole tables and keeps the view's rows with it, where one probe per path branch
-//!   and table (3,000 at depth 1,000: events, exclusions, records) costs more than reading past
-//!   the other branches' rows — giving up for the probes once it has read past two rows per
-//!   path branch ([`scanned`]; checked against the probes by a unit test too); the events,
-//!   scanned in rowid order, are then read on by probes past the last row of the view the scan
-//!   met;
+//!   conversation's steps from their index, then the exclusions of those steps by event id), on
+//!   a path that holds most branches (a deep chain), scans the whole tables and keeps the view's
+//!   rows with it, where one probe per path branch and table (3,000 at depth 1,000: events,
+//!   exclusions, records) costs more than reading past the other branches' rows — giving up for
+//!   the probes once it has read past two rows per path branch ([`scanned`]; checked against
+//!   the probes by a unit test too); the events, scanned in rowid order, are then read on by
+//!   probes past the last row of the view the scan met, the steps read again by probes;
 //! - [`event_count`] and [`events_written_along`] count a view's events from running ordinals
 //!   kept at write time;
 //! - a core read of many versions of few keys (a key set at every step of a long branch) gives
@@ -491,11 +491,11 @@ fn scanned_or_probed<M, T>(
     probes(map)
 }
 
-/// The rows of `sql`, a read of a whole layer table whose rows' seq and branch are at `place`,
-/// that the view holds (`path::held_at`), each mapped by `f`, which may leave one out
-/// (None: it still counts as held). It gives up once it has read past more than two rows per
-/// path branch: the table then holds many other branches' rows, and the probes, one per path
-/// branch, read only the view's. A scan given up costs at most about what the probes cost: the
+/// The rows of `sql`, a read of a layer's rows in every branch (a whole table, an index of it,
+/// the rows of given events) whose seq and branch are at `place`, that the view holds
+/// (`path::held_at`), each mapped by `f`, which may leave one out (None: it still counts as
+/// held). It gives up once it has read past more than two rows per path branch: the read then
+/// meets many other branches' rows, and the probes, one per path branch, read only the view's. A scan given up costs at most about what the probes cost: the
 /// rows read past, about as much as the probes' seeks, and the view's rows read before it gave
 /// up, which the probes read again (but for the events: [`events_by_scans`]).
 fn scanned<T>(
@@ -699,31 +699,35 @@ macro_rules! event_fields {
 /// An event's seq and branch, then its own columns.
 const EVENT_COLUMNS: &str = concat!("t.seq, t.branch, ", event_fields!());
 
-/// Which events a read of every visible event reads ([`events_by_scans`],
-/// [`events_past_rid`]), and which of their own columns it hands its [`RowMapper`].
+/// Which events a read of every visible one reads, and which of their own columns it hands its
+/// [`RowMapper`]: every event ([`events_by_scans`]) or the steps ([`steps_by_scan`]), with the
+/// probes of [`events_past_rid`] for both.
 struct EventRows {
     /// The events' own columns, after the rowid of a scan or the seq and branch of the probes.
     fields: &'static str,
-    /// What the events read hold: an SQL condition on `t`.
-    only: &'static str,
+    /// The events read: an SQL condition on `t` (`1 = 1`: every one).
+    condition: &'static str,
     /// Where a scan reads them: the table, or an index of theirs named (`INDEXED BY`), so that
     /// the planner cannot take the table, which it reads in the same order.
     scanned: &'static str,
 }
 
 /// Every event, with [`event_fields`].
-const EVENT_ROWS: EventRows = EventRows { fields: event_fields!(), only: "1 = 1", scanned: "events t" };
+const EVENT_ROWS: EventRows = EventRows { fields: event_fields!(), condition: "1 = 1", scanned: "events t" };
 
 /// The conversation's steps ([`steps`]), read from their partial index, whose condition
 /// ([`STEP_EVENT`]) the statements hold: a read's cost follows the steps, not the events.
-const STEP_ROWS: EventRows =
-    EventRows { fields: "t.kind, t.payload", only: STEP_EVENT, scanned: "events t INDEXED BY events_steps" };
+const STEP_ROWS: EventRows = EventRows {
+    fields: "t.kind, t.payload",
+    condition: STEP_EVENT,
+    scanned: "events t INDEXED BY events_steps",
+};
 
 impl EventRows {
     /// These events in rowid order, as a scan reads them: the rowid (branch and seq), then
     /// [`EventRows::fields`].
     fn every_one(&self) -> String {
-        format!("SELECT t.rid, {} FROM {} WHERE {} ORDER BY t.rid", self.fields, self.scanned, self.only)
+        format!("SELECT t.rid, {} FROM {} WHERE {} ORDER BY t.rid", self.fields, self.scanned, self.condition)
     }
 
     /// The statement of [`events_past_rid`]: these events above rowid `?1` that no visible
@@ -734,7 +738,7 @@ impl EventRows {
             "SELECT t.seq, t.branch, {} FROM {} WHERE {} AND {} {EVENTS_NEWEST_FIRST}",
             self.fields,
             events_past("?1"),
-            self.only,
+            self.condition,
             not_excluded_by_set()
         )
     }
@@ -809,7 +813,9 @@ pub(crate) fn steps(store: &Store, path: &BranchPath) -> Result<Vec<StoredStep>>
 /// The visible steps, in no set order, from one scan of the steps' index ([`scanned`]) without
 /// the path's table; None if it gave up. What hides them is looked up by their ids afterwards,
 /// not read whole as a read of every event does: a consolidated timeline holds an exclusion
-/// per event, and its conversation a few steps, or none.
+/// per event, and its conversation a few steps, or none. The lookup gives up as a scan does:
+/// a step that every other branch excluded (each reset its conversation) has an exclusion per
+/// branch, which only the branches that wrote them see.
 fn steps_by_scan(store: &Store, path: &BranchPath) -> Result<Option<Vec<StoredStep>>> {
     let scan = scanned(store, path, &STEP_ROWS.every_one(), params![], Place::EventRid(0), |row, held| {
         stored_step(row, 1, held.seq, held.branch)
@@ -817,29 +823,24 @@ fn steps_by_scan(store: &Store, path: &BranchPath) -> Result<Option<Vec<StoredSt
     let Some(mut steps) = scan.whole() else {
         return Ok(None);
     };
-    if !steps.is_empty() {
-        let hidden = hidden_among(store, path, steps.iter().map(|step| step.id))?;
-        steps.retain(|step| !hidden.contains(&step.id));
+    if steps.is_empty() {
+        return Ok(Some(steps));
     }
+    let ids = serde_json::to_string(&steps.iter().map(|step| step.id).collect::<Vec<i64>>())?;
+    let exclusions = exclusions_of(store.backend());
+    let hidden = scanned(store, path, &exclusions, params![ids], Place::Columns(0, 1), |row, _| {
+        row.get::<i64>(2).map(Some)
+    })?;
+    let Some(hidden) = hidden.whole() else {
+        return Ok(None);
+    };
+    let hidden: HashSet<i64> = hidden.into_iter().collect();
+    steps.retain(|step| !hidden.contains(&step.id));
     Ok(Some(steps))
 }
 
-/// Which of the events `ids` a visible exclusion hides: their exclusions, found by event id,
-/// kept when the path holds them (`path::held_at`).
-fn hidden_among(store: &Store, path: &BranchPath, ids: impl Iterator<Item = i64>) -> Result<HashSet<i64>> {
-    let ids = serde_json::to_string(&ids.collect::<Vec<i64>>())?;
-    let mut hidden = HashSet::new();
-    store.conn.each(&exclusions_of(store.backend()), params![ids], |row| {
-        let (seq, bid) = Place::Columns(0, 1).read(row)?;
-        if path::held_at(path, seq, bid).is_some() {
-            hidden.insert(row.get(2)?);
-        }
-        Ok(ControlFlow::Continue(()))
-    })?;
-    Ok(hidden)
-}
-
-/// Every exclusion of the events of the JSON array `?1`, by the index of their event ids.
+/// Every exclusion of the events of the JSON array `?1`, in any branch, by the index of their
+/// event ids: its seq and branch, then the event's id.
 fn exclusions_of(backend: Backend) -> String {
     format!(
         "SELECT x.seq, x.branch, x.event_id FROM {} j CROSS JOIN inherited_exclusions x ON x.event_id = j.value",
@@ -1760,27 +1761,33 @@ mod tests {
     }
 
     /// A step is hidden by an exclusion its view holds, whether the scan of the steps' index or
-    /// the probes read it: not by a sibling's exclusion, nor by one its ancestor wrote after
-    /// the fork. A view of no step, whatever it excludes, has none.
+    /// the probes read it: its own branch's, or its ancestor's before the fork; not a sibling's,
+    /// nor one its ancestor wrote after the fork. A view of no step, whatever it excludes, has
+    /// none.
     #[test]
     fn steps_are_hidden_by_the_exclusions_the_view_holds() {
         let s = Store::scratch();
         let step = |branch: &str, text: &str| s.recall_append(branch, "step:user", text, &[]).unwrap().id;
         s.create_root("root").unwrap();
-        let (first, second) = (step("root", "first"), step("root", "second"));
+        let steps_of_root = ["before", "leaf's", "sibling's", "root's"].map(|text| step("root", text));
+        let [before, by_leaf, by_sibling, by_root] = steps_of_root;
+        s.recall_exclude("root", &[before]).unwrap();
         s.fork("root", Some("leaf")).unwrap();
         s.fork("root", Some("sibling")).unwrap();
-        let third = step("leaf", "third");
-        s.recall_exclude("leaf", &[first]).unwrap();
-        s.recall_exclude("sibling", &[second]).unwrap();
-        s.recall_exclude("root", &[second]).unwrap();
+        let own = step("leaf", "own");
+        s.recall_exclude("leaf", &[by_leaf]).unwrap();
+        s.recall_exclude("sibling", &[by_sibling]).unwrap();
+        s.recall_exclude("root", &[by_root]).unwrap();
         let ids = |steps: Option<Vec<StoredStep>>| {
             let mut ids: Vec<i64> = steps.unwrap().into_iter().map(|step| step.id).collect();
             ids.sort_unstable();
             ids
         };
-        for (branch, seen) in [("leaf", vec![second, third]), ("root", vec![first]), ("sibling", vec![first])]
-        {
+        for (branch, seen) in [
+            ("leaf", vec![by_sibling, by_root, own]),
+            ("root", vec![by_leaf, by_sibling]),
+            ("sibling", vec![by_leaf, by_root]),
+        ] {
             let path = s.path(branch).unwrap();
             assert_eq!(ids(s.read(|| steps_by_scan(&s, &path)).unwrap()), seen, "{branch}'s scan");
             let probed = events_past_rid(&s, &path, &STEP_ROWS, -1, &mut stored_step).unwrap();
@@ -1793,6 +1800,41 @@ mod tests {
         empty.recall_exclude("root", &[note]).unwrap();
         let path = empty.path("root").unwrap();
         assert_eq!(ids(empty.read(|| steps_by_scan(&empty, &path)).unwrap()), Vec::<i64>::new());
+    }
+
+    /// The steps' scan gives up, for the probes, on other branches' steps, and on other
+    /// branches' exclusions of the steps it found (each sibling reset the conversation): past
+    /// two rows per path branch, as every scan does.
+    #[test]
+    fn the_steps_scan_gives_up_on_other_branches_rows() {
+        let s = Store::scratch();
+        s.create_root("root").unwrap();
+        let first = s.recall_append("root", "step:user", "first", &[]).unwrap().id;
+        s.fork("root", Some("leaf")).unwrap();
+        let path = s.path("leaf").unwrap();
+        let scan = || s.read(|| steps_by_scan(&s, &path)).unwrap().map(|steps| steps.len());
+        assert_eq!(scan(), Some(1));
+        for i in 0..5 {
+            s.fork("root", Some(&format!("reset-{i}"))).unwrap();
+            s.recall_exclude(&format!("reset-{i}"), &[first]).unwrap();
+        }
+        assert_eq!(scan(), None, "five exclusions the leaf does not see, past four");
+        let ids = |steps: Vec<StoredStep>| steps.into_iter().map(|step| step.id).collect::<Vec<_>>();
+        assert_eq!(ids(steps(&s, &path).unwrap()), [first]);
+        let chatty = Store::scratch();
+        chatty.create_root("root").unwrap();
+        chatty.fork("root", Some("leaf")).unwrap();
+        chatty.fork("root", Some("chatty")).unwrap();
+        for i in 0..5 {
+            chatty.recall_append("chatty", "step:user", &format!("chatty {i}"), &[]).unwrap();
+        }
+        let own = chatty.recall_append("leaf", "step:user", "own", &[]).unwrap().id;
+        let path = chatty.path("leaf").unwrap();
+        assert!(
+            chatty.read(|| steps_by_scan(&chatty, &path)).unwrap().is_none(),
+            "five steps of another branch"
+        );
+        assert_eq!(ids(steps(&chatty, &path).unwrap()), [own]);
     }
 
     /// Steps are found in their partial index: its condition is the steps' kind prefix, and the
