@@ -495,9 +495,10 @@ fn scanned_or_probed<M, T>(
 /// the rows of given events) whose seq and branch are at `place`, that the view holds
 /// (`path::held_at`), each mapped by `f`, which may leave one out (None: it still counts as
 /// held). It gives up once it has read past more than two rows per path branch: the read then
-/// meets many other branches' rows, and the probes, one per path branch, read only the view's. A scan given up costs at most about what the probes cost: the
-/// rows read past, about as much as the probes' seeks, and the view's rows read before it gave
-/// up, which the probes read again (but for the events: [`events_by_scans`]).
+/// meets many other branches' rows, and the probes, one per path branch, read only the view's.
+/// A scan given up costs at most about what the probes cost: the rows read past, about as much
+/// as the probes' seeks, and the view's rows read before it gave up, which the probes read
+/// again (but for the events: [`events_by_scans`]).
 fn scanned<T>(
     store: &Store,
     path: &BranchPath,
@@ -843,7 +844,8 @@ fn steps_by_scan(store: &Store, path: &BranchPath) -> Result<Option<Vec<StoredSt
 /// event ids: its seq and branch, then the event's id.
 fn exclusions_of(backend: Backend) -> String {
     format!(
-        "SELECT x.seq, x.branch, x.event_id FROM {} j CROSS JOIN inherited_exclusions x ON x.event_id = j.value",
+        "SELECT x.seq, x.branch, x.event_id
+         FROM {} j CROSS JOIN inherited_exclusions x ON x.event_id = j.value",
         backend.json_ints("?1")
     )
 }
@@ -1995,7 +1997,8 @@ mod tests {
                     pairs
                 };
                 prop_assert_eq!(&sorted(event_keyword_matches(&s, &path, &query).unwrap()), &expected);
-                let probed_matches = events_past_rid(&s, &path, &EVENT_ROWS, -1, &mut counting(&query)).unwrap();
+                let probed_matches =
+                    events_past_rid(&s, &path, &EVENT_ROWS, -1, &mut counting(&query)).unwrap();
                 prop_assert_eq!(&sorted(probed_matches), &expected);
                 let scanned_matches = s.read(|| events_by_scans(&s, &path, &mut counting(&query))).unwrap();
                 prop_assert!(!leaf || scanned_matches.is_some(), "the chain's leaf");
