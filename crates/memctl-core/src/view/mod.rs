@@ -578,14 +578,10 @@ fn events_by_scans<T>(
     path: &BranchPath,
     map: &mut impl RowMapper<T>,
 ) -> Result<Option<Vec<T>>> {
-    let exclusions = "SELECT x.seq, x.branch, x.event_id FROM inherited_exclusions x";
-    let Some(hidden) =
-        scanned(store, path, exclusions, params![], Place::Columns(0, 1), |r, _| r.get::<i64>(2).map(Some))?
-            .whole()
-    else {
+    let every_exclusion = "SELECT x.seq, x.branch, x.event_id FROM inherited_exclusions x";
+    let Some(hidden) = hidden_by(store, path, every_exclusion, params![])? else {
         return Ok(None);
     };
-    let hidden: HashSet<i64> = hidden.into_iter().collect();
     // The last row met, by its path position and seq.
     let mut last = None;
     let Scan { kept: mut events, whole } =
@@ -828,16 +824,23 @@ fn steps_by_scan(store: &Store, path: &BranchPath) -> Result<Option<Vec<StoredSt
         return Ok(Some(steps));
     }
     let ids = serde_json::to_string(&steps.iter().map(|step| step.id).collect::<Vec<i64>>())?;
-    let exclusions = exclusions_of(store.backend());
-    let hidden = scanned(store, path, &exclusions, params![ids], Place::Columns(0, 1), |row, _| {
-        row.get::<i64>(2).map(Some)
-    })?;
-    let Some(hidden) = hidden.whole() else {
+    let Some(hidden) = hidden_by(store, path, &exclusions_of(store.backend()), params![ids])? else {
         return Ok(None);
     };
-    let hidden: HashSet<i64> = hidden.into_iter().collect();
     steps.retain(|step| !hidden.contains(&step.id));
     Ok(Some(steps))
+}
+
+/// The events that the view's exclusions among the rows of `exclusions` (an exclusion's seq,
+/// branch and event id) hide, from one scan of them ([`scanned`]); None if it gave up.
+fn hidden_by(
+    store: &Store,
+    path: &BranchPath,
+    exclusions: &str,
+    params: Params<'_>,
+) -> Result<Option<HashSet<i64>>> {
+    let scan = scanned(store, path, exclusions, params, Place::Columns(0, 1), |row, _| row.get(2).map(Some))?;
+    Ok(scan.whole().map(HashSet::from_iter))
 }
 
 /// Every exclusion of the events of the JSON array `?1`, in any branch, by the index of their
