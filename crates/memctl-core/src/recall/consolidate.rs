@@ -9,7 +9,7 @@
 use crate::archival::ArchivalWrite;
 use crate::clock::utc_datetime;
 use crate::error::Result;
-use crate::rows::{is_step, Branch, BranchPath, Event, Summary};
+use crate::rows::{Branch, BranchPath, Event, Summary};
 use crate::store::{Store, Tx};
 use crate::summarizer::{Answer, Mode, Request, Task};
 use crate::view;
@@ -111,15 +111,15 @@ fn plan(store: &Store, path: &BranchPath) -> Result<Option<Plan>> {
         return Ok(None);
     }
     // Conversation steps are the conversation's to compact (`compact`), not consolidation's.
-    let events: Vec<Event> =
-        view::events(store, path, Some(count))?.into_iter().filter(|e| !is_step(&e.kind)).collect();
+    let events = view::events_besides_steps(store, path)?;
     if events.len() <= threshold(store) {
         return Ok(None);
     }
     let summaries = view::summaries(store, path)?;
     let mut groups: Vec<Group> = Vec::new();
-    // Newest first in the view: keep the window, take the rest oldest first.
-    for event in events.into_iter().skip(store.config.recall_max_events).rev() {
+    // Oldest first: keep the newest `recall_max_events` as the window, take the rest.
+    let taken = events.len().saturating_sub(store.config.recall_max_events);
+    for event in events.into_iter().take(taken) {
         match groups.iter_mut().find(|g| *g.kind == *event.kind) {
             Some(group) => group.events.push(event),
             None => groups.push(Group {

@@ -2,6 +2,7 @@
 
 use memctl_core::*;
 use proptest::prelude::*;
+use serde_json::json;
 
 const T0: f64 = 1_767_323_045.0;
 
@@ -101,6 +102,50 @@ fn auto_consolidation_folds_summaries_instead_of_piling_them_up() {
         })
         .sum();
     assert_eq!(copied + r.events.len(), 40);
+}
+
+/// Consolidation counts and summarises the events besides the conversation's steps, which are
+/// `compact`'s: a long conversation alone never consolidates, and the steps stay in the view when
+/// the other events do, on the branch and on a deep chain below it.
+#[test]
+fn auto_consolidation_passes_over_the_conversation() {
+    let s = store_with(|c| {
+        c.recall_max_events = 20;
+        c.recall_consolidation_threshold = 1.5;
+    });
+    s.create_root("r").unwrap();
+    let steps = |branch: &str, n: usize| {
+        for i in 0..n {
+            s.step_add(
+                branch,
+                &Step::new(StepType::User, json!({"text": format!("{branch} asks {i}")})).unwrap(),
+            )
+            .unwrap();
+        }
+    };
+    let kinds = |branch: &str| {
+        let list = s.recall_list(branch, None).unwrap();
+        let steps = list.events.iter().filter(|e| is_step(&e.kind)).count();
+        (steps, list.events.len() - steps, list.summaries.len())
+    };
+    steps("r", 100);
+    append(&s, "r", 30, &["note"]);
+    assert_eq!(kinds("r"), (100, 30, 0), "30 other events: at the threshold");
+    append(&s, "r", 1, &["metric"]);
+    assert_eq!(kinds("r"), (100, 20, 1), "past it: all but the newest 20, 11 notes, summarised");
+    // Below a chain longer than a window's branches, whose view a scan reads.
+    let mut leaf = "r".to_string();
+    for level in 0..40 {
+        let child = format!("c{level}");
+        s.fork(&leaf, Some(&child)).unwrap();
+        steps(&child, 3);
+        leaf = child;
+    }
+    append(&s, &leaf, 10, &["plan"]);
+    assert_eq!(kinds(&leaf), (220, 30, 1));
+    s.recall_append(&leaf, "plan", "one more", &[]).unwrap();
+    assert_eq!(kinds(&leaf), (220, 20, 1), "11 more notes, folded into the summary of the notes");
+    assert_eq!(kinds("r"), (100, 20, 1), "copy-on-write");
 }
 
 #[test]
