@@ -85,7 +85,8 @@ Workloads (NAME for --only):
   k   gc of 900 dead branches (whole subtrees) of the tree of b, against a full export html
       of the same database (target: at most 2x), then vacuum and the file size before/after
   m   a 500-step conversation inherited over depth 50: `messages` with a 4,000-token budget
-      against `context` with the same budget, as whole CLI calls (target: at most 2x)
+      against `context` with the same budget, as whole CLI calls (target: at most 2x), and a
+      recall append beside the conversation (on a copy)
   q   PostgreSQL: the tree of b copied to a throwaway local cluster (initdb + pg_ctl, Unix
       socket; skipped with a note without the server binaries), then whole CLI calls
       (recall append, fork, read, archival search) against it and against the SQLite file:

@@ -632,40 +632,53 @@ fn conversation_messages(reps: &Reps) -> Result<(Vec<Row>, Value)> {
     drop(store);
     let memctl = crate::paths::release_binary("memctl");
     ensure!(memctl.exists(), "{} is missing: run `cargo xtask bench`, which builds it", memctl.display());
-    let call = |args: &[&str]| -> Result<f64> {
+    let call_on = |db: &Path, args: &[&str]| -> Result<f64> {
         let t = Instant::now();
-        let output = std::process::Command::new(&memctl).arg("--db").arg(&path).args(args).output()?;
+        let output = std::process::Command::new(&memctl).arg("--db").arg(db).args(args).output()?;
         ensure!(output.status.success(), "memctl {args:?}: {}", String::from_utf8_lossy(&output.stderr));
         Ok(millis(t.elapsed()))
     };
+    let call = |args: &[&str]| call_on(&path, args);
     let budget = ["--budget-tokens", "4000", "--encoding", "cl100k_base"];
     let messages = [&["messages", deepest.as_str()][..], &budget[..]].concat();
     let context = [&["context", deepest.as_str()][..], &budget[..]].concat();
-    let mut times = (Vec::new(), Vec::new());
+    // A note appended where the conversation is, on a copy (as the process floor's rows), so
+    // that `messages` and `context` read the database as built. The CLI consolidates by
+    // default: past 30 notes (not steps) an append consolidates them.
+    let copy_dir = tempfile::Builder::new().prefix("memctl-bench-conversation-").tempdir()?;
+    let copy = copy_dir.path().join("memory.sqlite");
+    std::fs::copy(&path, &copy)?;
+    let append = |i: usize| {
+        let text = format!("note {i} beside the conversation");
+        call_on(&copy, &["recall", "append", "--kind=note", &deepest, &text])
+    };
     call(&messages)?;
     call(&context)?;
-    for _ in 0..reps.cli_calls {
+    append(0)?;
+    // In rounds, the process floor among the calls.
+    let (mut times, mut floor_times) = ((Vec::new(), Vec::new(), Vec::new()), Vec::new());
+    for i in 1..=reps.cli_calls {
+        floor_times.extend(crate::floor::process(&copy, 1)?);
         times.0.push(call(&messages)?);
         times.1.push(call(&context)?);
+        times.2.push(append(i)?);
     }
-    let floor =
-        Floor::new(median(&crate::floor::process_on_copy(&path, reps.cli_calls)?), crate::floor::PROCESS);
-    drop(dir);
+    let floor = Floor::new(median(&floor_times), crate::floor::PROCESS);
+    drop((dir, copy_dir));
     let label = "m conversation, 500 steps over depth 50";
+    let row = |name: &str, times: &[f64]| {
+        Row::new(label, name, "ms").value(median(times)).p95(percentile(times, 95.0)).floor(floor.clone())
+    };
     let rows = vec![
-        Row::new(label, "one CLI call: messages, 4000 tokens", "ms")
-            .value(median(&times.0))
-            .p95(percentile(&times.0, 95.0))
-            .floor(floor.clone()),
-        Row::new(label, "one CLI call: context, 4000 tokens", "ms")
-            .value(median(&times.1))
-            .p95(percentile(&times.1, 95.0))
-            .floor(floor),
+        row("one CLI call: messages, 4000 tokens", &times.0),
+        row("one CLI call: context, 4000 tokens", &times.1),
+        row("one CLI call: recall append", &times.2)
+            .note("a note; the 500 steps in the view are not consolidation's, and not read"),
         Row::new(label, "messages / context", "x")
             .value(median(&times.0) / median(&times.1))
             .note("target: <= 2x"),
     ];
-    Ok((rows, json!({"messages_ms": times.0, "context_ms": times.1})))
+    Ok((rows, json!({"messages_ms": times.0, "context_ms": times.1, "append_ms": times.2})))
 }
 
 /// i. Importing the Python store's 1,000-branch database (reference legacy/tree1000). It is not
