@@ -673,7 +673,7 @@ fn conversation_messages(reps: &Reps) -> Result<(Vec<Row>, Value)> {
         row("one CLI call: messages, 4000 tokens", &times.0),
         row("one CLI call: context, 4000 tokens", &times.1),
         row("one CLI call: recall append", &times.2)
-            .note("a note; the 500 steps in the view are not consolidation's, and not read"),
+            .note("a note; consolidation counts the 500 steps in the view, and does not build them"),
         Row::new(label, "messages / context", "x")
             .value(median(&times.0) / median(&times.1))
             .note("target: <= 2x"),

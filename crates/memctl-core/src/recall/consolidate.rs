@@ -111,15 +111,14 @@ fn plan(store: &Store, path: &BranchPath) -> Result<Option<Plan>> {
         return Ok(None);
     }
     // Conversation steps are the conversation's to compact (`compact`), not consolidation's.
-    let events = view::events_besides_steps(store, path)?;
+    let events = view::newest_events_besides_steps(store, path, count)?;
     if events.len() <= threshold(store) {
         return Ok(None);
     }
     let summaries = view::summaries(store, path)?;
     let mut groups: Vec<Group> = Vec::new();
-    // Oldest first: keep the newest `recall_max_events` as the window, take the rest.
-    let taken = events.len().saturating_sub(store.config.recall_max_events);
-    for event in events.into_iter().take(taken) {
+    // Newest first in the view: keep the window, take the rest oldest first.
+    for event in events.into_iter().skip(store.config.recall_max_events).rev() {
         match groups.iter_mut().find(|g| *g.kind == *event.kind) {
             Some(group) => group.events.push(event),
             None => groups.push(Group {

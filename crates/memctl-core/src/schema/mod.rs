@@ -405,10 +405,6 @@ CREATE INDEX archival_seq_branch_tokens ON archival(seq, branch, tokens);
 /// the exclusions, which have none).
 pub(crate) const STEP_EVENT: &str = "substr(kind, 1, 5) = 'step:'";
 
-/// SQL: event `kind` is not a conversation step's, [`STEP_EVENT`] negated (`kind` is never
-/// NULL).
-pub(crate) const NOT_STEP_EVENT: &str = "substr(kind, 1, 5) != 'step:'";
-
 /// The page size of new databases. A commit writes whole pages to the WAL (an append: three), and
 /// the disk writes them back at each checkpoint; 2 KiB pages halve those bytes against SQLite's
 /// 4 KiB (+20-25% appends, +15% on the 1,000-branch tree, +30% archival writes, measured), at the
@@ -693,12 +689,6 @@ mod tests {
     fn the_steps_index_has_the_reads_condition() {
         let index = format!("CREATE INDEX events_steps ON events(rid) WHERE {STEP_EVENT};");
         assert!(MIGRATIONS.iter().any(|m| m.sql == index));
-    }
-
-    /// The condition of the events that are not steps is the steps' negated.
-    #[test]
-    fn the_other_events_are_the_steps_negated() {
-        assert_eq!(NOT_STEP_EVENT, STEP_EVENT.replace(" = ", " != "));
     }
 
     /// An event's rowid gives back the branch and seq it was made of, at the encoding's ends,

@@ -67,8 +67,8 @@ use shared::Shared;
 use crate::db::{named, params, Backend, Params, Row, ValueRef};
 use crate::error::{Error, Result};
 use crate::query::{Match, Query};
-use crate::rows::{Branch, BranchPath, CoreEntry, Event, Record, Summary};
-use crate::schema::{event_rid, NOT_STEP_EVENT, STEP_EVENT};
+use crate::rows::{Branch, BranchPath, CoreEntry, Event, Record, Summary, STEP_KIND};
+use crate::schema::{event_rid, STEP_EVENT};
 use crate::store::Store;
 use serde::Serialize;
 use smallvec::{smallvec, SmallVec};
@@ -381,7 +381,7 @@ pub(crate) fn anchor_rows(store: &Store, path: &BranchPath) -> Result<Vec<i64>> 
 /// Visible events, newest first, at most `limit`.
 pub(crate) fn events(store: &Store, path: &BranchPath, limit: Option<usize>) -> Result<Vec<Event>> {
     match limit {
-        None => Ok(newest_first(every_event(store, path, &EVENT_ROWS, building(&mut Shared::default()))?)),
+        None => Ok(newest_first(every_event(store, path, building(&mut Shared::default()))?)),
         Some(limit) => events_by_probes(store, path, limit),
     }
 }
@@ -410,19 +410,14 @@ fn building(shared: &mut Shared) -> impl RowMapper<Event> + '_ {
 /// oldest events, however many, is never read; events hidden among newer ones (an evict by
 /// kind, say) cost a probe each. (On a long path, the probe per branch costs more than the
 /// scans.)
-fn every_event<T>(
-    store: &Store,
-    path: &BranchPath,
-    rows: &EventRows,
-    mut map: impl RowMapper<T>,
-) -> Result<Vec<T>> {
+fn every_event<T>(store: &Store, path: &BranchPath, mut map: impl RowMapper<T>) -> Result<Vec<T>> {
     debug_assert!(path.is_whole(), "a read of every event along a path stopped at an anchor");
     if path.branches().len() <= WINDOW_BRANCHES {
         let count = event_count(store, path.branch().bid)?;
         if count <= FEW_EVENTS {
             // The path is no longer than a window's ([`windowed`]): one read takes every branch.
             path::load(store, path)?;
-            let sql = rows.newest();
+            let sql = newest_events();
             return mapped_rows(store, path, &sql, params![0i64, count as i64], &mut map);
         }
     }
@@ -430,8 +425,8 @@ fn every_event<T>(
         store,
         path,
         &mut map,
-        |map| store.read(|| events_by_scans(store, path, rows, map)),
-        |map| events_past_rid(store, path, rows, -1, map),
+        |map| store.read(|| events_by_scans(store, path, map)),
+        |map| events_past_rid(store, path, &EVENT_ROWS, -1, map),
     )
 }
 
@@ -440,12 +435,47 @@ fn every_event<T>(
 /// every exclusion once.
 const FEW_EVENTS: usize = 256;
 
+/// The newest visible events of the path branches from position `?1` on, at most `?2`.
+fn newest_events() -> String {
+    format!(
+        "SELECT {EVENT_COLUMNS} FROM {} WHERE p.pos >= ?1 AND {} {EVENTS_NEWEST_FIRST} LIMIT ?2",
+        visible("events"),
+        not_excluded()
+    )
+}
+
 /// [`events`] by one range probe per path branch, nearest first, stopping at `limit`.
 fn events_by_probes(store: &Store, path: &BranchPath, limit: usize) -> Result<Vec<Event>> {
-    let sql = EVENT_ROWS.newest();
+    let sql = newest_events();
     windowed(store, path, limit, |path, from, limit| {
         events_of(store, path, &sql, params![from as i64, limit as i64])
     })
+}
+
+/// The newest `limit` visible events, newest first, less the conversation's steps, which are
+/// read and counted toward `limit` but not built: what consolidation reads, `limit` the view's
+/// count. (Reading on until `limit` events besides the steps would read every event that
+/// earlier consolidations hid; building the steps cost every `recall append` beside a long
+/// conversation a build of it.)
+pub(crate) fn newest_events_besides_steps(
+    store: &Store,
+    path: &BranchPath,
+    limit: usize,
+) -> Result<Vec<Event>> {
+    let sql = newest_events();
+    let events = windowed(store, path, limit, |path, from, limit| {
+        let mut shared = Shared::default();
+        let mut build = building(&mut shared);
+        // A step is read as None, which the window counts.
+        let mut unless_step = |row: &Row<'_>, first, seq, branch: &Arc<str>| {
+            if row.text_bytes(first)?.starts_with(STEP_KIND.as_bytes()) {
+                return Ok(Some(None));
+            }
+            build(row, first, seq, branch).map(Some)
+        };
+        mapped_rows(store, path, &sql, params![from as i64, limit as i64], &mut unless_step)
+    })?;
+    Ok(events.into_iter().flatten().collect())
 }
 
 /// The visible events of `rows` with a rowid above `rid` (-1: every one) that no visible
@@ -572,7 +602,6 @@ struct Held<'p> {
 fn events_by_scans<T>(
     store: &Store,
     path: &BranchPath,
-    rows: &EventRows,
     map: &mut impl RowMapper<T>,
 ) -> Result<Option<Vec<T>>> {
     let every_exclusion = "SELECT x.seq, x.branch, x.event_id FROM inherited_exclusions x";
@@ -582,7 +611,7 @@ fn events_by_scans<T>(
     // The last row met, by its path position and seq.
     let mut last = None;
     let Scan { kept: mut events, whole } =
-        scanned(store, path, &rows.every_one(), params![], Place::EventRid(0), |row, held| {
+        scanned(store, path, &EVENT_ROWS.every_one(), params![], Place::EventRid(0), |row, held| {
             last = Some((held.position, held.seq));
             match hidden.contains(&held.seq) {
                 true => Ok(None),
@@ -591,7 +620,7 @@ fn events_by_scans<T>(
         })?;
     if !whole {
         let after = last.map_or(Ok(-1), |(at, seq)| event_rid::of(path.branches()[at].bid, seq))?;
-        events.extend(events_past_rid(store, path, rows, after, map)?);
+        events.extend(events_past_rid(store, path, &EVENT_ROWS, after, map)?);
     }
     Ok(Some(events))
 }
@@ -606,7 +635,7 @@ pub(crate) fn oldest_events(store: &Store, path: &BranchPath, n: usize) -> Resul
         events.truncate(n);
         return Ok(events);
     }
-    let mut ids = every_event(store, path, &EVENT_ROWS, |_: &Row<'_>, _, seq, _: &Arc<str>| Ok(Some(seq)))?;
+    let mut ids = every_event(store, path, |_: &Row<'_>, _, seq, _: &Arc<str>| Ok(Some(seq)))?;
     ids.sort_unstable();
     ids.truncate(n);
     match ids.last() {
@@ -620,14 +649,6 @@ pub(crate) fn events_of_kind(store: &Store, path: &BranchPath, kind: &str) -> Re
     events_where(store, path, |of_kind, _| of_kind == kind.as_bytes())
 }
 
-/// The visible events that are not conversation steps, oldest first: the statements pass over
-/// the steps ([`OTHER_THAN_STEP_ROWS`]).
-pub(crate) fn events_besides_steps(store: &Store, path: &BranchPath) -> Result<Vec<Event>> {
-    let mut events = every_event(store, path, &OTHER_THAN_STEP_ROWS, building(&mut Shared::default()))?;
-    events.sort_unstable_by_key(|e| e.id);
-    Ok(events)
-}
-
 /// The visible events that `keep` keeps, given their kind and seq, oldest first, read as
 /// [`every_event`] reads them, building only those.
 fn events_where(
@@ -637,13 +658,12 @@ fn events_where(
 ) -> Result<Vec<Event>> {
     let mut shared = Shared::default();
     let mut build = building(&mut shared);
-    let mut events =
-        every_event(store, path, &EVENT_ROWS, |row: &Row<'_>, first, seq, branch: &Arc<str>| {
-            match keep(row.text_bytes(first)?, seq) {
-                true => build(row, first, seq, branch),
-                false => Ok(None),
-            }
-        })?;
+    let mut events = every_event(store, path, |row: &Row<'_>, first, seq, branch: &Arc<str>| {
+        match keep(row.text_bytes(first)?, seq) {
+            true => build(row, first, seq, branch),
+            false => Ok(None),
+        }
+    })?;
     events.sort_unstable_by_key(|e| e.id);
     Ok(events)
 }
@@ -652,7 +672,7 @@ fn events_where(
 /// tags (each tag a text), with their counts, counted from the stored columns as they are read
 /// ([`every_event`]), without building events.
 pub(crate) fn event_keyword_matches(store: &Store, path: &BranchPath, query: &Query) -> Result<Vec<Match>> {
-    every_event(store, path, &EVENT_ROWS, counting(query))
+    every_event(store, path, counting(query))
 }
 
 /// The [`RowMapper`] of the recall search: the events that hold a query word, with their
@@ -718,12 +738,6 @@ struct EventRows {
 /// Every event, with [`event_fields`].
 const EVENT_ROWS: EventRows = EventRows { fields: event_fields!(), condition: "1 = 1", scanned: "events t" };
 
-/// The events that are not conversation steps, with [`event_fields`]: what consolidation reads
-/// ([`events_besides_steps`]). A step is passed over in the statement, neither handed over nor
-/// built; a long conversation would otherwise cost every `recall append` a read of it.
-const OTHER_THAN_STEP_ROWS: EventRows =
-    EventRows { fields: event_fields!(), condition: NOT_STEP_EVENT, scanned: "events t" };
-
 /// The conversation's steps ([`steps`]), read from their partial index, whose condition
 /// ([`STEP_EVENT`]) the statements hold: a read's cost follows the steps, not the events.
 const STEP_ROWS: EventRows = EventRows {
@@ -737,18 +751,6 @@ impl EventRows {
     /// [`EventRows::fields`].
     fn every_one(&self) -> String {
         format!("SELECT t.rid, {} FROM {} WHERE {} ORDER BY t.rid", self.fields, self.scanned, self.condition)
-    }
-
-    /// The newest of these events of the path branches from position `?1` on, at most `?2`,
-    /// read with their seq and branch, then [`EventRows::fields`].
-    fn newest(&self) -> String {
-        format!(
-            "SELECT t.seq, t.branch, {} FROM {} WHERE p.pos >= ?1 AND {} AND {} {EVENTS_NEWEST_FIRST} LIMIT ?2",
-            self.fields,
-            visible("events"),
-            self.condition,
-            not_excluded()
-        )
     }
 
     /// The statement of [`events_past_rid`]: these events above rowid `?1` that no visible
@@ -1525,7 +1527,7 @@ mod tests {
     /// (None: the first gave up).
     fn every_event_by_scan(s: &Store, path: &BranchPath) -> Result<Option<Vec<Event>>> {
         let mut shared = Shared::default();
-        Ok(s.read(|| events_by_scans(s, path, &EVENT_ROWS, &mut building(&mut shared)))?.map(newest_first))
+        Ok(s.read(|| events_by_scans(s, path, &mut building(&mut shared)))?.map(newest_first))
     }
 
     /// Every visible event, newest first, by one range probe per path branch.
@@ -1866,57 +1868,46 @@ mod tests {
         assert_eq!(ids(steps(&chatty, &path).unwrap()), [own]);
     }
 
-    /// The events besides the steps are the visible events less the steps, by each read of
-    /// every event (a short path's window, the scan, the probes), whatever hides them: each
-    /// branch's own exclusions, and the leaf's of its ancestors' events.
+    /// The newest events besides the steps are the newest visible events less the steps, the
+    /// steps counted toward the limit, on a short path and past a window's branches, whatever
+    /// hides them: each branch's own exclusions, and the leaf's of its ancestors' events.
     #[test]
-    fn the_events_besides_steps_are_the_events_less_the_steps() {
+    fn the_newest_events_besides_steps_are_the_newest_events_less_the_steps() {
         let s = Store::scratch();
         s.create_root("b0").unwrap();
         let depth = WINDOW_BRANCHES + 4;
-        let mut written = Vec::new();
         for level in 0..depth {
             let branch = format!("b{level}");
+            let mut written = Vec::new();
             for kind in ["note", "step:user", "metric", "step:action"] {
-                let id = s.recall_append(&branch, kind, &format!("{kind} at {level}"), &[]).unwrap().id;
-                written.push(id);
+                written.push(s.recall_append(&branch, kind, &format!("{kind} at {level}"), &[]).unwrap().id);
             }
             if level % 5 == 0 {
-                s.recall_exclude(&branch, &written[written.len() - 4..written.len() - 2]).unwrap();
+                s.recall_exclude(&branch, &written[..2]).unwrap();
             }
             s.fork(&branch, Some(&format!("b{}", level + 1))).unwrap();
         }
         let leaf = format!("b{depth}");
         let seen = events(&s, &s.path(&leaf).unwrap(), None).unwrap();
         s.recall_exclude(&leaf, &[seen[3].id, seen[10].id, seen[40].id, seen[41].id]).unwrap();
-        let ids = |events: Vec<Event>| {
-            let mut ids: Vec<i64> = events.into_iter().map(|e| e.id).collect();
-            ids.sort_unstable();
-            ids
-        };
-        let mut checked_steps = 0;
+        let mut steps_passed_over = 0;
         for branch in ["b0", "b4", &leaf] {
             let path = s.path(branch).unwrap();
-            let all = events(&s, &path, None).unwrap();
-            checked_steps += all.iter().filter(|e| e.kind.starts_with(STEP_KIND)).count();
-            let others = ids(all.into_iter().filter(|e| !e.kind.starts_with(STEP_KIND)).collect());
-            assert_eq!(ids(events_besides_steps(&s, &path).unwrap()), others, "{branch}");
-            let mut shared: [Shared; 3] = Default::default();
-            let [scan, probes, window] = &mut shared;
-            // A short path's scan gives up on the rows of the branches below it.
-            match s.read(|| events_by_scans(&s, &path, &OTHER_THAN_STEP_ROWS, &mut building(scan))).unwrap() {
-                Some(scanned) => assert_eq!(ids(scanned), others, "{branch}'s scan"),
-                None => assert_ne!(branch, leaf, "the leaf's path holds every branch"),
+            let newest = events(&s, &path, None).unwrap();
+            for limit in [3, 10, newest.len(), newest.len() + 5] {
+                let within = &newest[..limit.min(newest.len())];
+                let others: Vec<i64> =
+                    within.iter().filter(|e| !e.kind.starts_with(STEP_KIND)).map(|e| e.id).collect();
+                steps_passed_over += within.len() - others.len();
+                let read = newest_events_besides_steps(&s, &path, limit).unwrap();
+                assert_eq!(read.iter().map(|e| e.id).collect::<Vec<_>>(), others, "{branch}, {limit}");
+                assert_eq!(
+                    read,
+                    within.iter().filter(|e| others.contains(&e.id)).cloned().collect::<Vec<_>>()
+                );
             }
-            let probed =
-                events_past_rid(&s, &path, &OTHER_THAN_STEP_ROWS, -1, &mut building(probes)).unwrap();
-            assert_eq!(ids(probed), others, "{branch}'s probes");
-            path::load(&s, &path).unwrap();
-            let sql = OTHER_THAN_STEP_ROWS.newest();
-            let newest = mapped_rows(&s, &path, &sql, params![0i64, 1000i64], &mut building(window)).unwrap();
-            assert_eq!(ids(newest), others, "{branch}'s window");
         }
-        assert!(checked_steps > depth, "the views hold steps: {checked_steps}");
+        assert!(steps_passed_over > depth, "the views hold steps: {steps_passed_over}");
     }
 
     /// Steps are found in their partial index: its condition is the steps' kind prefix, and the
@@ -2080,7 +2071,7 @@ mod tests {
                 let probed_matches =
                     events_past_rid(&s, &path, &EVENT_ROWS, -1, &mut counting(&query)).unwrap();
                 prop_assert_eq!(&sorted(probed_matches), &expected);
-                let scanned_matches = s.read(|| events_by_scans(&s, &path, &EVENT_ROWS, &mut counting(&query))).unwrap();
+                let scanned_matches = s.read(|| events_by_scans(&s, &path, &mut counting(&query))).unwrap();
                 prop_assert!(!leaf || scanned_matches.is_some(), "the chain's leaf");
                 if let Some(scanned) = scanned_matches {
                     prop_assert_eq!(&sorted(scanned), &expected);
