@@ -67,7 +67,7 @@ use shared::Shared;
 use crate::db::{named, params, Backend, Params, Row, ValueRef};
 use crate::error::{Error, Result};
 use crate::query::{Match, Query};
-use crate::rows::{Branch, BranchPath, CoreEntry, Event, Record, Summary, STEP_KIND};
+use crate::rows::{is_step, Branch, BranchPath, CoreEntry, Event, Record, Summary};
 use crate::schema::{event_rid, STEP_EVENT};
 use crate::store::Store;
 use serde::Serialize;
@@ -446,10 +446,7 @@ fn newest_events() -> String {
 
 /// [`events`] by one range probe per path branch, nearest first, stopping at `limit`.
 fn events_by_probes(store: &Store, path: &BranchPath, limit: usize) -> Result<Vec<Event>> {
-    let sql = newest_events();
-    windowed(store, path, limit, |path, from, limit| {
-        events_of(store, path, &sql, params![from as i64, limit as i64])
-    })
+    Ok(newest_by_probes(store, path, limit, |_| true)?.into_iter().flatten().collect())
 }
 
 /// The newest `limit` visible events, newest first, less the conversation's steps, which are
@@ -462,20 +459,29 @@ pub(crate) fn newest_events_besides_steps(
     path: &BranchPath,
     limit: usize,
 ) -> Result<Vec<Event>> {
+    let not_step = |kind: &[u8]| !std::str::from_utf8(kind).is_ok_and(is_step);
+    Ok(newest_by_probes(store, path, limit, not_step)?.into_iter().flatten().collect())
+}
+
+/// The newest `limit` visible events, newest first, by one range probe per path branch,
+/// nearest first ([`windowed`]); those whose kind `built` refuses are read and counted, as
+/// None, but not built.
+fn newest_by_probes(
+    store: &Store,
+    path: &BranchPath,
+    limit: usize,
+    built: impl Fn(&[u8]) -> bool,
+) -> Result<Vec<Option<Event>>> {
     let sql = newest_events();
-    let events = windowed(store, path, limit, |path, from, limit| {
+    windowed(store, path, limit, |path, from, limit| {
         let mut shared = Shared::default();
         let mut build = building(&mut shared);
-        // A step is read as None, which the window counts.
-        let mut unless_step = |row: &Row<'_>, first, seq, branch: &Arc<str>| {
-            if row.text_bytes(first)?.starts_with(STEP_KIND.as_bytes()) {
-                return Ok(Some(None));
-            }
-            build(row, first, seq, branch).map(Some)
+        let mut mapped = |row: &Row<'_>, first, seq, branch: &Arc<str>| match built(row.text_bytes(first)?) {
+            true => build(row, first, seq, branch).map(Some),
+            false => Ok(Some(None)),
         };
-        mapped_rows(store, path, &sql, params![from as i64, limit as i64], &mut unless_step)
-    })?;
-    Ok(events.into_iter().flatten().collect())
+        mapped_rows(store, path, &sql, params![from as i64, limit as i64], &mut mapped)
+    })
 }
 
 /// The visible events of `rows` with a rowid above `rid` (-1: every one) that no visible
@@ -1889,12 +1895,14 @@ mod tests {
         }
         let leaf = format!("b{depth}");
         let seen = events(&s, &s.path(&leaf).unwrap(), None).unwrap();
-        s.recall_exclude(&leaf, &[seen[3].id, seen[10].id, seen[40].id, seen[41].id]).unwrap();
+        // Near and far: b0's event is read only past the window's branches.
+        let hidden = [seen[3].id, seen[10].id, seen[40].id, seen[41].id, seen[seen.len() - 1].id];
+        s.recall_exclude(&leaf, &hidden).unwrap();
         let mut steps_passed_over = 0;
         for branch in ["b0", "b4", &leaf] {
             let path = s.path(branch).unwrap();
             let newest = events(&s, &path, None).unwrap();
-            for limit in [3, 10, newest.len(), newest.len() + 5] {
+            for limit in [3, 10, newest.len().saturating_sub(3), newest.len(), newest.len() + 5] {
                 let within = &newest[..limit.min(newest.len())];
                 let others: Vec<i64> =
                     within.iter().filter(|e| !e.kind.starts_with(STEP_KIND)).map(|e| e.id).collect();

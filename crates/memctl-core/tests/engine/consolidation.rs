@@ -133,7 +133,7 @@ fn auto_consolidation_passes_over_the_conversation() {
     assert_eq!(kinds("r"), (100, 30, 0), "30 other events: at the threshold");
     append(&s, "r", 1, &["metric"]);
     assert_eq!(kinds("r"), (100, 20, 1), "past it: all but the newest 20, 11 notes, summarised");
-    // Below a chain longer than a window's branches, whose view a scan reads.
+    // Below a chain longer than a window's branches: the newest events are read past them.
     let mut leaf = "r".to_string();
     for level in 0..40 {
         let child = format!("c{level}");
