@@ -610,8 +610,7 @@ fn events_by_scans<T>(
     path: &BranchPath,
     map: &mut impl RowMapper<T>,
 ) -> Result<Option<Vec<T>>> {
-    let every_exclusion = "SELECT x.seq, x.branch, x.event_id FROM inherited_exclusions x";
-    let Some(hidden) = hidden_by(store, path, every_exclusion, params![])? else {
+    let Some(hidden) = hidden_by(store, path, EVERY_EXCLUSION, params![])? else {
         return Ok(None);
     };
     // The last row met, by its path position and seq.
@@ -840,11 +839,12 @@ pub(crate) fn steps(store: &Store, path: &BranchPath) -> Result<Vec<StoredStep>>
 }
 
 /// The visible steps, in no set order, from one scan of the steps' index ([`scanned`]) without
-/// the path's table; None if it gave up. What hides them is looked up by their ids afterwards,
-/// not read whole as a read of every event does: a consolidated timeline holds an exclusion
-/// per event, and its conversation a few steps, or none. The lookup gives up as a scan does:
-/// a step that every other branch excluded (each reset its conversation) has an exclusion per
-/// branch, which only the branches that wrote them see.
+/// the path's table; None if it gave up. What hides them is read afterwards: whole, as a read
+/// of every event does, only if the table holds fewer exclusions than the steps found; else
+/// looked up by the steps' ids, since a consolidated timeline holds an exclusion per event,
+/// and its conversation a few steps, or none. The lookup gives up as a scan does: a step that
+/// every other branch excluded (each reset its conversation) has an exclusion per branch,
+/// which only the branches that wrote them see.
 fn steps_by_scan(store: &Store, path: &BranchPath) -> Result<Option<Vec<StoredStep>>> {
     let scan = scanned(store, path, &STEP_ROWS.every_one(), params![], Place::EventRid(0), |row, held| {
         stored_step(row, 1, held.seq, held.branch)
@@ -855,13 +855,36 @@ fn steps_by_scan(store: &Store, path: &BranchPath) -> Result<Option<Vec<StoredSt
     if steps.is_empty() {
         return Ok(Some(steps));
     }
-    let ids = serde_json::to_string(&steps.iter().map(|step| step.id).collect::<Vec<i64>>())?;
-    let Some(hidden) = hidden_by(store, path, &exclusions_of(store.backend()), params![ids])? else {
+    // What hides them is read from every exclusion when the table holds fewer than the steps
+    // found (a conversation's own prunes and resets, say), which costs less than looking up
+    // each step's. Otherwise (a consolidated timeline holds an exclusion per event), or if that
+    // read gave up on other branches' exclusions, each step's are looked up.
+    let mut hidden = None;
+    if fewer_exclusions_than(store, steps.len())? {
+        hidden = hidden_by(store, path, EVERY_EXCLUSION, params![])?;
+    }
+    if hidden.is_none() {
+        let ids = serde_json::to_string(&steps.iter().map(|step| step.id).collect::<Vec<i64>>())?;
+        hidden = hidden_by(store, path, &exclusions_of(store.backend()), params![ids])?;
+    }
+    let Some(hidden) = hidden else {
         return Ok(None);
     };
     steps.retain(|step| !hidden.contains(&step.id));
     Ok(Some(steps))
 }
+
+/// Whether the exclusions table holds fewer than `n` rows, read no further than the `n`th.
+fn fewer_exclusions_than(store: &Store, n: usize) -> Result<bool> {
+    let Some(past) = n.checked_sub(1) else {
+        return Ok(false);
+    };
+    let sql = "SELECT 1 FROM inherited_exclusions LIMIT 1 OFFSET ?1";
+    Ok(!store.conn.exists(sql, params![past as i64])?)
+}
+
+/// Every exclusion: its seq and branch, then the event's id, as [`hidden_by`] reads them.
+const EVERY_EXCLUSION: &str = "SELECT x.seq, x.branch, x.event_id FROM inherited_exclusions x";
 
 /// The events that the view's exclusions among the rows of `exclusions` (an exclusion's seq,
 /// branch and event id) hide, from one scan of them ([`scanned`]); None if it gave up.
@@ -1872,6 +1895,82 @@ mod tests {
             "five steps of another branch"
         );
         assert_eq!(ids(steps(&chatty, &path).unwrap()), [own]);
+    }
+
+    /// What hides the steps a scan found is read from every exclusion when the table holds
+    /// fewer than the steps, and looked up by the steps' ids otherwise, or when that read gives
+    /// up on other branches' exclusions (of their own notes): each way, the steps are the
+    /// visible step events.
+    #[test]
+    fn the_steps_exclusions_are_read_whole_or_looked_up() {
+        let s = Store::scratch();
+        s.create_root("root").unwrap();
+        let mut leaf = "root".to_string();
+        for level in 0..6 {
+            for turn in 0..4 {
+                s.recall_append(&leaf, "step:user", &format!("turn {turn} at {level}"), &[]).unwrap();
+            }
+            s.recall_append(&leaf, "note", &format!("note at {level}"), &[]).unwrap();
+            let child = format!("c{level}");
+            s.fork(&leaf, Some(&child)).unwrap();
+            leaf = child;
+        }
+        let path = s.path(&leaf).unwrap();
+        let expected = || {
+            let path = s.path(&leaf).unwrap();
+            let mut ids: Vec<i64> = events(&s, &path, None)
+                .unwrap()
+                .into_iter()
+                .filter(|e| is_step(&e.kind))
+                .map(|e| e.id)
+                .collect();
+            ids.sort_unstable();
+            ids
+        };
+        let scanned = || {
+            let steps = s.read(|| steps_by_scan(&s, &s.path(&leaf).unwrap())).unwrap();
+            steps.map(|steps| steps.into_iter().map(|step| step.id).collect::<Vec<_>>())
+        };
+        let ids: Vec<i64> = expected();
+        // A few exclusions (a prune): read whole.
+        s.recall_exclude(&leaf, &ids[..3]).unwrap();
+        assert!(fewer_exclusions_than(&s, ids.len() - 3).unwrap());
+        assert_eq!(scanned(), Some(expected()));
+        // More exclusions than steps, of the notes and of steps: looked up.
+        let notes: Vec<i64> = events(&s, &path, None)
+            .unwrap()
+            .into_iter()
+            .filter(|e| &*e.kind == "note")
+            .map(|e| e.id)
+            .collect();
+        s.recall_exclude(&leaf, &notes).unwrap();
+        s.recall_exclude(&leaf, &ids[3..20]).unwrap();
+        assert!(!fewer_exclusions_than(&s, ids.len() - 20).unwrap());
+        assert_eq!(scanned(), Some(expected()));
+        // Fewer exclusions than steps, but most of them other branches': the whole read gives
+        // up past two a path branch, and the lookup finds the leaf's.
+        let other = Store::scratch();
+        other.create_root("root").unwrap();
+        let steps: Vec<i64> = (0..40)
+            .map(|turn| other.recall_append("root", "step:user", &format!("turn {turn}"), &[]).unwrap().id)
+            .collect();
+        other.fork("root", Some("leaf")).unwrap();
+        other.recall_exclude("leaf", &steps[..2]).unwrap();
+        for sibling in 0..6 {
+            let sibling = format!("sibling-{sibling}");
+            other.fork("root", Some(&sibling)).unwrap();
+            let own: Vec<i64> = (0..5)
+                .map(|turn| {
+                    other.recall_append(&sibling, "note", &format!("{sibling} {turn}"), &[]).unwrap().id
+                })
+                .collect();
+            other.recall_exclude(&sibling, &own).unwrap();
+        }
+        assert!(fewer_exclusions_than(&other, steps.len()).unwrap());
+        let path = other.path("leaf").unwrap();
+        assert!(other.read(|| hidden_by(&other, &path, EVERY_EXCLUSION, params![])).unwrap().is_none());
+        let found = other.read(|| steps_by_scan(&other, &path)).unwrap().unwrap();
+        assert_eq!(found.into_iter().map(|step| step.id).collect::<Vec<_>>(), steps[2..]);
     }
 
     /// The newest events besides the steps are the newest visible events less the steps, the
