@@ -1186,6 +1186,43 @@ fn database_of_schema_1_is_upgraded_with_its_counts() {
 }
 
 #[test]
+fn database_of_schema_11_is_upgraded_with_its_step_counts() {
+    // Written by schema 11's memctl: conversations pruned, reset, evicted and consolidated
+    // across forks (tests/fixtures/README.md).
+    let sb = Sandbox::new();
+    std::fs::copy(fixture("schema_v11.sqlite"), sb.file("memory.sqlite")).unwrap();
+    let counts = |branch: &str| {
+        let list = sb.json(&["recall", "list", branch, "--limit", "1000"]);
+        let events = array(&list, "events");
+        let steps = events.iter().filter(|e| string(e, "kind").starts_with("step:")).count();
+        (events.len(), steps, array(&list, "summaries").len())
+    };
+    let before = [("root", 10, 6), ("a", 8, 4), ("a1", 9, 5), ("b", 7, 2), ("b1", 9, 4), ("c", 62, 35)];
+    for (branch, events, steps) in before {
+        let (listed, listed_steps, summaries) = counts(branch);
+        assert_eq!((listed, listed_steps), (events, steps), "{branch}: as schema 11 listed them");
+        // Auto-consolidation counts the events besides the steps from the upgrade's counts: 30
+        // are within the default threshold, the 31st is past it.
+        for i in events - steps..30 {
+            sb.ok(&[
+                "recall",
+                "append",
+                branch,
+                "--kind",
+                "note",
+                &format!("{branch} note {i} after the upgrade"),
+            ]);
+        }
+        assert_eq!(counts(branch), (30 + steps, steps, summaries), "{branch}: at the threshold");
+        sb.ok(&["recall", "append", branch, "--kind", "note", "past it"]);
+        // Consolidated: the newest 20 stay (their summaries depend on the kinds consolidated
+        // and on the summaries they fold in).
+        let (listed, listed_steps, _) = counts(branch);
+        assert_eq!((listed, listed_steps), (20 + steps, steps), "{branch}: past it");
+    }
+}
+
+#[test]
 fn upgraded_search_index_holds_no_deleted_versions() {
     // A schema-1 database with a delete: record 35 deleted in g2 (bid 5) at seq 47.
     let sb = Sandbox::new();

@@ -93,10 +93,10 @@ impl Tx<'_> {
         let fork_seq = self.next_seq()?;
         let depth = parent.map_or(0, |p| p.depth + 1);
         // What the parent's view holds now is what the child inherits: kept so that counting a
-        // view's events stays O(1) however deep it is.
-        let inherited_events = match parent {
-            Some(p) => view::event_count(self, p.bid)?,
-            None => 0,
+        // view's events and steps stays O(1) however deep it is.
+        let inherited = match parent {
+            Some(p) => view::event_counts(self, p.bid)?,
+            None => view::EventCounts { events: 0, steps: 0 },
         };
         // Every `anchor_every` levels the child keeps the rows of the parent's view that can
         // still decide a core key or show a summary, so reads stop there (view.rs).
@@ -108,8 +108,9 @@ impl Tx<'_> {
             _ => None,
         };
         let bid = self.conn.insert_returning_key(
-            "INSERT INTO branches(id, parent, fork_seq, depth, created_at, inherited_events, anchored)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            "INSERT INTO branches(id, parent, fork_seq, depth, created_at, inherited_events, inherited_steps,
+                                  anchored)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
             "bid",
             params![
                 id,
@@ -117,7 +118,8 @@ impl Tx<'_> {
                 fork_seq,
                 depth,
                 self.now(),
-                inherited_events as i64,
+                inherited.events as i64,
+                inherited.steps as i64,
                 anchor.is_some()
             ],
         )?;

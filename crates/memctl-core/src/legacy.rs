@@ -14,7 +14,7 @@ use crate::archival::ArchivalWrite;
 use crate::branch::validate_branch_id;
 use crate::core_kv::{validate_key, CoreWrite, DEFAULT_IMPORTANCE, PINNED};
 use crate::error::{Error, Result, Topic};
-use crate::rows::Branch;
+use crate::rows::{is_step, Branch};
 use crate::store::{Store, Tx};
 use crate::stored_text::normalize_tags;
 use crate::view;
@@ -244,8 +244,9 @@ impl Tx<'_> {
     ) -> Result<()> {
         let path = self.path(branch)?;
         let bid = path.branch().bid;
-        // The events this branch's view shows, read when its first exclusion needs them.
-        let mut visible: Option<HashSet<i64>> = None;
+        // The events this branch's view shows, read when its first exclusion needs them: each
+        // id, and whether it is a step.
+        let mut visible: Option<HashMap<i64, bool>> = None;
         for (ts, _, row) in rows {
             self.set_now(ts);
             match row {
@@ -315,15 +316,18 @@ impl Tx<'_> {
                     };
                     let shown = match &mut visible {
                         Some(shown) => shown,
-                        None => {
-                            visible.insert(view::events(self, &path, None)?.iter().map(|e| e.id).collect())
-                        }
+                        None => visible.insert(
+                            view::events(self, &path, None)?
+                                .iter()
+                                .map(|e| (e.id, is_step(&e.kind)))
+                                .collect(),
+                        ),
                     };
-                    if !shown.remove(&id) {
+                    let Some(step) = shown.remove(&id) else {
                         tally.skip("inherited_exclusions", "event already excluded by an ancestor");
                         continue;
-                    }
-                    self.insert_exclusions(bid, &[id])?;
+                    };
+                    self.insert_exclusions(bid, [(id, step)])?;
                     tally.converted.exclusions += 1;
                 }
                 LegacyRow::Summary { kind, text, event_ids: ids } => {

@@ -89,10 +89,13 @@ impl Group {
     }
 }
 
-/// The most events a branch may see before consolidation.
-fn threshold(store: &Store) -> usize {
+/// Whether a view of these counts holds more events besides its steps than consolidation lets
+/// a branch see.
+fn over_threshold(store: &Store, counts: view::EventCounts) -> bool {
     let config = &store.config;
-    (config.recall_max_events as f64 * config.recall_consolidation_threshold).floor() as usize
+    let threshold =
+        (config.recall_max_events as f64 * config.recall_consolidation_threshold).floor() as usize;
+    counts.besides_steps() > threshold
 }
 
 /// What a consolidation summarises, per kind, and the ids of the summaries the view keeps
@@ -104,17 +107,15 @@ struct Plan {
 
 /// What consolidating `path`'s branch now would do; None when within bounds.
 fn plan(store: &Store, path: &BranchPath) -> Result<Option<Plan>> {
-    // The count is exact and constant-time; reading only that many events stops before the
-    // excluded ones that earlier consolidations left behind, however many they are.
-    let count = view::event_count(store, path.branch().bid)?;
-    if count <= threshold(store) {
-        return Ok(None);
-    }
     // Conversation steps are the conversation's to compact (`compact`), not consolidation's.
-    let events = view::newest_events_besides_steps(store, path, count)?;
-    if events.len() <= threshold(store) {
+    let counts = view::event_counts(store, path.branch().bid)?;
+    if !over_threshold(store, counts) {
         return Ok(None);
     }
+    // The counts are exact; reading only that many events stops before the excluded ones that
+    // earlier consolidations left behind, however many they are.
+    let events = view::newest_events_besides_steps(store, path, counts.events)?;
+    debug_assert_eq!(events.len(), counts.besides_steps(), "the view's count of steps");
     let summaries = view::summaries(store, path)?;
     let mut groups: Vec<Group> = Vec::new();
     // Newest first in the view: keep the window, take the rest oldest first.
@@ -195,7 +196,7 @@ impl Tx<'_> {
                 &new_ids,
                 &replaced,
             )?);
-            self.insert_exclusions(bid, &new_ids)?;
+            self.insert_exclusions(bid, super::excluded(&group.events))?;
             outcome.consolidated += n;
         }
         if outcome.consolidated > 0 {
@@ -214,7 +215,7 @@ impl Tx<'_> {
         if !self.config.auto_consolidate {
             return Ok(());
         }
-        if view::event_count(self, branch.bid)? > threshold(self) {
+        if over_threshold(self, view::event_counts(self, branch.bid)?) {
             self.consolidate(&branch.id, true)?;
         }
         Ok(())

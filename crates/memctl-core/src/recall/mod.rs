@@ -10,11 +10,11 @@ use crate::db::params;
 use crate::error::{Error, Result};
 use crate::journal;
 use crate::query::{ranked, Query};
-use crate::rows::{AppendOutcome, BranchPath, Event, Summary};
+use crate::rows::{is_step, AppendOutcome, BranchPath, Event, Summary};
 use crate::schema::event_rid;
 use crate::store::{Store, Tx};
 use crate::stored_text::{content_hash, normalize_tags};
-use crate::view;
+use crate::view::{self, Counted};
 use serde::Serialize;
 use serde_json::json;
 use std::borrow::Cow;
@@ -98,6 +98,11 @@ impl Store {
     }
 }
 
+/// The events as [`Tx::insert_exclusions`] takes them: each id, and whether it is a step.
+pub(crate) fn excluded(events: &[Event]) -> impl Iterator<Item = (i64, bool)> + '_ {
+    events.iter().map(|e| (e.id, is_step(&e.kind)))
+}
+
 impl Tx<'_> {
     pub fn recall_append(
         &self,
@@ -177,14 +182,17 @@ impl Tx<'_> {
         // Built once: every append runs it.
         static SQL: LazyLock<String> = LazyLock::new(|| {
             format!(
-                "INSERT INTO events(rid, seq, branch, kind, text, tags, text_hash, created_at, ordinal, payload)
-                 VALUES (?8, ?1, ?2, ?3, ?4, ?5, ?6, ?7, coalesce(({}), 0) + 1, ?9)
+                "INSERT INTO events(rid, seq, branch, kind, text, tags, text_hash, created_at, ordinal, steps,
+                                    payload)
+                 VALUES (?8, ?1, ?2, ?3, ?4, ?5, ?6, ?7, coalesce(({}), 0) + 1, coalesce(({}), 0) + ?10, ?9)
                  ON CONFLICT (branch, text_hash) DO NOTHING",
-                view::last_ordinal("events", "?2")
+                view::last_count("events", Counted::Events, "?2"),
+                view::last_count("events", Counted::Steps, "?2")
             )
         });
-        let params =
-            params![seq, bid, kind, text, tags_json, hash, self.now(), event_rid::of(bid, seq)?, payload];
+        let step = i64::from(is_step(kind));
+        let rid = event_rid::of(bid, seq)?;
+        let params = params![seq, bid, kind, text, tags_json, hash, self.now(), rid, payload, step];
         Ok(self.conn.execute(&SQL, params)? > 0)
     }
 
@@ -205,14 +213,21 @@ impl Tx<'_> {
         Ok(events)
     }
 
-    pub(crate) fn insert_exclusions(&self, bid: i64, ids: &[i64]) -> Result<()> {
+    /// Hides visible events from branch `bid`'s view: each `(id, step)`, `step` telling whether
+    /// it is a conversation step (its kind `step:…`), which the view's count of steps needs.
+    pub(crate) fn insert_exclusions(
+        &self,
+        bid: i64,
+        excluded: impl IntoIterator<Item = (i64, bool)>,
+    ) -> Result<()> {
         let sql = format!(
-            "INSERT INTO inherited_exclusions(seq, branch, event_id, created_at, ordinal)
-             VALUES (?1, ?2, ?3, ?4, coalesce(({}), 0) + 1)",
-            view::last_ordinal("inherited_exclusions", "?2")
+            "INSERT INTO inherited_exclusions(seq, branch, event_id, created_at, ordinal, steps)
+             VALUES (?1, ?2, ?3, ?4, coalesce(({}), 0) + 1, coalesce(({}), 0) + ?5)",
+            view::last_count("inherited_exclusions", Counted::Events, "?2"),
+            view::last_count("inherited_exclusions", Counted::Steps, "?2")
         );
-        for &id in ids {
-            self.conn.execute(&sql, params![self.next_seq()?, bid, id, self.now()])?;
+        for (id, step) in excluded {
+            self.conn.execute(&sql, params![self.next_seq()?, bid, id, self.now(), i64::from(step)])?;
         }
         Ok(())
     }
@@ -221,8 +236,8 @@ impl Tx<'_> {
     pub fn recall_exclude(&self, branch: &str, ids: &[i64]) -> Result<()> {
         let path = self.path(branch)?;
         let events = self.visible_events(&path, ids)?;
+        self.insert_exclusions(path.branch().bid, excluded(&events))?;
         let ids: Vec<i64> = events.iter().map(|e| e.id).collect();
-        self.insert_exclusions(path.branch().bid, &ids)?;
         self.journal(Some(path.branch().bid), "recall.exclude", json!({"ids": ids}))?;
         Ok(())
     }
@@ -234,10 +249,11 @@ impl Tx<'_> {
         }
         let path = self.path(branch)?;
         let bid = path.branch().bid;
-        let ids: Vec<i64> = self.visible_events(&path, ids)?.iter().map(|e| e.id).collect();
+        let events = self.visible_events(&path, ids)?;
+        let ids: Vec<i64> = events.iter().map(|e| e.id).collect();
         let mut kept = self.kept_summaries(&path)?;
         let seq = self.insert_summary(bid, &mut kept, kind, text, &ids, &[])?;
-        self.insert_exclusions(bid, &ids)?;
+        self.insert_exclusions(bid, excluded(&events))?;
         self.journal(Some(bid), "recall.summarize", json!({"id": seq, "kind": kind, "event_ids": ids}))?;
         Ok(seq)
     }
@@ -302,8 +318,8 @@ impl Tx<'_> {
                 ["EVICTED_RECALL".into(), format!("event_count:{}", selected.len())],
             ),
         )?;
+        self.insert_exclusions(bid, excluded(&selected))?;
         let ids: Vec<i64> = selected.iter().map(|e| e.id).collect();
-        self.insert_exclusions(bid, &ids)?;
         self.journal(Some(bid), "recall.evict", json!({"ids": ids, "archived": record.id}))?;
         Ok(EvictOutcome { evicted: ids, archived: Some(record.id) })
     }

@@ -106,6 +106,45 @@ struct Migration {
     fts_sql: &'static str,
 }
 
+/// SQL (a literal, for `concat!`) that fills the step counts of the rows written before they
+/// were kept, on both backends; each backend's migration adds the columns in its own types.
+macro_rules! step_counts_of_existing_rows {
+    () => {
+        r#"
+UPDATE events SET steps = n.steps
+FROM (SELECT rid, sum(CASE WHEN substr(kind, 1, 5) = 'step:' THEN 1 ELSE 0 END)
+                  OVER (PARTITION BY branch ORDER BY rid) AS steps
+      FROM events) AS n
+WHERE events.rid = n.rid AND n.steps > 0;
+UPDATE inherited_exclusions SET steps = n.steps
+FROM (SELECT x.seq, sum(CASE WHEN e.seq IS NULL THEN 0 ELSE 1 END)
+                    OVER (PARTITION BY x.branch ORDER BY x.seq) AS steps
+      FROM inherited_exclusions x
+      LEFT JOIN (SELECT seq FROM events WHERE substr(kind, 1, 5) = 'step:') AS e ON e.seq = x.event_id) AS n
+WHERE inherited_exclusions.seq = n.seq AND n.steps > 0;
+
+-- A child inherits its parent's steps as they were at the fork: what the parent inherited,
+-- plus the running counts of its newest rows before the fork (its events found by the rowid
+-- encoding of schema::event_rid, frozen here).
+WITH RECURSIVE counts(bid, inherited) AS (
+    SELECT bid, CAST(0 AS BIGINT) FROM branches WHERE parent IS NULL
+    UNION ALL
+    SELECT b.bid, c.inherited
+        + coalesce((SELECT e.steps FROM events e
+                    WHERE e.rid BETWEEN (c.bid << 40) AND (c.bid << 40) + b.fork_seq
+                    ORDER BY e.rid DESC LIMIT 1), 0)
+        - coalesce((SELECT x.steps FROM inherited_exclusions x
+                    WHERE x.branch = c.bid AND x.seq < b.fork_seq
+                    ORDER BY x.seq DESC LIMIT 1), 0)
+    FROM branches b JOIN counts c ON b.parent = c.bid
+)
+UPDATE branches SET inherited_steps = counts.inherited
+FROM counts WHERE branches.bid = counts.bid AND counts.inherited > 0;
+"#
+    };
+}
+pub(crate) use step_counts_of_existing_rows;
+
 const MIGRATIONS: &[Migration] = &[
     Migration {
         name: "20261122_initial",
@@ -396,6 +435,24 @@ CREATE INDEX archival_seq_branch_tokens ON archival(seq, branch, tokens);
         sql: "CREATE INDEX events_steps ON events(rid) WHERE substr(kind, 1, 5) = 'step:';",
         fts_sql: "",
     },
+    // Running counts of conversation steps beside the counts of events, so that a view's steps
+    // are counted in constant time too (view::event_counts): auto-consolidation, which leaves
+    // steps alone, checks the events besides them on every append.
+    Migration {
+        name: "20261127_view_step_counts",
+        sql: concat!(
+            "
+-- How many steps the branch's view held from its ancestors when it was forked.
+ALTER TABLE branches ADD COLUMN inherited_steps INTEGER NOT NULL DEFAULT 0;
+-- Per branch in seq order, how many of its rows so far are (hide) steps: its newest row holds
+-- its count, as `ordinal` does of all its rows.
+ALTER TABLE events ADD COLUMN steps INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE inherited_exclusions ADD COLUMN steps INTEGER NOT NULL DEFAULT 0;
+",
+            step_counts_of_existing_rows!()
+        ),
+        fts_sql: "",
+    },
 ];
 
 /// SQL: event `kind` is a conversation step's (`step:<type>`), the condition of the partial index
@@ -605,6 +662,7 @@ pub(crate) const RUN_TABLES: &[RunTable] = &[
             "status",
             "status_note",
             "collected_at",
+            "inherited_steps",
         ],
         key: 1,
     },
@@ -626,6 +684,7 @@ pub(crate) const RUN_TABLES: &[RunTable] = &[
             "created_at",
             "ordinal",
             "payload",
+            "steps",
         ],
         key: 1,
     },
@@ -636,7 +695,7 @@ pub(crate) const RUN_TABLES: &[RunTable] = &[
     },
     RunTable {
         name: "inherited_exclusions",
-        columns: &["seq", "branch", "event_id", "created_at", "ordinal"],
+        columns: &["seq", "branch", "event_id", "created_at", "ordinal", "steps"],
         key: 1,
     },
     RunTable {

@@ -187,6 +187,18 @@ CREATE INDEX archival_seq_branch_tokens ON archival(seq, branch, tokens);
         name: "20261127_step_events",
         sql: "CREATE INDEX events_steps ON events(rid) WHERE substr(kind, 1, 5) = 'step:';",
     },
+    Migration {
+        version: 12,
+        name: "20261127_view_step_counts",
+        sql: concat!(
+            "
+ALTER TABLE branches ADD COLUMN inherited_steps BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE events ADD COLUMN steps BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE inherited_exclusions ADD COLUMN steps BIGINT NOT NULL DEFAULT 0;
+",
+            super::step_counts_of_existing_rows!()
+        ),
+    },
 ];
 
 /// The version the PostgreSQL migrations bring a database to: SQLite's, always.

@@ -1060,27 +1060,83 @@ pub(crate) fn events_written_along(
 /// written by the fork), plus its own events, less its own exclusions (each hides one visible
 /// event). The newest row of each table carries the branch's running count (`ordinal`).
 pub(crate) fn event_count(store: &Store, bid: i64) -> Result<usize> {
-    // Built once: every append and fork runs it.
+    // Built once: every fork and many reads run it.
     static SQL: LazyLock<String> = LazyLock::new(|| {
-        format!(
-            "SELECT b.inherited_events + coalesce(({}), 0) - coalesce(({}), 0) FROM branches b WHERE b.bid = ?1",
-            last_ordinal("events", "?1"),
-            last_ordinal("inherited_exclusions", "?1")
-        )
+        format!("SELECT {} FROM branches b WHERE b.bid = ?1", visible_count(Counted::Events))
     });
     let count: i64 = store.conn.query_one(&SQL, [bid], |r| r.get(0))?;
     Ok(count.max(0) as usize)
 }
 
-/// SQL for the running count (`ordinal`) on the newest row of branch `bid` in `table` (events
-/// or exclusions): how many rows the branch has written there.
-pub(crate) fn last_ordinal(table: &str, bid: &str) -> String {
+/// How many events the view of branch `bid` shows, and how many of them are conversation steps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct EventCounts {
+    pub events: usize,
+    pub steps: usize,
+}
+
+impl EventCounts {
+    /// The events besides the steps: what consolidation summarises.
+    pub(crate) fn besides_steps(&self) -> usize {
+        self.events.saturating_sub(self.steps)
+    }
+}
+
+/// [`event_count`], with the view's steps counted the same way from their own running counts
+/// (`inherited_steps`, `steps`), in one statement.
+pub(crate) fn event_counts(store: &Store, bid: i64) -> Result<EventCounts> {
+    // Built once: every append and fork runs it.
+    static SQL: LazyLock<String> = LazyLock::new(|| {
+        format!(
+            "SELECT {}, {} FROM branches b WHERE b.bid = ?1",
+            visible_count(Counted::Events),
+            visible_count(Counted::Steps)
+        )
+    });
+    let (events, steps): (i64, i64) = store.conn.query_one(&SQL, [bid], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    Ok(EventCounts { events: events.max(0) as usize, steps: steps.max(0) as usize })
+}
+
+/// What a running count counts: a branch's rows, or those of them that are (hide) steps.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Counted {
+    Events,
+    Steps,
+}
+
+impl Counted {
+    /// The column of `events` and `inherited_exclusions` that holds the running count.
+    pub(crate) fn column(self) -> &'static str {
+        match self {
+            Counted::Events => "ordinal",
+            Counted::Steps => "steps",
+        }
+    }
+}
+
+/// SQL for the view's count of what `counted` counts, for the row `b` of `branches`.
+fn visible_count(counted: Counted) -> String {
+    let inherited = match counted {
+        Counted::Events => "inherited_events",
+        Counted::Steps => "inherited_steps",
+    };
+    format!(
+        "b.{inherited} + coalesce(({}), 0) - coalesce(({}), 0)",
+        last_count("events", counted, "b.bid"),
+        last_count("inherited_exclusions", counted, "b.bid")
+    )
+}
+
+/// SQL for the running count of `counted` on the newest row of branch `bid` in `table` (events
+/// or exclusions): how many such rows the branch has written there.
+pub(crate) fn last_count(table: &str, counted: Counted, bid: &str) -> String {
+    let column = counted.column();
     match table {
         "events" => format!(
-            "SELECT ordinal FROM events WHERE rid BETWEEN {} ORDER BY rid DESC LIMIT 1",
+            "SELECT {column} FROM events WHERE rid BETWEEN {} ORDER BY rid DESC LIMIT 1",
             event_rid::all_of(bid)
         ),
-        _ => format!("SELECT ordinal FROM {table} WHERE branch = {bid} ORDER BY seq DESC LIMIT 1"),
+        _ => format!("SELECT {column} FROM {table} WHERE branch = {bid} ORDER BY seq DESC LIMIT 1"),
     }
 }
 
@@ -2086,8 +2142,9 @@ mod tests {
         /// writes: on every branch, the scans that read whole layers find the rows the probes
         /// find, in the same order (the keyword search's scan counts the versions its probes
         /// count, and the scan of later versions finds the same updates and deletes), a window
-        /// of the view's count of events holds them all, the oldest n events and those of a
-        /// kind are the probes' (as each reader chooses to read them), the recall search counts
+        /// of the view's count of events holds them all (and its count of steps is theirs), the
+        /// oldest n events and those of a kind are the probes' (as each reader chooses to read
+        /// them), the recall search counts
         /// from the stored columns, by the scan, the probes and its own choice, what the events
         /// built hold, and the conversation's steps are the view's step events, oldest first
         /// (the nested loop's order, farthest branch first and rowid within one, is seq order).
@@ -2148,9 +2205,12 @@ mod tests {
                 let leaf = i + 1 == branches.len();
                 prop_assert!(!leaf || (scans.0.is_some() && scans.1.is_some() && scans.2.is_some()), "the chain's leaf");
                 let probed = every_event_by_probes(&s, &path).unwrap();
-                // A window of the view's count of events holds every one of them.
+                // A window of the view's count of events holds every one of them; the running
+                // counts give the steps among them too.
                 let count = event_count(&s, path.branch().bid).unwrap();
                 prop_assert_eq!(&events_by_probes(&s, &path, count).unwrap(), &probed);
+                let counts = EventCounts { events: count, steps: probed.iter().filter(|e| is_step(&e.kind)).count() };
+                prop_assert_eq!(event_counts(&s, path.branch().bid).unwrap(), counts);
                 // Eviction's reads: the oldest n events, and those of a kind, oldest first.
                 let oldest: Vec<Event> = probed.iter().rev().cloned().collect();
                 for n in [0, 1, 3, oldest.len().saturating_sub(1), oldest.len(), 1000] {

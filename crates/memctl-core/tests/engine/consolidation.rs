@@ -148,6 +148,58 @@ fn auto_consolidation_passes_over_the_conversation() {
     assert_eq!(kinds("r"), (100, 20, 1), "copy-on-write");
 }
 
+/// The check counts the steps a view holds however they left it or came into it: after `prune`,
+/// `reset`, `compact` and an evict of steps, each on its own fork, the 30th event besides the
+/// steps is still at the threshold and the 31st past it, and a fork of the pruned branch
+/// inherits its count.
+#[test]
+fn auto_consolidation_counts_the_steps_every_writer_leaves() {
+    let s = store_with(|c| {
+        c.recall_max_events = 20;
+        c.recall_consolidation_threshold = 1.5;
+    });
+    s.create_root("r").unwrap();
+    let step = |branch: &str, kind: StepType, i: usize| {
+        let payload = match kind {
+            StepType::Action => {
+                json!({"tool": "run", "thought": "try", "observation": format!("{branch} ran {i} ").repeat(20)})
+            }
+            _ => json!({"text": format!("{branch} asks {i}")}),
+        };
+        s.step_add(branch, &Step::new(kind, payload).unwrap()).unwrap();
+    };
+    let others = |branch: &str| {
+        let list = s.recall_list(branch, None).unwrap();
+        (list.events.iter().filter(|e| !is_step(&e.kind)).count(), list.summaries.len())
+    };
+    for i in 0..40 {
+        step("r", if i % 4 == 0 { StepType::User } else { StepType::Action }, i);
+    }
+    append(&s, "r", 20, &["note"]);
+    for name in ["pruned", "reset", "compacted", "evicted"] {
+        s.fork("r", Some(name)).unwrap();
+        match name {
+            "pruned" => drop(s.prune(name, Some(5), None).unwrap()),
+            "reset" => drop(s.reset(name, ResetScope::Conversation).unwrap()),
+            "compacted" => assert!(s.compact(name, 300, Encoding::Cl100kBase).unwrap().steps > 0),
+            _ => drop(s.recall_evict(name, &EvictSelector::Kind("step:user".into())).unwrap()),
+        }
+        step(name, StepType::Action, 100);
+        append(&s, name, 10, &["metric"]);
+        // `compact`'s summaries are among the view's summaries.
+        let (events, summaries) = others(name);
+        assert_eq!(events, 30, "{name}: 30 events besides the steps, at the threshold");
+        if name == "pruned" {
+            s.fork(name, Some("below")).unwrap();
+            s.recall_append("below", "plan", "one more", &[]).unwrap();
+            assert_eq!(others("below"), (20, summaries + 1), "the fork inherits the count");
+        }
+        s.recall_append(name, "plan", "one more", &[]).unwrap();
+        assert_eq!(others(name), (20, summaries + 1), "{name}: past it");
+    }
+    assert_eq!(others("r"), (20, 0), "copy-on-write");
+}
+
 #[test]
 fn pressure_formula_levels_and_recommendations() {
     let s = store_with(|c| {
