@@ -144,6 +144,33 @@ fn migrate_copies_a_run_both_ways_and_checks_it() {
     assert_eq!(next, source_next);
 }
 
+/// Schema 12's upgrade counts the steps of a run's existing rows on PostgreSQL as it does on
+/// SQLite: the schema-11 fixture, upgraded and copied into PostgreSQL, its counts taken back
+/// to schema 11 there (columns dropped, the migration forgotten), is counted again alike.
+#[test]
+fn the_upgrade_counts_an_existing_runs_steps_as_on_sqlite() {
+    let Some(cluster) = cluster("the_upgrade_counts_an_existing_runs_steps") else { return };
+    let sb = Sandbox::new();
+    std::fs::copy(fixture("schema_v11.sqlite"), sb.file("memory.sqlite")).unwrap();
+    let url = cluster.new_database();
+    sb.ok(&["migrate", "--from", "memory.sqlite", "--to", &url]);
+    let counts = "SELECT (SELECT string_agg(bid || ':' || inherited_steps, ' ' ORDER BY bid) FROM memctl.branches)
+                  || ' | ' || (SELECT string_agg(seq || ':' || steps, ' ' ORDER BY rid) FROM memctl.events)
+                  || ' | ' || (SELECT string_agg(seq || ':' || steps, ' ' ORDER BY seq) FROM memctl.inherited_exclusions)";
+    let db = database(&url);
+    let counted_on_sqlite = cluster.psql(&db, counts);
+    assert!(counted_on_sqlite.contains(" 6:4 "), "c inherited 4 steps: {counted_on_sqlite}");
+    cluster.psql(
+        &db,
+        "ALTER TABLE memctl.branches DROP COLUMN inherited_steps;
+         ALTER TABLE memctl.events DROP COLUMN steps;
+         ALTER TABLE memctl.inherited_exclusions DROP COLUMN steps;
+         DELETE FROM memctl.migrations WHERE version = 12;",
+    );
+    sb.ok(&["--db", &url, "branch", "list"]);
+    assert_eq!(cluster.psql(&db, counts), counted_on_sqlite);
+}
+
 #[test]
 fn search_finds_and_ranks_alike_on_both_backends() {
     let long_word = "x".repeat(3000);

@@ -18,7 +18,8 @@ pub struct Config {
     pub memory_budget_chars: usize,
     /// Largest archival text a caller may add.
     pub archival_max_chars: usize,
-    /// Consolidate when visible events exceed `recall_max_events` times this.
+    /// Consolidate when visible events besides the conversation steps exceed
+    /// `recall_max_events` times this.
     pub recall_consolidation_threshold: f64,
     pub auto_consolidate: bool,
     pub pressure_thresholds: PressureThresholds,

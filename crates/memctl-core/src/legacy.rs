@@ -14,7 +14,7 @@ use crate::archival::ArchivalWrite;
 use crate::branch::validate_branch_id;
 use crate::core_kv::{validate_key, CoreWrite, DEFAULT_IMPORTANCE, PINNED};
 use crate::error::{Error, Result, Topic};
-use crate::rows::{is_step, Branch};
+use crate::rows::Branch;
 use crate::store::{Store, Tx};
 use crate::stored_text::normalize_tags;
 use crate::view;
@@ -316,12 +316,8 @@ impl Tx<'_> {
                     };
                     let shown = match &mut visible {
                         Some(shown) => shown,
-                        None => visible.insert(
-                            view::events(self, &path, None)?
-                                .iter()
-                                .map(|e| (e.id, is_step(&e.kind)))
-                                .collect(),
-                        ),
+                        None => visible
+                            .insert(crate::recall::excluded(&view::events(self, &path, None)?).collect()),
                     };
                     let Some(step) = shown.remove(&id) else {
                         tally.skip("inherited_exclusions", "event already excluded by an ancestor");

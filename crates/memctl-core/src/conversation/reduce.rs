@@ -125,7 +125,7 @@ impl Tx<'_> {
                 .id,
             ),
         };
-        self.insert_exclusions(bid, removed.iter().map(|&id| (id, true)))?;
+        self.insert_exclusions(bid, as_steps(&removed))?;
         self.journal(
             Some(bid),
             "conversation.prune",
@@ -205,7 +205,7 @@ impl Tx<'_> {
             // between the same two user messages as the summaries it folds in.
             let ids: Vec<i64> = steps.iter().map(|(id, _)| *id).collect();
             let seq = self.insert_summary(bid, &mut kept, SUMMARY_KIND, &text, &ids, &folded)?;
-            self.insert_exclusions(bid, ids.iter().map(|&id| (id, true)))?;
+            self.insert_exclusions(bid, as_steps(&ids))?;
             outcome.summaries.push(seq);
             outcome.steps += ids.len();
         }
@@ -238,7 +238,7 @@ impl Tx<'_> {
         let path = self.path(branch)?;
         let bid = path.branch().bid;
         let steps: Vec<i64> = view::steps(self, &path)?.into_iter().map(|s| s.id).collect();
-        self.insert_exclusions(bid, steps.iter().map(|&id| (id, true)))?;
+        self.insert_exclusions(bid, as_steps(&steps))?;
         // The mark makes earlier compaction summaries part of the past too.
         self.insert_step(bid, RESET_KIND, "conversation reset", "{}")?;
         let mut outcome = ResetOutcome { steps: steps.len(), core: vec![], records: 0 };
@@ -254,6 +254,11 @@ impl Tx<'_> {
         self.journal(Some(bid), "conversation.reset", json!({"scope": scope, "outcome": outcome}))?;
         Ok(outcome)
     }
+}
+
+/// Steps' ids as [`Tx::insert_exclusions`] takes them: each one a step.
+fn as_steps(ids: &[i64]) -> impl Iterator<Item = (i64, bool)> + '_ {
+    ids.iter().map(|&id| (id, true))
 }
 
 /// One line of the deterministic extract of a step.

@@ -1,6 +1,6 @@
 //! Consolidation (SPEC §2.1, §4.6): when a branch sees more than `recall_max_events ×
-//! recall_consolidation_threshold` events, all but the newest `recall_max_events` are replaced,
-//! per kind, by a summary. One mechanism for own and inherited events: summary and exclusion
+//! recall_consolidation_threshold` events besides its conversation steps (`compact` reduces
+//! those), all but the newest `recall_max_events` of them are replaced, per kind, by a summary. One mechanism for own and inherited events: summary and exclusion
 //! rows in the consolidating branch, the originals' full text copied to archival. Nothing is
 //! deleted; ancestors and earlier descendants keep the originals; descendants forked later
 //! inherit the consolidated view. A new summary of a kind folds in the branch's visible summary
@@ -89,13 +89,10 @@ impl Group {
     }
 }
 
-/// Whether a view of these counts holds more events besides its steps than consolidation lets
-/// a branch see.
-fn over_threshold(store: &Store, counts: view::EventCounts) -> bool {
+/// The most events besides its conversation steps a branch may see before consolidation.
+fn threshold(store: &Store) -> usize {
     let config = &store.config;
-    let threshold =
-        (config.recall_max_events as f64 * config.recall_consolidation_threshold).floor() as usize;
-    counts.besides_steps() > threshold
+    (config.recall_max_events as f64 * config.recall_consolidation_threshold).floor() as usize
 }
 
 /// What a consolidation summarises, per kind, and the ids of the summaries the view keeps
@@ -109,13 +106,16 @@ struct Plan {
 fn plan(store: &Store, path: &BranchPath) -> Result<Option<Plan>> {
     // Conversation steps are the conversation's to compact (`compact`), not consolidation's.
     let counts = view::event_counts(store, path.branch().bid)?;
-    if !over_threshold(store, counts) {
+    if counts.besides_steps() <= threshold(store) {
         return Ok(None);
     }
     // The counts are exact; reading only that many events stops before the excluded ones that
     // earlier consolidations left behind, however many they are.
     let events = view::newest_events_besides_steps(store, path, counts.events)?;
     debug_assert_eq!(events.len(), counts.besides_steps(), "the view's count of steps");
+    if events.len() <= threshold(store) {
+        return Ok(None);
+    }
     let summaries = view::summaries(store, path)?;
     let mut groups: Vec<Group> = Vec::new();
     // Newest first in the view: keep the window, take the rest oldest first.
@@ -215,7 +215,7 @@ impl Tx<'_> {
         if !self.config.auto_consolidate {
             return Ok(());
         }
-        if over_threshold(self, view::event_counts(self, branch.bid)?) {
+        if view::event_counts(self, branch.bid)?.besides_steps() > threshold(self) {
             self.consolidate(&branch.id, true)?;
         }
         Ok(())

@@ -38,8 +38,8 @@
 //!   the probes once it has read past two rows per path branch ([`scanned`]; checked against
 //!   the probes by a unit test too); the events, scanned in rowid order, are then read on by
 //!   probes past the last row of the view the scan met, the steps read again by probes;
-//! - [`event_count`] and [`events_written_along`] count a view's events from running ordinals
-//!   kept at write time;
+//! - [`event_count`], [`event_counts`] and [`events_written_along`] count a view's events (and
+//!   its conversation steps) from running counts kept at write time;
 //! - a core read of many versions of few keys (a key set at every step of a long branch) gives
 //!   up its scan of every version for one row per branch and key, found through the
 //!   `(branch, key, seq)` index ([`core_by_key`]; checked against the scan by a unit test too);
@@ -1105,21 +1105,21 @@ pub(crate) enum Counted {
 }
 
 impl Counted {
-    /// The column of `events` and `inherited_exclusions` that holds the running count.
-    pub(crate) fn column(self) -> &'static str {
+    /// The column of `branches` that holds what the view inherited at the fork, and the column
+    /// of `events` and `inherited_exclusions` that holds the running count.
+    fn columns(self) -> (&'static str, &'static str) {
         match self {
-            Counted::Events => "ordinal",
-            Counted::Steps => "steps",
+            Counted::Events => ("inherited_events", "ordinal"),
+            Counted::Steps => ("inherited_steps", "steps"),
         }
     }
 }
 
-/// SQL for the view's count of what `counted` counts, for the row `b` of `branches`.
+/// SQL for the view's count of what `counted` counts, for the row `b` of `branches`. (Two
+/// counts read the same newest rows in subqueries of their own: reading each row once, in a
+/// join, cost one call a count more to compile than it saved a call of two.)
 fn visible_count(counted: Counted) -> String {
-    let inherited = match counted {
-        Counted::Events => "inherited_events",
-        Counted::Steps => "inherited_steps",
-    };
+    let inherited = counted.columns().0;
     format!(
         "b.{inherited} + coalesce(({}), 0) - coalesce(({}), 0)",
         last_count("events", counted, "b.bid"),
@@ -1128,9 +1128,9 @@ fn visible_count(counted: Counted) -> String {
 }
 
 /// SQL for the running count of `counted` on the newest row of branch `bid` in `table` (events
-/// or exclusions): how many such rows the branch has written there.
+/// or exclusions): how many such rows the branch has written there, which a new row adds to.
 pub(crate) fn last_count(table: &str, counted: Counted, bid: &str) -> String {
-    let column = counted.column();
+    let column = counted.columns().1;
     match table {
         "events" => format!(
             "SELECT {column} FROM events WHERE rid BETWEEN {} ORDER BY rid DESC LIMIT 1",

@@ -148,10 +148,11 @@ fn auto_consolidation_passes_over_the_conversation() {
     assert_eq!(kinds("r"), (100, 20, 1), "copy-on-write");
 }
 
-/// The check counts the steps a view holds however they left it or came into it: after `prune`,
-/// `reset`, `compact` and an evict of steps, each on its own fork, the 30th event besides the
-/// steps is still at the threshold and the 31st past it, and a fork of the pruned branch
-/// inherits its count.
+/// The check counts the steps a view holds however they left it or came into it: after `prune`
+/// (old steps dropped, or observations cut, a shortened copy taking each one's place), `reset`,
+/// `compact` and an evict of steps, each on its own fork, the 30th event besides the steps is
+/// still at the threshold and the 31st past it, and the 42nd past it again; a fork of the
+/// pruned branch inherits its count.
 #[test]
 fn auto_consolidation_counts_the_steps_every_writer_leaves() {
     let s = store_with(|c| {
@@ -176,10 +177,11 @@ fn auto_consolidation_counts_the_steps_every_writer_leaves() {
         step("r", if i % 4 == 0 { StepType::User } else { StepType::Action }, i);
     }
     append(&s, "r", 20, &["note"]);
-    for name in ["pruned", "reset", "compacted", "evicted"] {
+    for name in ["pruned", "shortened", "reset", "compacted", "evicted"] {
         s.fork("r", Some(name)).unwrap();
         match name {
             "pruned" => drop(s.prune(name, Some(5), None).unwrap()),
+            "shortened" => assert!(!s.prune(name, None, Some((4, 50))).unwrap().shortened.is_empty()),
             "reset" => drop(s.reset(name, ResetScope::Conversation).unwrap()),
             "compacted" => assert!(s.compact(name, 300, Encoding::Cl100kBase).unwrap().steps > 0),
             _ => drop(s.recall_evict(name, &EvictSelector::Kind("step:user".into())).unwrap()),
@@ -196,6 +198,10 @@ fn auto_consolidation_counts_the_steps_every_writer_leaves() {
         }
         s.recall_append(name, "plan", "one more", &[]).unwrap();
         assert_eq!(others(name), (20, summaries + 1), "{name}: past it");
+        append(&s, name, 10, &["plan"]);
+        assert_eq!(others(name).0, 30, "{name}: at the threshold again");
+        s.recall_append(name, "metric", "again", &[]).unwrap();
+        assert_eq!(others(name).0, 20, "{name}: past it again");
     }
     assert_eq!(others("r"), (20, 0), "copy-on-write");
 }
