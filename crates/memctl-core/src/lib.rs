@@ -59,8 +59,8 @@ pub use config::{
     SummarizerConfig, Synchronous,
 };
 pub use conversation::{
-    CompactOutcome, MessageFormat, Messages, PruneOutcome, ReadOptions, ResetOutcome, ResetScope, Step,
-    StepType,
+    CompactOutcome, MessageFormat, Messages, MessagesPayload, PruneOutcome, ReadOptions, ResetOutcome,
+    ResetScope, Step, StepType,
 };
 pub use core_kv::{rendered_chars, CoreSetOutcome, CoreWrite, DEFAULT_IMPORTANCE, PINNED};
 pub use db::Backend;

@@ -59,14 +59,27 @@ pub struct Messages {
 
 impl Messages {
     /// What goes on stdout: the array (OpenAI) or `{system, messages}` (Anthropic).
-    pub fn payload(&self) -> Value {
+    pub fn payload(&self) -> MessagesPayload<'_> {
         match self.format {
-            MessageFormat::Openai => Value::Array(self.messages.clone()),
-            MessageFormat::Anthropic => {
-                json!({"system": self.system.clone().unwrap_or_default(), "messages": self.messages})
-            }
+            MessageFormat::Openai => MessagesPayload::Openai(&self.messages),
+            MessageFormat::Anthropic => MessagesPayload::Anthropic {
+                messages: &self.messages,
+                system: self.system.as_deref().unwrap_or_default(),
+            },
         }
     }
+}
+
+/// [`Messages::payload`], borrowing the messages (serialized as they are, not copied first).
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+pub enum MessagesPayload<'a> {
+    Openai(&'a [Value]),
+    /// Its keys in sorted order, as memctl writes every object's.
+    Anthropic {
+        messages: &'a [Value],
+        system: &'a str,
+    },
 }
 
 /// One item of the conversation, at the position of the step it is or stands in for.

@@ -7,7 +7,7 @@ mod messages;
 mod reduce;
 mod step;
 
-pub use messages::{MessageFormat, Messages, ReadOptions};
+pub use messages::{MessageFormat, Messages, MessagesPayload, ReadOptions};
 pub use reduce::{CompactOutcome, PruneOutcome, ResetOutcome, ResetScope};
 pub use step::{Step, StepType};
 
