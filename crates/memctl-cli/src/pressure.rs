@@ -19,9 +19,9 @@ Examples:
   MEMCTL_SUMMARIZER__COMMAND='python3 summarize.py' memctl consolidate node-7
 When the branch sees more than recall_max_events x recall_consolidation_threshold events besides
 its conversation steps (`compact` reduces those), all but the newest recall_max_events of them
-are replaced per kind by a summary in this branch (the originals
-stay for its ancestors and earlier children, and are copied to archival). With a summarizer
-configured the summaries come from it; otherwise, or if it fails, they are extracts.";
+are replaced per kind by a summary in this branch (the originals stay for its ancestors and
+earlier children, and are copied to archival). With a summarizer configured the summaries come
+from it; otherwise, or if it fails, they are extracts.";
 
 #[derive(Debug, Args)]
 pub struct BranchArg {

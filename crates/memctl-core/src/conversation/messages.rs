@@ -75,7 +75,7 @@ impl Messages {
 #[serde(untagged)]
 pub enum MessagesPayload<'a> {
     Openai(&'a [Value]),
-    /// Its keys in sorted order, as memctl writes every object's.
+    /// Its keys in sorted order, as the JSON object it replaced wrote them.
     Anthropic {
         messages: &'a [Value],
         system: &'a str,

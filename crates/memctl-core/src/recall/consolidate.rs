@@ -1,7 +1,8 @@
 //! Consolidation (SPEC §2.1, §4.6): when a branch sees more than `recall_max_events ×
 //! recall_consolidation_threshold` events besides its conversation steps (`compact` reduces
-//! those), all but the newest `recall_max_events` of them are replaced, per kind, by a summary. One mechanism for own and inherited events: summary and exclusion
-//! rows in the consolidating branch, the originals' full text copied to archival. Nothing is
+//! those), all but the newest `recall_max_events` of them are replaced, per kind, by a summary.
+//! One mechanism for own and inherited events: summary and exclusion rows in the consolidating
+//! branch, the originals' full text copied to archival. Nothing is
 //! deleted; ancestors and earlier descendants keep the originals; descendants forked later
 //! inherit the consolidated view. A new summary of a kind folds in the branch's visible summary
 //! of that kind, so summaries do not pile up.
@@ -113,6 +114,7 @@ fn plan(store: &Store, path: &BranchPath) -> Result<Option<Plan>> {
     // earlier consolidations left behind, however many they are.
     let events = view::newest_events_besides_steps(store, path, counts.events)?;
     debug_assert_eq!(events.len(), counts.besides_steps(), "the view's count of steps");
+    // What was read decides, should the counts ever disagree with it.
     if events.len() <= threshold(store) {
         return Ok(None);
     }

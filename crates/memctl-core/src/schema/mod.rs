@@ -256,8 +256,8 @@ CREATE VIRTUAL TABLE archival_fts USING fts5(
 );
 "#,
     },
-    // Running counts that make a view's event count O(1) at any depth (view::event_count):
-    // auto-consolidation checks it on every append. Existing rows are numbered here.
+    // Running counts that make a view's event count O(1) at any depth (view::event_count).
+    // Existing rows are numbered here.
     Migration {
         name: "20261122_view_event_counts",
         sql: r#"

@@ -1060,7 +1060,7 @@ pub(crate) fn events_written_along(
 /// written by the fork), plus its own events, less its own exclusions (each hides one visible
 /// event). The newest row of each table carries the branch's running count (`ordinal`).
 pub(crate) fn event_count(store: &Store, bid: i64) -> Result<usize> {
-    // Built once: every fork and many reads run it.
+    // Built once: many reads run it.
     static SQL: LazyLock<String> = LazyLock::new(|| {
         format!("SELECT {} FROM branches b WHERE b.bid = ?1", visible_count(Counted::Events))
     });
@@ -1117,7 +1117,7 @@ impl Counted {
 
 /// SQL for the view's count of what `counted` counts, for the row `b` of `branches`. (Two
 /// counts read the same newest rows in subqueries of their own: reading each row once, in a
-/// join, cost one call a count more to compile than it saved a call of two.)
+/// join, saved 33K instructions a fork and cost 48K a `pressure`, which reads one count.)
 fn visible_count(counted: Counted) -> String {
     let inherited = counted.columns().0;
     format!(
