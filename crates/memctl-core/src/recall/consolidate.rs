@@ -111,8 +111,9 @@ fn plan(store: &Store, path: &BranchPath) -> Result<Option<Plan>> {
         return Ok(None);
     }
     // The counts are exact; reading only that many events stops before the excluded ones that
-    // earlier consolidations left behind, however many they are.
-    let events = view::newest_events_besides_steps(store, path, counts.events)?;
+    // earlier consolidations left behind, however many they are, and at the oldest event
+    // besides the steps, however many steps are older.
+    let events = view::newest_events_besides_steps(store, path, counts.events, counts.besides_steps())?;
     debug_assert_eq!(events.len(), counts.besides_steps(), "the view's count of steps");
     // What was read decides, should the counts ever disagree with it.
     if events.len() <= threshold(store) {

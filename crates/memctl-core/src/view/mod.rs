@@ -76,6 +76,7 @@ use sql::{
     anchored, current_version, events_past, has_tags, live_core, newest_core_per_key, not_excluded,
     not_excluded_by_set, visible, visible_from, visible_through, EVENTS_NEWEST_FIRST, NEWEST_FIRST,
 };
+use std::cell::Cell;
 use std::cmp::Reverse;
 use std::collections::{HashMap, HashSet};
 use std::ops::ControlFlow;
@@ -227,21 +228,22 @@ const WINDOW_BRANCHES: usize = 32;
 /// holds, in that order, their writers named by `path`. They are read first over the table as
 /// it is, holding at least the [`WINDOW_BRANCHES`] nearest branches, whose visible rows are all
 /// newer than the farther branches' (`path::holder`) and can be hidden or replaced only by rows
-/// of their own (`path::load_nearest`); only if those hold fewer than `limit` is the whole path
-/// loaded (read first if `path` stops at an anchor: [`Store::window_path`]), and the rest read
-/// from the branches after them.
+/// of their own (`path::load_nearest`); only if those hold fewer than `limit`, and the reader
+/// has not had `enough()`, is the whole path loaded (read first if `path` stops at an anchor:
+/// [`Store::window_path`]), and the rest read from the branches after them.
 fn windowed<T>(
     store: &Store,
     path: &BranchPath,
     limit: usize,
     read: impl Fn(&BranchPath, usize, usize) -> Result<Vec<T>>,
+    enough: impl Fn() -> bool,
 ) -> Result<Vec<T>> {
-    if limit == 0 {
+    if limit == 0 || enough() {
         return Ok(Vec::new());
     }
     let held = path::load_nearest(store, path, WINDOW_BRANCHES)?;
     let mut rows = read(path, 0, limit)?;
-    if rows.len() < limit && (held < path.branches().len() || !path.is_whole()) {
+    if rows.len() < limit && !enough() && (held < path.branches().len() || !path.is_whole()) {
         // A path read only down to an anchor ([`Store::near_path`]) is read on to the root.
         let whole;
         let path = if path.is_whole() {
@@ -446,42 +448,52 @@ fn newest_events() -> String {
 
 /// [`events`] by one range probe per path branch, nearest first, stopping at `limit`.
 fn events_by_probes(store: &Store, path: &BranchPath, limit: usize) -> Result<Vec<Event>> {
-    Ok(newest_by_probes(store, path, limit, |_| true)?.into_iter().flatten().collect())
+    Ok(newest_by_probes(store, path, limit, |_| true, limit)?.into_iter().flatten().collect())
 }
 
 /// The newest `limit` visible events, newest first, less the conversation's steps, which are
-/// read and counted toward `limit` but not built: what consolidation reads, `limit` the view's
-/// count. (Reading on until `limit` events besides the steps would read every event that
-/// earlier consolidations hid; building the steps cost every `recall append` beside a long
-/// conversation a build of it.)
+/// read and counted toward `limit` but not built; the read stops once `wanted` events besides
+/// the steps are built. What consolidation reads, `limit` and `wanted` the view's counts of
+/// events and of events besides the steps: it stops at the oldest of those, however many steps
+/// are older, and never reaches what earlier consolidations hid. (Without the count of steps,
+/// reading on until `wanted` events besides them would read every hidden event; building the
+/// steps cost every `recall append` beside a long conversation a build of it.)
 pub(crate) fn newest_events_besides_steps(
     store: &Store,
     path: &BranchPath,
     limit: usize,
+    wanted: usize,
 ) -> Result<Vec<Event>> {
     let not_step = |kind: &[u8]| !std::str::from_utf8(kind).is_ok_and(is_step);
-    Ok(newest_by_probes(store, path, limit, not_step)?.into_iter().flatten().collect())
+    Ok(newest_by_probes(store, path, limit, not_step, wanted)?.into_iter().flatten().collect())
 }
 
 /// The newest `limit` visible events, newest first, by one range probe per path branch,
-/// nearest first ([`windowed`]); those whose kind `built` refuses are read and counted, as
-/// None, but not built.
+/// nearest first ([`windowed`]), stopping once `wanted` are built; those whose kind `built`
+/// refuses are read and counted, as None, but not built.
 fn newest_by_probes(
     store: &Store,
     path: &BranchPath,
     limit: usize,
     built: impl Fn(&[u8]) -> bool,
+    wanted: usize,
 ) -> Result<Vec<Option<Event>>> {
     let sql = newest_events();
-    windowed(store, path, limit, |path, from, limit| {
+    let count = Cell::new(0);
+    let enough = || count.get() >= wanted;
+    let read = |path: &BranchPath, from: usize, limit: usize| {
         let mut shared = Shared::default();
         let mut build = building(&mut shared);
         let mut mapped = |row: &Row<'_>, first, seq, branch: &Arc<str>| match built(row.text_bytes(first)?) {
-            true => build(row, first, seq, branch).map(Some),
+            true => {
+                count.set(count.get() + 1);
+                build(row, first, seq, branch).map(Some)
+            }
             false => Ok(Some(None)),
         };
-        mapped_rows(store, path, &sql, params![from as i64, limit as i64], &mut mapped)
-    })
+        mapped_rows_until(store, path, &sql, params![from as i64, limit as i64], &mut mapped, enough)
+    };
+    windowed(store, path, limit, read, enough)
 }
 
 /// The visible events of `rows` with a rowid above `rid` (-1: every one) that no visible
@@ -786,6 +798,18 @@ fn mapped_rows<T>(
     params: Params<'_>,
     map: &mut impl RowMapper<T>,
 ) -> Result<Vec<T>> {
+    mapped_rows_until(store, path, sql, params, map, || false)
+}
+
+/// [`mapped_rows`], stopping after the row past which the mapper has had `enough()`.
+fn mapped_rows_until<T>(
+    store: &Store,
+    path: &BranchPath,
+    sql: &str,
+    params: Params<'_>,
+    map: &mut impl RowMapper<T>,
+    enough: impl Fn() -> bool,
+) -> Result<Vec<T>> {
     let mut kept = Vec::new();
     store.conn.each(sql, params, |row| {
         let (seq, bid) = (row.get(0)?, row.get(1)?);
@@ -799,7 +823,7 @@ fn mapped_rows<T>(
             }
         };
         kept.extend(map(row, 2, seq, writer)?);
-        Ok(ControlFlow::Continue(()))
+        Ok(if enough() { ControlFlow::Break(()) } else { ControlFlow::Continue(()) })
     })?;
     Ok(kept)
 }
@@ -1316,10 +1340,11 @@ pub(crate) fn archival(
         visible("archival"),
         current_version()
     );
-    windowed(store, path, limit, |path, from, limit| {
+    let read = |path: &BranchPath, from: usize, limit: usize| {
         let params = params![tags.as_deref(), from as i64, limit as i64];
         records_of(store, path, &sql, params)
-    })
+    };
+    windowed(store, path, limit, read, || false)
 }
 
 /// What a read of every current version reads ([`every_current_version`]): each version's seq
@@ -2034,7 +2059,8 @@ mod tests {
 
     /// The newest events besides the steps are the newest visible events less the steps, the
     /// steps counted toward the limit, on a short path and past a window's branches, whatever
-    /// hides them: each branch's own exclusions, and the leaf's of its ancestors' events.
+    /// hides them: each branch's own exclusions, and the leaf's of its ancestors' events; asked
+    /// for fewer, they are the newest of them.
     #[test]
     fn the_newest_events_besides_steps_are_the_newest_events_less_the_steps() {
         let s = Store::scratch();
@@ -2065,12 +2091,16 @@ mod tests {
                 let others: Vec<i64> =
                     within.iter().filter(|e| !e.kind.starts_with(STEP_KIND)).map(|e| e.id).collect();
                 steps_passed_over += within.len() - others.len();
-                let read = newest_events_besides_steps(&s, &path, limit).unwrap();
+                let read = newest_events_besides_steps(&s, &path, limit, usize::MAX).unwrap();
                 assert_eq!(read.iter().map(|e| e.id).collect::<Vec<_>>(), others, "{branch}, {limit}");
                 assert_eq!(
                     read,
                     within.iter().filter(|e| others.contains(&e.id)).cloned().collect::<Vec<_>>()
                 );
+                for wanted in [0, 1, others.len() / 2, others.len().saturating_sub(1), others.len()] {
+                    let fewer = newest_events_besides_steps(&s, &path, limit, wanted).unwrap();
+                    assert_eq!(fewer, read[..wanted.min(read.len())], "{branch}, {limit}, {wanted}");
+                }
             }
         }
         assert!(steps_passed_over > depth, "the views hold steps: {steps_passed_over}");
