@@ -115,7 +115,7 @@ fn plan(store: &Store, path: &BranchPath) -> Result<Option<Plan>> {
     // besides the steps, however many steps are older.
     let events = view::newest_events_besides_steps(store, path, counts.events, counts.besides_steps())?;
     debug_assert_eq!(events.len(), counts.besides_steps(), "the view's count of steps");
-    // What was read decides, should the counts ever disagree with it.
+    // Should the counts be wrong, the read (which finds at most the counted events) decides.
     if events.len() <= threshold(store) {
         return Ok(None);
     }

@@ -448,16 +448,17 @@ fn newest_events() -> String {
 
 /// [`events`] by one range probe per path branch, nearest first, stopping at `limit`.
 fn events_by_probes(store: &Store, path: &BranchPath, limit: usize) -> Result<Vec<Event>> {
-    Ok(newest_by_probes(store, path, limit, |_| true, limit)?.into_iter().flatten().collect())
+    Ok(newest_by_probes(store, path, limit, |_| true, usize::MAX)?.into_iter().flatten().collect())
 }
 
 /// The newest `limit` visible events, newest first, less the conversation's steps, which are
 /// read and counted toward `limit` but not built; the read stops once `wanted` events besides
 /// the steps are built. What consolidation reads, `limit` and `wanted` the view's counts of
 /// events and of events besides the steps: it stops at the oldest of those, however many steps
-/// are older, and never reaches what earlier consolidations hid. (Without the count of steps,
-/// reading on until `wanted` events besides them would read every hidden event; building the
-/// steps cost every `recall append` beside a long conversation a build of it.)
+/// are older, and never reaches what earlier consolidations hid. (A read bounded by neither
+/// count would read every hidden event; building the steps cost every `recall append` beside a
+/// long conversation a build of it.) On PostgreSQL the statement's rows arrive whole: the stop
+/// saves only a second read.
 pub(crate) fn newest_events_besides_steps(
     store: &Store,
     path: &BranchPath,
@@ -801,7 +802,7 @@ fn mapped_rows<T>(
     mapped_rows_until(store, path, sql, params, map, || false)
 }
 
-/// [`mapped_rows`], stopping after the row past which the mapper has had `enough()`.
+/// [`mapped_rows`], stopping after the first row after which `enough()` holds.
 fn mapped_rows_until<T>(
     store: &Store,
     path: &BranchPath,
@@ -2098,12 +2099,24 @@ mod tests {
                     within.iter().filter(|e| others.contains(&e.id)).cloned().collect::<Vec<_>>()
                 );
                 for wanted in [0, 1, others.len() / 2, others.len().saturating_sub(1), others.len()] {
+                    // Each read starts from the window's branches, as a call's first read does.
+                    s.forget_paths();
                     let fewer = newest_events_besides_steps(&s, &path, limit, wanted).unwrap();
                     assert_eq!(fewer, read[..wanted.min(read.len())], "{branch}, {limit}, {wanted}");
                 }
             }
         }
         assert!(steps_passed_over > depth, "the views hold steps: {steps_passed_over}");
+        // On the leaf, what the window's branches hold is enough for the newest few: the rest of
+        // the path is never loaded; all of them need it.
+        let path = s.path(&leaf).unwrap();
+        let loaded = |wanted: usize| {
+            s.forget_paths();
+            newest_events_besides_steps(&s, &path, usize::MAX, wanted).unwrap();
+            s.conn.query_one("SELECT count(*) FROM temp.view_path", params![], |r| r.get::<i64>(0)).unwrap()
+        };
+        assert_eq!(loaded(4), WINDOW_BRANCHES as i64);
+        assert_eq!(loaded(usize::MAX), path.branches().len() as i64);
     }
 
     /// Steps are found in their partial index: its condition is the steps' kind prefix, and the
