@@ -81,7 +81,8 @@ Workloads (NAME for --only):
       as whole CLI calls (in rounds, each call and its floor once a round) against `read`;
       `messages` (no step among the events), `core get` and `pressure` at depth 995; a
       recall search of the whole timeline at depth 995 against a process scanning every
-      event; and a recall append, core set and archival add at depth 995 (on a copy). Kept in target/bench/inspection/ (--quick: 10 events)
+      event; and a recall append, core set and archival add at depth 995 (on a copy). Kept
+      in target/bench/inspection/ (--quick: 10 events)
   k   gc of 900 dead branches (whole subtrees) of the tree of b, against a full export html
       of the same database (target: at most 2x), then vacuum and the file size before/after
   m   a 500-step conversation inherited over depth 50: `messages` with a 4,000-token budget

@@ -673,8 +673,9 @@ fn conversation_messages(reps: &Reps) -> Result<(Vec<Row>, Value)> {
         row("one CLI call: messages, 4000 tokens", &times.0),
         row("one CLI call: context, 4000 tokens", &times.1),
         row("one CLI call: recall append", &times.2).note(
-            "a note; consolidation counts the 500 steps in the view and does not build them; the 31st \
-                 and 42nd notes consolidate (a full run's rounds reach both, --quick's neither)",
+            "a note; auto-consolidation's check reads the view's counts of events and steps (the 500 \
+                 steps are not consolidation's); the 31st and 42nd notes consolidate (a full run's \
+                 rounds reach both, --quick's neither)",
         ),
         Row::new(label, "messages / context", "x")
             .value(median(&times.0) / median(&times.1))

@@ -2,10 +2,10 @@
 //! recall_consolidation_threshold` events besides its conversation steps (`compact` reduces
 //! those), all but the newest `recall_max_events` of them are replaced, per kind, by a summary.
 //! One mechanism for own and inherited events: summary and exclusion rows in the consolidating
-//! branch, the originals' full text copied to archival. Nothing is
-//! deleted; ancestors and earlier descendants keep the originals; descendants forked later
-//! inherit the consolidated view. A new summary of a kind folds in the branch's visible summary
-//! of that kind, so summaries do not pile up.
+//! branch, the originals' full text copied to archival. Nothing is deleted; ancestors and
+//! earlier descendants keep the originals; descendants forked later inherit the consolidated
+//! view. A new summary of a kind folds in the branch's visible summary of that kind, so
+//! summaries do not pile up.
 
 use crate::archival::ArchivalWrite;
 use crate::clock::utc_datetime;

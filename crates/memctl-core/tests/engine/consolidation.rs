@@ -19,6 +19,20 @@ fn append(s: &Store, branch: &str, n: usize, kinds: &[&str]) {
     }
 }
 
+/// A store that keeps 20 events and consolidates past 30 besides the conversation's steps, with
+/// auto-consolidation on.
+fn consolidating_past_30() -> Store {
+    store_with(|c| {
+        c.recall_max_events = 20;
+        c.recall_consolidation_threshold = 1.5;
+    })
+}
+
+/// Adds a conversation step of `kind` to `branch`.
+fn add_step(s: &Store, branch: &str, kind: StepType, payload: serde_json::Value) {
+    s.step_add(branch, &Step::new(kind, payload).unwrap()).unwrap();
+}
+
 fn visible_events(s: &Store, branch: &str) -> usize {
     s.recall_list(branch, None).unwrap().events.len()
 }
@@ -109,18 +123,11 @@ fn auto_consolidation_folds_summaries_instead_of_piling_them_up() {
 /// the other events do, on the branch and on a deep chain below it.
 #[test]
 fn auto_consolidation_passes_over_the_conversation() {
-    let s = store_with(|c| {
-        c.recall_max_events = 20;
-        c.recall_consolidation_threshold = 1.5;
-    });
+    let s = consolidating_past_30();
     s.create_root("r").unwrap();
     let steps = |branch: &str, n: usize| {
         for i in 0..n {
-            s.step_add(
-                branch,
-                &Step::new(StepType::User, json!({"text": format!("{branch} asks {i}")})).unwrap(),
-            )
-            .unwrap();
+            add_step(&s, branch, StepType::User, json!({"text": format!("{branch} asks {i}")}));
         }
     };
     let kinds = |branch: &str| {
@@ -155,10 +162,7 @@ fn auto_consolidation_passes_over_the_conversation() {
 /// pruned branch inherits its count.
 #[test]
 fn auto_consolidation_counts_the_steps_every_writer_leaves() {
-    let s = store_with(|c| {
-        c.recall_max_events = 20;
-        c.recall_consolidation_threshold = 1.5;
-    });
+    let s = consolidating_past_30();
     s.create_root("r").unwrap();
     let step = |branch: &str, kind: StepType, i: usize| {
         let payload = match kind {
@@ -167,7 +171,7 @@ fn auto_consolidation_counts_the_steps_every_writer_leaves() {
             }
             _ => json!({"text": format!("{branch} asks {i}")}),
         };
-        s.step_add(branch, &Step::new(kind, payload).unwrap()).unwrap();
+        add_step(&s, branch, kind, payload);
     };
     let others = |branch: &str| {
         let list = s.recall_list(branch, None).unwrap();
