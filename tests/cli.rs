@@ -1223,6 +1223,39 @@ fn database_of_schema_11_is_upgraded_with_its_step_counts() {
 }
 
 #[test]
+fn upgraded_records_are_measured_in_characters_as_a_write_measures_them() {
+    // The schema-1 fixture with, in g2 (bid 5), a delete of record 35 and a record of
+    // characters of two to four bytes around a NUL character, where SQLite's length() stops.
+    let sb = Sandbox::new();
+    let db = sb.file("memory.sqlite");
+    std::fs::copy(fixture("schema_v1.sqlite"), &db).unwrap();
+    let text = "na\u{ef}ve\u{0}caf\u{e9} \u{2713} \u{1f680}";
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    conn.execute(
+        "INSERT INTO archival(seq, record_id, branch, text, tags, text_hash, created_at)
+         VALUES (47, 35, 5, NULL, '[]', NULL, 0), (48, 48, 5, ?1, '[]', NULL, 0)",
+        [text],
+    )
+    .unwrap();
+    conn.execute("UPDATE meta SET value = 49 WHERE key = 'next_seq'", []).unwrap();
+    drop(conn);
+    // The upgrade measured every version as a write does: pressure counts what the view shows.
+    let pressure = sb.json(&["pressure", "g2"]);
+    let view = sb.json(&["read", "--all", "g2"]);
+    let records = array(&view, "archival");
+    let shown: usize = records.iter().map(|r| string(r, "text").chars().count()).sum();
+    assert_eq!(records.len(), 3, "records 15, 41 and 48; 35 deleted");
+    assert_eq!(pressure["archival"], json!({"count": 3, "chars": shown}));
+    assert_eq!(shown, 62 + 64 + text.chars().count());
+    // Stored: each version's characters, NULL for the delete alone.
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let stored = |sql: &str| -> i64 { conn.query_row(sql, [], |r| r.get(0)).unwrap() };
+    assert_eq!(stored("SELECT chars FROM archival WHERE seq = 48"), 14);
+    assert_eq!(stored("SELECT count(*) FROM archival WHERE (chars IS NULL) != (text IS NULL)"), 0);
+    assert_eq!(stored("SELECT count(*) FROM archival WHERE chars IS NULL"), 1);
+}
+
+#[test]
 fn upgraded_search_index_holds_no_deleted_versions() {
     // A schema-1 database with a delete: record 35 deleted in g2 (bid 5) at seq 47.
     let sb = Sandbox::new();

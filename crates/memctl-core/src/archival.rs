@@ -150,24 +150,25 @@ impl Tx<'_> {
         hash: Option<&[u8; 32]>,
     ) -> Result<()> {
         let tokens = text.map_or(0, |text| token_count(&[text, tags_json]));
+        let chars = text.map(schema::char_count);
         match self.backend() {
             Backend::Sqlite => self.conn.execute(
-                "INSERT INTO archival(seq, record_id, branch, text, tags, text_hash, created_at, tokens)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-                params![seq, record_id, bid, text, tags_json, hash, self.now(), tokens],
+                "INSERT INTO archival(seq, record_id, branch, text, tags, text_hash, created_at, tokens, chars)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                params![seq, record_id, bid, text, tags_json, hash, self.now(), tokens, chars],
             )?,
             Backend::Postgres => {
                 let words = text
                     .map(|text| serde_json::to_string(&index_words(&[text, tags_json], bid)))
                     .transpose()?;
                 let sql = format!(
-                    "INSERT INTO archival(seq, record_id, branch, text, tags, text_hash, created_at, tokens, words)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, {})",
-                    schema::words_entry("?9")
+                    "INSERT INTO archival(seq, record_id, branch, text, tags, text_hash, created_at, tokens, chars, words)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, {})",
+                    schema::words_entry("?10")
                 );
                 self.conn.execute(
                     &sql,
-                    params![seq, record_id, bid, text, tags_json, hash, self.now(), tokens, words],
+                    params![seq, record_id, bid, text, tags_json, hash, self.now(), tokens, chars, words],
                 )?
             }
         };

@@ -453,6 +453,21 @@ ALTER TABLE inherited_exclusions ADD COLUMN steps INTEGER NOT NULL DEFAULT 0;
         ),
         fts_sql: "",
     },
+    // Each version's length in characters (NULL for a delete, as its text), in the index by
+    // branch and seq: `pressure` measures the view's current records by their characters, which
+    // it counted in every text it read (3.6M characters at depth 995 in j's database); now the
+    // read touches no text, only that index (view::current_text_chars). Existing versions are
+    // counted here, as Rust counts them.
+    Migration {
+        name: "20261127_archival_chars",
+        sql: r#"
+ALTER TABLE archival ADD COLUMN chars INTEGER;
+UPDATE archival SET chars = memctl_chars(text) WHERE text IS NOT NULL;
+DROP INDEX archival_branch_seq;
+CREATE INDEX archival_branch_seq_chars ON archival(branch, seq, chars);
+"#,
+        fts_sql: "",
+    },
 ];
 
 /// SQL: event `kind` is a conversation step's (`step:<type>`), the condition of the partial index
@@ -582,7 +597,7 @@ fn migrate(conn: &Connection) -> Result<()> {
         conn.pragma_update(None, "journal_mode", "WAL")?;
     }
     let fts5 = fts5_available(conn)?;
-    register_token_count(conn)?;
+    register_counts(conn)?;
     conn.execute_batch("BEGIN IMMEDIATE")?;
     let applied = (|| {
         // Another process may have migrated while this one waited for the lock.
@@ -690,7 +705,17 @@ pub(crate) const RUN_TABLES: &[RunTable] = &[
     },
     RunTable {
         name: "archival",
-        columns: &["seq", "record_id", "branch", "text", "tags", "text_hash", "created_at", "tokens"],
+        columns: &[
+            "seq",
+            "record_id",
+            "branch",
+            "text",
+            "tags",
+            "text_hash",
+            "created_at",
+            "tokens",
+            "chars",
+        ],
         key: 1,
     },
     RunTable {
@@ -722,16 +747,27 @@ pub(crate) const RUN_TABLES: &[RunTable] = &[
     RunTable { name: "llm_cache", columns: &["key", "output", "created_at"], key: 1 },
 ];
 
-/// `memctl_tokens(text, tags)`: a record's length as `archival.tokens` holds it, for the
-/// migration that counts existing records (NULL text, a delete: 0).
-fn register_token_count(conn: &Connection) -> Result<()> {
+/// The functions the migrations that count existing records call: `memctl_tokens(text, tags)`,
+/// a record's length in words as `archival.tokens` holds it (NULL text, a delete: 0), and
+/// `memctl_chars(text)`, its length in characters as `archival.chars` holds it (SQLite's
+/// `length()` stops at a NUL character; Rust does not).
+fn register_counts(conn: &Connection) -> Result<()> {
     use rusqlite::functions::FunctionFlags;
     let flags = FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC;
     conn.create_scalar_function("memctl_tokens", 2, flags, |ctx| {
         let (text, tags): (Option<String>, String) = (ctx.get(0)?, ctx.get(1)?);
         Ok(text.map_or(0, |text| i64::from(token_count(&[&text, &tags]))))
     })?;
+    conn.create_scalar_function("memctl_chars", 1, flags, |ctx| {
+        let text: String = ctx.get(0)?;
+        Ok(char_count(&text))
+    })?;
     Ok(())
+}
+
+/// A version's length as `archival.chars` holds it.
+pub(crate) fn char_count(text: &str) -> i64 {
+    text.chars().count() as i64
 }
 
 /// Whether this SQLite build has FTS5 compiled in.

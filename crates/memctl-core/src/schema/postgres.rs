@@ -199,6 +199,18 @@ ALTER TABLE inherited_exclusions ADD COLUMN steps BIGINT NOT NULL DEFAULT 0;
             super::step_counts_of_existing_rows!()
         ),
     },
+    // `char_length` counts a text's code points, as Rust's `chars()` does (a PostgreSQL text
+    // holds no NUL character).
+    Migration {
+        version: 13,
+        name: "20261127_archival_chars",
+        sql: r#"
+ALTER TABLE archival ADD COLUMN chars BIGINT;
+UPDATE archival SET chars = char_length(text) WHERE text IS NOT NULL;
+DROP INDEX archival_branch_seq;
+CREATE INDEX archival_branch_seq_chars ON archival(branch, seq, chars);
+"#,
+    },
 ];
 
 /// The version the PostgreSQL migrations bring a database to: SQLite's, always.

@@ -1374,7 +1374,8 @@ impl<'a> Versions<'a> {
 
     /// The condition on version `t`, with its parameters.
     fn filter(&self, backend: Backend) -> (String, Params<'_>) {
-        let filter = format!("t.text IS NOT NULL AND {}", has_tags(backend, self.tags));
+        // Not a delete: its length is NULL, as its text (the condition the index holds).
+        let filter = format!("t.chars IS NOT NULL AND {}", has_tags(backend, self.tags));
         match &self.words {
             Some(words) => (
                 filter + " AND t.words @@ CAST(CAST(?2 AS TEXT) AS tsquery)",
@@ -1419,11 +1420,15 @@ fn building_records(shared: &mut Shared) -> impl RowMapper<Record> + '_ {
 }
 
 /// The characters of the text of each of the view's current versions (what `pressure`
-/// measures), counted in the stored text without building records.
+/// measures), as stored beside it (`archival.chars`): the read touches no text, only the index
+/// by branch and seq, which holds them.
 pub(crate) fn current_text_chars(store: &Store, path: &BranchPath) -> Result<Vec<usize>> {
-    let texts = Versions { fields: "t.text", tags: None, words: None };
-    every_current_version(store, path, &texts, |row: &Row<'_>, first, _, _: &Arc<str>| {
-        Ok(Some(row.value(first)?.as_str()?.chars().count()))
+    let lengths = Versions { fields: "t.chars", tags: None, words: None };
+    every_current_version(store, path, &lengths, |row: &Row<'_>, first, _, _: &Arc<str>| {
+        let chars: i64 = row.get(first)?;
+        usize::try_from(chars)
+            .map(Some)
+            .map_err(|_| Error::internal(format!("a stored length of {chars} characters")))
     })
 }
 
