@@ -99,7 +99,8 @@ fn database(url: &str) -> String {
     url.rsplit_once('/').unwrap().1.split('?').next().unwrap().to_string()
 }
 
-/// Every branch's view and the journal, as the CLI prints them, of the database `db`.
+/// Every branch's view, its pressure (the stored lengths of its records) and the journal, as the
+/// CLI prints them, of the database `db`.
 fn readout(sb: &Sandbox, db: &str) -> Vec<serde_json::Value> {
     let branches = sb.json(&["--db", db, "branch", "list"]);
     let mut out = vec![branches.clone(), sb.json(&["--db", db, "log"])];
@@ -107,6 +108,7 @@ fn readout(sb: &Sandbox, db: &str) -> Vec<serde_json::Value> {
         let id = string(branch, "id");
         out.push(sb.json(&["--db", db, "read", id]));
         out.push(sb.json(&["--db", db, "archival", "search", id, "stencil tile threads"]));
+        out.push(sb.json(&["--db", db, "pressure", id]));
     }
     out
 }
@@ -144,9 +146,12 @@ fn migrate_copies_a_run_both_ways_and_checks_it() {
     assert_eq!(next, source_next);
 }
 
-/// Schema 12's upgrade counts the steps of a run's existing rows on PostgreSQL as it does on
-/// SQLite: the schema-11 fixture, upgraded and copied into PostgreSQL, its counts taken back
-/// to schema 11 there (columns dropped, the migration forgotten), is counted again alike.
+/// The upgrades that fill new columns of a populated run count on PostgreSQL as on SQLite:
+/// schema 12's the steps, schema 13's the records' characters, in a UTF8 database and in an
+/// `SQL_ASCII` one (where PostgreSQL's own `char_length` would count bytes). The schema-11
+/// fixture with records of multibyte characters, upgraded and copied into PostgreSQL, its
+/// columns taken back to schema 11 there (dropped, the migrations forgotten), is counted again
+/// alike, and `pressure` reads the same.
 #[test]
 fn the_upgrade_counts_an_existing_run_as_on_sqlite() {
     let Some(cluster) = cluster("the_upgrade_counts_an_existing_run") else { return };
@@ -159,40 +164,89 @@ fn the_upgrade_counts_an_existing_run_as_on_sqlite() {
         texts.iter().map(|text| int(&sb.json(&["archival", "add", "c", text]), "id").to_string()).collect();
     sb.ok(&["archival", "update", "c", &ids[0], "--text", "\u{fc}berarbeitet"]);
     sb.ok(&["archival", "delete", "c", &ids[2]]);
-    let url = cluster.new_database();
-    sb.ok(&["migrate", "--from", "memory.sqlite", "--to", &url]);
+    let pressure = |db: &str| sb.json(&["--db", db, "pressure", "c"])["archival"].clone();
+    let on_sqlite = pressure("memory.sqlite");
     let counts = "SELECT (SELECT string_agg(bid || ':' || inherited_steps, ' ' ORDER BY bid) FROM memctl.branches)
                   || ' | ' || (SELECT string_agg(seq || ':' || steps, ' ' ORDER BY rid) FROM memctl.events)
                   || ' | ' || (SELECT string_agg(seq || ':' || steps, ' ' ORDER BY seq) FROM memctl.inherited_exclusions)
                   || ' | ' || (SELECT string_agg(seq || ':' || coalesce(chars, -1), ' ' ORDER BY seq) FROM memctl.archival)";
-    let db = database(&url);
-    let counted_on_sqlite = cluster.psql(&db, counts);
-    let parts: Vec<&str> = counted_on_sqlite.split(" | ").collect();
-    assert_eq!(parts[0], "1:0 2:6 3:4 4:6 5:2 6:4", "the steps each branch inherited");
-    assert_eq!(parts.len(), 4, "events, exclusions and records counted too");
-    let lengths: Vec<String> =
-        parts[3].split(' ').map(|entry| entry.split(':').nth(1).unwrap().to_string()).collect();
-    let written = [14, 11, 5, 12, -1].map(|chars: i64| chars.to_string());
-    assert_eq!(
-        lengths[lengths.len() - 5..],
-        written,
-        "the records' characters, as Rust counts them; a delete's NULL"
+    for encoding in ["UTF8", "SQL_ASCII"] {
+        let url = cluster.new_database_in(encoding);
+        sb.ok(&["migrate", "--from", "memory.sqlite", "--to", &url]);
+        let db = database(&url);
+        let counted_on_sqlite = cluster.psql(&db, counts);
+        let parts: Vec<&str> = counted_on_sqlite.split(" | ").collect();
+        assert_eq!(parts[0], "1:0 2:6 3:4 4:6 5:2 6:4", "the steps each branch inherited");
+        assert_eq!(parts.len(), 4, "events, exclusions and records counted too");
+        let lengths: Vec<&str> = parts[3].split(' ').map(|entry| entry.split_once(':').unwrap().1).collect();
+        assert_eq!(
+            lengths[lengths.len() - 5..],
+            ["14", "11", "5", "12", "-1"],
+            "the records' characters; NULL for a delete"
+        );
+        cluster.psql(
+            &db,
+            "ALTER TABLE memctl.branches DROP COLUMN inherited_steps;
+             ALTER TABLE memctl.events DROP COLUMN steps;
+             ALTER TABLE memctl.inherited_exclusions DROP COLUMN steps;
+             ALTER TABLE memctl.archival DROP COLUMN chars;
+             CREATE INDEX archival_branch_seq ON memctl.archival(branch, seq);
+             DELETE FROM memctl.migrations WHERE version >= 12;",
+        );
+        sb.ok(&["--db", &url, "branch", "list"]);
+        assert_eq!(cluster.psql(&db, counts), counted_on_sqlite, "{encoding}");
+        assert_eq!(pressure(&url), on_sqlite, "{encoding}");
+    }
+}
+
+/// Both backends keep the same indexes, by name, table and columns: each is spelled once per
+/// backend, and `migrate` copies a run between them expecting the same schema. Beside them
+/// PostgreSQL keeps its constraints' indexes and its search's word index (`archival_words`).
+#[test]
+fn both_backends_keep_the_same_indexes() {
+    let Some(cluster) = cluster("both_backends_keep_the_same_indexes") else { return };
+    let sb = Sandbox::new();
+    sb.ok(&["init"]);
+    let conn = rusqlite::Connection::open(sb.file("memory.sqlite")).unwrap();
+    let indexes: Vec<(String, String)> = conn
+        .prepare("SELECT name, tbl_name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let mut on_sqlite: Vec<String> = indexes
+        .iter()
+        .map(|(name, table)| {
+            let columns: Vec<String> = conn
+                .prepare("SELECT name FROM pragma_index_info(?1) ORDER BY seqno")
+                .unwrap()
+                .query_map([name], |r| r.get(0))
+                .unwrap()
+                .map(Result::unwrap)
+                .collect();
+            format!("{name} {table}({})", columns.join(", "))
+        })
+        .collect();
+    on_sqlite.sort();
+    let url = cluster.new_database();
+    sb.ok(&["--db", &url, "init"]);
+    let on_postgres = cluster.psql(
+        &database(&url),
+        "SELECT string_agg(line, E'\\n' ORDER BY line) FROM (
+           SELECT i.relname || ' ' || t.relname || '(' || string_agg(a.attname, ', ' ORDER BY k.ord) || ')' AS line
+           FROM pg_index x
+           JOIN pg_class i ON i.oid = x.indexrelid
+           JOIN pg_class t ON t.oid = x.indrelid
+           JOIN pg_namespace n ON n.oid = t.relnamespace
+           CROSS JOIN LATERAL unnest(x.indkey) WITH ORDINALITY AS k(attnum, ord)
+           JOIN pg_attribute a ON a.attrelid = t.oid AND a.attnum = k.attnum
+           WHERE n.nspname = 'memctl' AND i.relname <> 'archival_words'
+             AND NOT EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conindid = x.indexrelid)
+           GROUP BY i.relname, t.relname) l",
     );
-    let pressure = |db: &str| sb.json(&["--db", db, "pressure", "c"])["archival"].clone();
-    let on_sqlite = pressure("memory.sqlite");
-    // The upgrades to schemas 12 and 13 fill a populated run here: undone, and run again.
-    cluster.psql(
-        &db,
-        "ALTER TABLE memctl.branches DROP COLUMN inherited_steps;
-         ALTER TABLE memctl.events DROP COLUMN steps;
-         ALTER TABLE memctl.inherited_exclusions DROP COLUMN steps;
-         ALTER TABLE memctl.archival DROP COLUMN chars;
-         CREATE INDEX archival_branch_seq ON memctl.archival(branch, seq);
-         DELETE FROM memctl.migrations WHERE version >= 12;",
-    );
-    sb.ok(&["--db", &url, "branch", "list"]);
-    assert_eq!(cluster.psql(&db, counts), counted_on_sqlite);
-    assert_eq!(pressure(&url), on_sqlite);
+    assert!(on_sqlite.iter().any(|line| line == "archival_branch_seq_chars archival(branch, seq, chars)"));
+    assert_eq!(on_postgres.lines().collect::<Vec<_>>(), on_sqlite);
 }
 
 #[test]

@@ -86,9 +86,21 @@ impl Cluster {
 
     /// A new, empty database on this cluster; its URL.
     pub fn new_database(&self) -> String {
+        self.create_database("")
+    }
+
+    /// [`Cluster::new_database`] in `encoding` (`SQL_ASCII`, say: what a server under the C
+    /// locale gives), whatever the cluster's.
+    pub fn new_database_in(&self, encoding: &str) -> String {
+        self.create_database(&format!(
+            " ENCODING '{encoding}' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0"
+        ))
+    }
+
+    fn create_database(&self, options: &str) -> String {
         static NEXT: AtomicUsize = AtomicUsize::new(0);
         let name = format!("run_{}_{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
-        self.psql("postgres", &format!("CREATE DATABASE {name}"));
+        self.psql("postgres", &format!("CREATE DATABASE {name}{options}"));
         self.url(&name)
     }
 

@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 
 /// Rows read per statement.
 const PAGE: usize = 1000;
-/// Rows written per statement (13 columns at most: well within both databases' parameter limits).
+/// Rows written per statement (14 columns at most: well within both databases' parameter limits).
 const BATCH: usize = 50;
 
 /// What a copy did.

@@ -199,19 +199,23 @@ ALTER TABLE inherited_exclusions ADD COLUMN steps BIGINT NOT NULL DEFAULT 0;
             super::step_counts_of_existing_rows!()
         ),
     },
-    // `char_length` counts a text's code points, as Rust's `chars()` does (a PostgreSQL text
-    // holds no NUL character).
+    // Existing versions are measured after it, in Rust ([`measure_archival`]).
     Migration {
         version: 13,
         name: "20261127_archival_chars",
         sql: r#"
 ALTER TABLE archival ADD COLUMN chars BIGINT;
-UPDATE archival SET chars = char_length(text) WHERE text IS NOT NULL;
 DROP INDEX archival_branch_seq;
 CREATE INDEX archival_branch_seq_chars ON archival(branch, seq, chars);
 "#,
     },
 ];
+
+/// The migration that adds `archival.chars`.
+const ARCHIVAL_CHARS: i64 = 13;
+
+/// Versions read per statement when [`measure_archival`] fills `archival.chars`.
+const PAGE: usize = 1000;
 
 /// The version the PostgreSQL migrations bring a database to: SQLite's, always.
 const VERSION: i64 = SCHEMA_VERSION;
@@ -280,7 +284,35 @@ fn migrate(conn: &Conn) -> Result<()> {
             params![migration.version, migration.name],
         )?;
     }
+    if current < ARCHIVAL_CHARS {
+        measure_archival(conn)?;
+    }
     Ok(())
+}
+
+/// Fills `archival.chars` for the versions that have text, a page per statement, counted in
+/// Rust as every write counts them: PostgreSQL's `char_length` counts in the database's
+/// encoding, bytes in an `SQL_ASCII` one.
+fn measure_archival(conn: &Conn) -> Result<()> {
+    let mut after = i64::MIN;
+    loop {
+        let page: Vec<(i64, i64)> = conn.query(
+            &format!("SELECT seq, text FROM archival WHERE text IS NOT NULL AND seq > ?1 ORDER BY seq LIMIT {PAGE}"),
+            [after],
+            |r| Ok((r.get(0)?, super::char_count(&r.get::<String>(1)?))),
+        )?;
+        if !page.is_empty() {
+            conn.execute(
+                "UPDATE archival SET chars = CAST(e ->> 1 AS BIGINT)
+                 FROM json_array_elements(CAST(?1 AS json)) e WHERE archival.seq = CAST(e ->> 0 AS BIGINT)",
+                [serde_json::to_string(&page)?],
+            )?;
+        }
+        match page.last() {
+            Some(&(seq, _)) if page.len() == PAGE => after = seq,
+            _ => return Ok(()),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -75,6 +75,7 @@ use smallvec::{smallvec, SmallVec};
 use sql::{
     anchored, current_version, events_past, has_tags, live_core, newest_core_per_key, not_excluded,
     not_excluded_by_set, visible, visible_from, visible_through, EVENTS_NEWEST_FIRST, NEWEST_FIRST,
+    NOT_DELETED,
 };
 use std::cell::Cell;
 use std::cmp::Reverse;
@@ -1336,7 +1337,7 @@ pub(crate) fn archival(
     let has_tags = has_tags(store.backend(), tags.as_deref());
     let sql = format!(
         "SELECT {RECORD_COLUMNS} FROM {}
-         WHERE p.pos >= ?2 AND t.text IS NOT NULL AND {} AND {has_tags}
+         WHERE p.pos >= ?2 AND {NOT_DELETED} AND {} AND {has_tags}
          {NEWEST_FIRST} LIMIT ?3",
         visible("archival"),
         current_version()
@@ -1374,8 +1375,7 @@ impl<'a> Versions<'a> {
 
     /// The condition on version `t`, with its parameters.
     fn filter(&self, backend: Backend) -> (String, Params<'_>) {
-        // Not a delete: its length is NULL, as its text (the condition the index holds).
-        let filter = format!("t.chars IS NOT NULL AND {}", has_tags(backend, self.tags));
+        let filter = format!("{NOT_DELETED} AND {}", has_tags(backend, self.tags));
         match &self.words {
             Some(words) => (
                 filter + " AND t.words @@ CAST(CAST(?2 AS TEXT) AS tsquery)",
@@ -1526,7 +1526,7 @@ pub(crate) fn records_among(store: &Store, path: &BranchPath, ids: &[i64]) -> Re
     let sql = format!(
         "SELECT {RECORD_COLUMNS} FROM {} j JOIN archival t ON t.record_id = j.value
          JOIN temp.view_path p ON {}
-         WHERE t.text IS NOT NULL AND {} ORDER BY t.seq DESC",
+         WHERE {NOT_DELETED} AND {} ORDER BY t.seq DESC",
         store.backend().json_ints("?1"),
         visible_through("p", "t"),
         current_version()

@@ -38,6 +38,11 @@ pub(super) fn events_past(rid: &str) -> String {
     )
 }
 
+/// Archival version `t` is not a delete. Its length is NULL exactly when its text is (schema
+/// 13), and the index by branch and seq holds the length: a reader that needs nothing else of a
+/// version (`pressure`'s) reads that index alone.
+pub(super) const NOT_DELETED: &str = "t.chars IS NOT NULL";
+
 /// Newest first. A branch's rows all have seqs above its fork_seq, so every visible row of a
 /// nearer branch is newer than every visible row of a farther one: SQLite reads this order
 /// straight off the nested loop, and a window of N rows stops at the nearest ancestors.
