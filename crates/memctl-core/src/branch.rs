@@ -96,7 +96,7 @@ impl Tx<'_> {
         // view's events and steps stays O(1) however deep it is.
         let inherited = match parent {
             Some(p) => view::event_counts(self, p.bid)?,
-            None => view::EventCounts { events: 0, steps: 0 },
+            None => view::EventCounts::default(),
         };
         // Every `anchor_every` levels the child keeps the rows of the parent's view that can
         // still decide a core key or show a summary, so reads stop there (view.rs).

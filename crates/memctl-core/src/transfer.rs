@@ -145,33 +145,10 @@ fn finish_copy(tx: &Tx<'_>, next_seq: i64, collections: i64, branches: bool) -> 
     Ok(())
 }
 
-/// Fills PostgreSQL's `archival.words` (see schema/postgres.rs) for the copied versions, a page
-/// per statement.
+/// Fills PostgreSQL's `archival.words` (see schema/postgres.rs) for the copied versions.
 fn index_words(tx: &Tx<'_>) -> Result<()> {
-    let mut after = i64::MIN;
-    loop {
-        let page: Vec<(i64, Vec<String>)> = tx.conn.query(
-            &format!(
-                "SELECT seq, text, tags, branch FROM archival WHERE text IS NOT NULL AND seq > ?1 ORDER BY seq LIMIT {PAGE}"
-            ),
-            [after],
-            |r| Ok((r.get(0)?, query::index_words(&[&r.get::<String>(1)?, &r.get::<String>(2)?], r.get(3)?))),
-        )?;
-        if !page.is_empty() {
-            tx.conn.execute(
-                &format!(
-                    "UPDATE archival SET words = {}
-                     FROM json_array_elements(CAST(?1 AS json)) e WHERE archival.seq = CAST(e ->> 0 AS BIGINT)",
-                    schema::words_entry("(e -> 1)")
-                ),
-                [serde_json::to_string(&page)?],
-            )?;
-        }
-        match page.last() {
-            Some(&(seq, _)) if page.len() == PAGE => after = seq,
-            _ => return Ok(()),
-        }
-    }
+    let set = format!("words = {}", schema::words_entry("(e -> 1)"));
+    schema::fill_archival(&tx.conn, &set, |text, tags, bid| Ok(query::index_words(&[text, tags], bid)))
 }
 
 /// Every branch in use reads the same in both databases; returns how many were compared.

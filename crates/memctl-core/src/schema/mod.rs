@@ -6,7 +6,7 @@
 
 mod postgres;
 
-pub(crate) use postgres::{words_entry, SCHEMA as POSTGRES_SCHEMA};
+pub(crate) use postgres::{fill_archival, words_entry, SCHEMA as POSTGRES_SCHEMA};
 
 use crate::db::Conn;
 use crate::error::{Error, Result, Topic};

@@ -214,7 +214,7 @@ CREATE INDEX archival_branch_seq_chars ON archival(branch, seq, chars);
 /// The migration that adds `archival.chars`.
 const ARCHIVAL_CHARS: i64 = 13;
 
-/// Versions read per statement when [`measure_archival`] fills `archival.chars`.
+/// Versions read per statement when [`fill_archival`] fills a column.
 const PAGE: usize = 1000;
 
 /// The version the PostgreSQL migrations bring a database to: SQLite's, always.
@@ -290,26 +290,38 @@ fn migrate(conn: &Conn) -> Result<()> {
     Ok(())
 }
 
-/// Fills `archival.chars` for the versions that have text, a page per statement, counted in
-/// Rust as every write counts them: PostgreSQL's `char_length` counts in the database's
-/// encoding, bytes in an `SQL_ASCII` one.
+/// Fills `archival.chars` for the versions that have text, counted in Rust as every write
+/// counts them: PostgreSQL's `char_length` counts in the database's encoding, bytes in an
+/// `SQL_ASCII` one.
 fn measure_archival(conn: &Conn) -> Result<()> {
+    fill_archival(conn, "chars = CAST(e ->> 1 AS BIGINT)", |text, _, _| Ok(super::char_count(text)))
+}
+
+/// Sets a column computed in Rust on every archival version that has text, a page per
+/// statement: `value` of its text, tags and branch, written by `set` (an assignment reading
+/// the value as `e -> 1`).
+pub(crate) fn fill_archival<T: serde::Serialize>(
+    conn: &Conn,
+    set: &str,
+    value: impl Fn(&str, &str, i64) -> Result<T>,
+) -> Result<()> {
+    let read = format!(
+        "SELECT seq, text, tags, branch FROM archival WHERE text IS NOT NULL AND seq > ?1 ORDER BY seq LIMIT {PAGE}"
+    );
+    let write = format!(
+        "UPDATE archival SET {set}
+         FROM json_array_elements(CAST(?1 AS json)) e WHERE archival.seq = CAST(e ->> 0 AS BIGINT)"
+    );
     let mut after = i64::MIN;
     loop {
-        let page: Vec<(i64, i64)> = conn.query(
-            &format!("SELECT seq, text FROM archival WHERE text IS NOT NULL AND seq > ?1 ORDER BY seq LIMIT {PAGE}"),
-            [after],
-            |r| Ok((r.get(0)?, super::char_count(&r.get::<String>(1)?))),
-        )?;
+        let page: Vec<(i64, T)> = conn.query(&read, [after], |r| {
+            Ok((r.get(0)?, value(&r.get::<String>(1)?, &r.get::<String>(2)?, r.get(3)?)?))
+        })?;
         if !page.is_empty() {
-            conn.execute(
-                "UPDATE archival SET chars = CAST(e ->> 1 AS BIGINT)
-                 FROM json_array_elements(CAST(?1 AS json)) e WHERE archival.seq = CAST(e ->> 0 AS BIGINT)",
-                [serde_json::to_string(&page)?],
-            )?;
+            conn.execute(&write, [serde_json::to_string(&page)?])?;
         }
         match page.last() {
-            Some(&(seq, _)) if page.len() == PAGE => after = seq,
+            Some((seq, _)) if page.len() == PAGE => after = *seq,
             _ => return Ok(()),
         }
     }

@@ -1095,7 +1095,7 @@ pub(crate) fn event_count(store: &Store, bid: i64) -> Result<usize> {
 }
 
 /// How many events the view of branch `bid` shows, and how many of them are conversation steps.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct EventCounts {
     pub events: usize,
     pub steps: usize,
