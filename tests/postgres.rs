@@ -288,6 +288,71 @@ fn search_finds_and_ranks_alike_on_both_backends() {
     }
 }
 
+/// The reads of a view read each path branch through the table's index on PostgreSQL, as on
+/// SQLite, never a whole table, however few of the run's rows the view holds. Joined to the
+/// path, the planner hashed it against a scan of every row of `archival` and `core`: a window
+/// of 8 records read all 10,000 of a run (23 ms). The server's own count of sequential scans
+/// of those tables must not grow over a window, a context, a read of few branches and the
+/// pressure of a view, while its count for `migrations`, which every call reads, shows that
+/// the call's figures are in.
+#[test]
+fn reads_of_a_view_never_scan_a_whole_table() {
+    let Some(cluster) = cluster("reads_of_a_view_never_scan_a_whole_table") else { return };
+    // Built on SQLite (an apply per branch), then copied: 6,000 records along a chain of 20
+    // branches, with 2,000 core values on 100 side branches off it.
+    let sb = Sandbox::new();
+    sb.ok(&["init"]);
+    sb.ok(&["branch", "create", "b0"]);
+    let padding = "x".repeat(300);
+    for level in 0..20 {
+        let records: Vec<Value> = (0..300)
+            .map(|i| json!({"text": format!("record {i} of b{level}, on tiling {padding}")}))
+            .collect();
+        let block = json!({"archival": records, "core": {format!("k{level}"): "v"}}).to_string();
+        sb.run_stdin(&["apply", &format!("b{level}"), "-"], &block).success();
+        sb.ok(&["fork", &format!("b{level}"), &format!("b{}", level + 1)]);
+    }
+    for side in 0..100 {
+        let name = format!("side{side}");
+        sb.ok(&["fork", "b5", &name]);
+        let values: serde_json::Map<String, Value> =
+            (0..20).map(|k| (format!("side{k}"), json!(format!("value {k}")))).collect();
+        sb.run_stdin(&["apply", &name, "-"], &json!({"core": values}).to_string()).success();
+    }
+    let url = cluster.new_database();
+    sb.ok(&["migrate", "--from", "memory.sqlite", "--to", &url]);
+    let db = database(&url);
+    // The planner knows the tables' sizes, as once autovacuum has been by.
+    cluster.psql(&db, "ANALYZE");
+    let scans = || {
+        cluster.psql(
+            &db,
+            "SELECT string_agg(relname || ' ' || seq_scan, ', ' ORDER BY relname) FROM pg_stat_user_tables
+             WHERE relname IN ('archival', 'core', 'migrations')",
+        )
+    };
+    let calls: [&[&str]; 5] =
+        [&["read", "b20"], &["context", "b20"], &["read", "b3"], &["pressure", "b3"], &["pressure", "b20"]];
+    let without_migrations = |counts: &str| {
+        counts.split(", ").filter(|c| !c.starts_with("migrations")).collect::<Vec<_>>().join(", ")
+    };
+    for call in calls {
+        let before = scans();
+        sb.ok(&[&["--db", url.as_str()], call].concat());
+        // The server files a connection's counts as it ends, a moment after the client.
+        let waited = Instant::now();
+        let after = loop {
+            let now = scans();
+            if now != before || waited.elapsed() > Duration::from_secs(10) {
+                break now;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert_ne!(after, before, "{call:?}: the server counted the call's read of migrations");
+        assert_eq!(without_migrations(&after), without_migrations(&before), "{call:?} scanned a whole table");
+    }
+}
+
 /// A path longer than a window's nearest branches reads every event by one probe per branch
 /// (PostgreSQL never scans whole tables): the same whole view, diff and path on both backends;
 /// and the same window, read along the path's nearest branches only.

@@ -125,10 +125,11 @@ impl BranchPath {
         self.positions.get(&bid).copied()
     }
 
-    /// `[[bid, cutoff], …]` in path order, as PostgreSQL's view reads the path from a setting.
-    pub(crate) fn cutoffs_json(&self) -> String {
+    /// `[[bid, cutoff], …]` of the `count` nearest branches in path order, as PostgreSQL's view
+    /// reads the path from a setting.
+    pub(crate) fn cutoffs_json(&self, count: usize) -> String {
         let pairs: Vec<[i64; 2]> =
-            self.branches.iter().zip(&self.cutoffs).map(|(b, &c)| [b.bid, c]).collect();
+            self.branches.iter().zip(&self.cutoffs).take(count).map(|(b, &c)| [b.bid, c]).collect();
         serde_json::json!(pairs).to_string()
     }
 

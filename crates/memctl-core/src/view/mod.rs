@@ -74,8 +74,8 @@ use serde::Serialize;
 use smallvec::{smallvec, SmallVec};
 use sql::{
     anchored, current_version, events_past, has_tags, live_core, newest_core_per_key, not_excluded,
-    not_excluded_by_set, visible, visible_from, visible_through, EVENTS_NEWEST_FIRST, NEWEST_FIRST,
-    NOT_DELETED,
+    not_excluded_by_set, visible, visible_from, visible_per_branch, visible_through, EVENTS_NEWEST_FIRST,
+    NEWEST_FIRST, NOT_DELETED,
 };
 use std::cell::Cell;
 use std::cmp::Reverse;
@@ -291,7 +291,11 @@ fn core_by_scan(
     params: Params<'_>,
     may_give_up: bool,
 ) -> Result<Option<Vec<(CoreEntry, bool)>>> {
-    let sql = format!("SELECT r.* FROM ({}) r WHERE {}", anchored("core", CORE_COLUMNS), live_core(""));
+    let sql = format!(
+        "SELECT r.* FROM ({}) r WHERE {}",
+        anchored(store.backend(), "core", CORE_COLUMNS),
+        live_core("")
+    );
     let (mut rows, mut check_at, mut given_up) = (Vec::new(), CORE_SCAN_MIN_ROWS + 1, false);
     store.conn.each(&sql, params, |row| {
         rows.push(core_entry(path, row)?);
@@ -359,7 +363,7 @@ pub(crate) fn anchor_rows(store: &Store, path: &BranchPath) -> Result<Vec<i64>> 
     let (last, anchor) = load_to_anchor(store, path)?;
     let sql = format!(
         "SELECT key, seq, value IS NULL, ttl_s IS NULL FROM ({}) r ORDER BY key, seq DESC",
-        anchored("core", CORE_COLUMNS)
+        anchored(store.backend(), "core", CORE_COLUMNS)
     );
     let mut seqs = Vec::new();
     let mut settled: Option<String> = None;
@@ -1334,13 +1338,12 @@ pub(crate) fn archival(
         records.sort_unstable_by_key(|r| Reverse(r.seq));
         return Ok(records);
     };
-    let has_tags = has_tags(store.backend(), tags.as_deref());
+    let backend = store.backend();
+    let current =
+        format!("{NOT_DELETED} AND {} AND {}", current_version(), has_tags(backend, tags.as_deref()));
     let sql = format!(
-        "SELECT {RECORD_COLUMNS} FROM {}
-         WHERE p.pos >= ?2 AND {NOT_DELETED} AND {} AND {has_tags}
-         {NEWEST_FIRST} LIMIT ?3",
-        visible("archival"),
-        current_version()
+        "SELECT {RECORD_COLUMNS} FROM {} WHERE p.pos >= ?2 {NEWEST_FIRST} LIMIT ?3",
+        visible_per_branch(backend, "archival", "", &current, Some("?3"))
     );
     let read = |path: &BranchPath, from: usize, limit: usize| {
         let params = params![tags.as_deref(), from as i64, limit as i64];
@@ -1366,11 +1369,18 @@ impl<'a> Versions<'a> {
         Versions { fields: record_fields!(), tags, words: None }
     }
 
-    /// The statement reading these versions from `from` (the table, or the path's probes), with
-    /// its parameters: `?1` the tags, `?2` the words.
-    fn statement(&self, backend: Backend, from: &str) -> (String, Params<'_>) {
+    /// The statement reading these versions by one scan of the table, or by the path's probes
+    /// (`probes`), with its parameters: `?1` the tags, `?2` the words.
+    fn statement(&self, backend: Backend, probes: bool) -> (String, Params<'_>) {
         let (filter, params) = self.filter(backend);
-        (format!("SELECT t.seq, t.branch, {} FROM {from} WHERE {filter}", self.fields), params)
+        let rows = match (probes, &self.words) {
+            (false, _) => format!("archival t WHERE {filter}"),
+            // The word index yields the path's matches in one lookup (each entry names its
+            // branch), where reading each path branch would test every version it holds.
+            (true, Some(_)) => format!("{} WHERE {filter}", visible("archival")),
+            (true, None) => visible_per_branch(backend, "archival", "", &filter, None),
+        };
+        (format!("SELECT t.seq, t.branch, {} FROM {rows}", self.fields), params)
     }
 
     /// The condition on version `t`, with its parameters.
@@ -1440,7 +1450,7 @@ fn versions_by_scan<T>(
     versions: &Versions<'_>,
     map: &mut impl RowMapper<T>,
 ) -> Result<Option<Vec<T>>> {
-    let (sql, params) = versions.statement(store.backend(), "archival t");
+    let (sql, params) = versions.statement(store.backend(), false);
     Ok(scanned(store, path, &sql, params, Place::Columns(0, 1), |row, held| {
         map(row, 2, held.seq, held.branch)
     })?
@@ -1455,7 +1465,7 @@ fn versions_by_probes<T>(
     map: &mut impl RowMapper<T>,
 ) -> Result<Vec<T>> {
     path::load(store, path)?;
-    let (sql, params) = versions.statement(store.backend(), &visible("archival"));
+    let (sql, params) = versions.statement(store.backend(), true);
     mapped_rows(store, path, &sql, params, map)
 }
 
@@ -1604,9 +1614,14 @@ fn later_versions_by_scan(store: &Store, path: &BranchPath) -> Result<Option<Vec
 fn later_versions_by_probes(store: &Store, path: &BranchPath) -> Result<Vec<(i64, i64)>> {
     path::load(store, path)?;
     let sql = format!(
-        "SELECT t.seq, t.record_id FROM temp.view_path p CROSS JOIN archival t INDEXED BY archival_later_versions
-         ON {} AND t.record_id != t.seq",
-        visible_through("p", "t")
+        "SELECT t.seq, t.record_id FROM {}",
+        visible_per_branch(
+            store.backend(),
+            "archival",
+            "INDEXED BY archival_later_versions",
+            "t.record_id != t.seq",
+            None
+        )
     );
     store.conn.query(&sql, params![], |row| Ok((row.get(0)?, row.get(1)?)))
 }

@@ -134,7 +134,7 @@ pub(crate) fn load(store: &Store, path: &BranchPath) -> Result<()> {
 /// greater seq — a newer version, or an exclusion, written after the event it hides was
 /// visible to its writer — so it was written by the same branch or a nearer one ([`holder`]).
 /// On SQLite the table grows by the branches it lacks, so a read of the nearest few at depth
-/// 1,000 does not insert a thousand rows; on PostgreSQL the whole path is set at once. Returns
+/// 1,000 does not insert a thousand rows; on PostgreSQL the setting is set anew. Returns
 /// how many of the nearest branches the table holds: at least `count` (or all of them).
 pub(crate) fn load_nearest(store: &Store, path: &BranchPath, count: usize) -> Result<usize> {
     let bid = path.branch().bid;
@@ -185,10 +185,10 @@ pub(crate) fn load_nearest(store: &Store, path: &BranchPath, count: usize) -> Re
             }
             store.conn.query_one(
                 "SELECT set_config('memctl.view_path', ?1, false)",
-                params![path.cutoffs_json()],
+                params![path.cutoffs_json(count)],
                 |_| Ok(()),
             )?;
-            path.branches().len()
+            count
         }
     };
     store.memo(|state: &mut PathState| state.loaded = Some((bid, wanted)));

@@ -29,6 +29,38 @@ pub(super) fn visible_from(table: &str, after: &str) -> String {
     format!("temp.view_path p CROSS JOIN {table} t ON {}", visible_through("p", "t"))
 }
 
+/// [`visible`] for the rows of `table` that pass `filter` (on `t`), read by `index` (a hint
+/// SQLite follows, or empty), and on PostgreSQL at most the newest `per_branch` (an SQL
+/// expression; None: all) of each path branch: enough for a window of that many rows.
+///
+/// SQLite reads each path branch by a range of the index in the nested loop its CROSS JOIN
+/// fixes, and a window stops at its last row. PostgreSQL reads each by a lateral subquery
+/// instead: joined to the path, its planner would scan and hash the whole table. It takes the
+/// path for a hundred rows of unknown values, cannot tell how few rows a filter such as
+/// `record_id != seq` keeps, and cannot stop a sort by path position early, so a window of 8
+/// records read all 10,000 of a run (23 ms) where the lateral form reads 8 per branch.
+pub(super) fn visible_per_branch(
+    backend: Backend,
+    table: &str,
+    index: &str,
+    filter: &str,
+    per_branch: Option<&str>,
+) -> String {
+    let visible = visible_through("p", "t");
+    match backend {
+        Backend::Sqlite => format!("temp.view_path p CROSS JOIN {table} t {index} ON {visible} AND {filter}"),
+        Backend::Postgres => {
+            // OFFSET 0 keeps the subquery a subquery: merged into the outer query, it would be
+            // joined as the table is.
+            let newest =
+                per_branch.map_or("OFFSET 0".to_string(), |n| format!("ORDER BY t.seq DESC LIMIT {n}"));
+            format!(
+                "temp.view_path p, LATERAL (SELECT * FROM {table} t WHERE {visible} AND {filter} {newest}) t"
+            )
+        }
+    }
+}
+
 /// The visible events with a rowid above `rid` (an SQL expression, at least -1: all of them),
 /// as `t` with their path entry `p`: one rowid range per path branch.
 pub(super) fn events_past(rid: &str) -> String {
@@ -106,8 +138,9 @@ pub(super) fn has_tags(backend: Backend, filter: Option<&str>) -> String {
 /// path down to its nearest anchor, then the anchor's rows, which stand for the rest of the
 /// path (see the view's module comment). Parameters: `:last`, the anchor's position, and
 /// `:anchor`, its bid.
-pub(super) fn anchored(table: &str, columns: &str) -> String {
-    let near = format!("SELECT {columns} FROM {} WHERE p.pos <= :last", visible(table));
+pub(super) fn anchored(backend: Backend, table: &str, columns: &str) -> String {
+    let near =
+        format!("SELECT {columns} FROM {}", visible_per_branch(backend, table, "", "p.pos <= :last", None));
     with_anchor_rows(&near, table, columns)
 }
 
