@@ -74,8 +74,8 @@ use serde::Serialize;
 use smallvec::{smallvec, SmallVec};
 use sql::{
     anchored, current_version, events_past, has_tags, live_core, newest_core_per_key, not_excluded,
-    not_excluded_by_set, visible, visible_from, visible_per_branch, visible_through, EVENTS_NEWEST_FIRST,
-    NEWEST_FIRST, NOT_DELETED,
+    not_excluded_by_set, visible, visible_per_branch, visible_through, EVENTS_NEWEST_FIRST, NEWEST_FIRST,
+    NOT_DELETED,
 };
 use std::cell::Cell;
 use std::cmp::Reverse;
@@ -1172,8 +1172,8 @@ pub(crate) fn last_count(table: &str, counted: Counted, bid: &str) -> String {
 
 /// The visible rows of `table` with a seq above `after` (`?1`): one probe per path branch whose
 /// cutoff lies above it, the nearest few when `after` is where two views part (diff).
-fn visible_after(table: &str) -> String {
-    format!("{} AND p.cutoff > ?1 WHERE t.seq > ?1", visible_from(table, "?1"))
+fn visible_after(backend: Backend, table: &str) -> String {
+    visible_per_branch(backend, table, "", "?1", "p.cutoff > ?1", None)
 }
 
 /// Loads the path's branches that hold the view's rows with a seq at or above `seq`: enough
@@ -1187,8 +1187,8 @@ pub(crate) fn events_after(store: &Store, path: &BranchPath, after: i64) -> Resu
     load_from(store, path, after.saturating_add(1))?;
     let sql = format!(
         "SELECT {EVENT_COLUMNS} FROM {}
-         AND {} {EVENTS_NEWEST_FIRST}",
-        visible_after("events"),
+         WHERE {} {EVENTS_NEWEST_FIRST}",
+        visible_after(store.backend(), "events"),
         not_excluded()
     );
     events_of(store, path, &sql, params![after])
@@ -1197,14 +1197,14 @@ pub(crate) fn events_after(store: &Store, path: &BranchPath, after: i64) -> Resu
 /// The events that visible exclusions with a seq above `after` hide.
 pub(crate) fn excluded_after(store: &Store, path: &BranchPath, after: i64) -> Result<Vec<i64>> {
     load_from(store, path, after.saturating_add(1))?;
-    let sql = format!("SELECT t.event_id FROM {}", visible_after("inherited_exclusions"));
+    let sql = format!("SELECT t.event_id FROM {}", visible_after(store.backend(), "inherited_exclusions"));
     store.conn.query(&sql, [after], |r| r.get(0))
 }
 
 /// The records with a visible version (or delete) with a seq above `after`.
 pub(crate) fn records_after(store: &Store, path: &BranchPath, after: i64) -> Result<Vec<i64>> {
     load_from(store, path, after.saturating_add(1))?;
-    let sql = format!("SELECT DISTINCT t.record_id FROM {}", visible_after("archival"));
+    let sql = format!("SELECT DISTINCT t.record_id FROM {}", visible_after(store.backend(), "archival"));
     store.conn.query(&sql, [after], |r| r.get(0))
 }
 
@@ -1343,7 +1343,7 @@ pub(crate) fn archival(
         format!("{NOT_DELETED} AND {} AND {}", current_version(), has_tags(backend, tags.as_deref()));
     let sql = format!(
         "SELECT {RECORD_COLUMNS} FROM {} WHERE p.pos >= ?2 {NEWEST_FIRST} LIMIT ?3",
-        visible_per_branch(backend, "archival", "", &current, Some("?3"))
+        visible_per_branch(backend, "archival", "", "-1", &current, Some("?3"))
     );
     let read = |path: &BranchPath, from: usize, limit: usize| {
         let params = params![tags.as_deref(), from as i64, limit as i64];
@@ -1378,7 +1378,7 @@ impl<'a> Versions<'a> {
             // The word index yields the path's matches in one lookup (each entry names its
             // branch), where reading each path branch would test every version it holds.
             (true, Some(_)) => format!("{} WHERE {filter}", visible("archival")),
-            (true, None) => visible_per_branch(backend, "archival", "", &filter, None),
+            (true, None) => visible_per_branch(backend, "archival", "", "-1", &filter, None),
         };
         (format!("SELECT t.seq, t.branch, {} FROM {rows}", self.fields), params)
     }
@@ -1619,6 +1619,7 @@ fn later_versions_by_probes(store: &Store, path: &BranchPath) -> Result<Vec<(i64
             store.backend(),
             "archival",
             "INDEXED BY archival_later_versions",
+            "-1",
             "t.record_id != t.seq",
             None
         )

@@ -12,26 +12,27 @@ pub(super) fn visible_through(p: &str, t: &str) -> String {
 }
 
 /// The visible rows of a layer table, as `t` with their path entry `p`: one range scan per path
-/// branch. `events` are stored in branch order (schema.rs), so for them the same rule reads as
-/// a rowid range instead of an index range.
+/// branch.
 pub(super) fn visible(table: &str) -> String {
-    visible_from(table, "-1")
+    format!("temp.view_path p CROSS JOIN {table} t ON {}", visible_past(table, "-1"))
 }
 
-/// [`visible`], where only rows with a seq above `after` (an SQL expression, at least -1) are
-/// wanted: for events, the rowid range starts there (the rowid holds the seq); other tables
-/// leave the bound to the caller's filter.
-pub(super) fn visible_from(table: &str, after: &str) -> String {
-    if table == "events" {
-        let range = event_rid::range_after("p.bid", after, "p.cutoff");
-        return format!("temp.view_path p CROSS JOIN events t ON t.rid BETWEEN {range}");
+/// Row `t` of `table` is visible through path entry `p` and has a seq above `after` (an SQL
+/// expression, at least -1). `events` are stored in branch order (schema.rs): for them the rule
+/// reads as a rowid range instead of an index range, which starts past `after` (the rowid holds
+/// the seq).
+fn visible_past(table: &str, after: &str) -> String {
+    match table {
+        "events" => format!("t.rid BETWEEN {}", event_rid::range_after("p.bid", after, "p.cutoff")),
+        _ if after == "-1" => visible_through("p", "t"),
+        _ => format!("{} AND t.seq > {after}", visible_through("p", "t")),
     }
-    format!("temp.view_path p CROSS JOIN {table} t ON {}", visible_through("p", "t"))
 }
 
-/// [`visible`] for the rows of `table` that pass `filter` (on `t`), read by `index` (a hint
-/// SQLite follows, or empty), and on PostgreSQL at most the newest `per_branch` (an SQL
-/// expression; None: all) of each path branch: enough for a window of that many rows.
+/// [`visible`] for the rows of `table` with a seq above `after` (see [`visible_past`]) that pass
+/// `filter` (on `t` and `p`), read by `index` (a hint SQLite follows, or empty), and on
+/// PostgreSQL at most the newest `per_branch` (an SQL expression; None: all) of each path
+/// branch: enough for a window of that many rows.
 ///
 /// SQLite reads each path branch by a range of the index in the nested loop its CROSS JOIN
 /// fixes, and a window stops at its last row. PostgreSQL reads each by a lateral subquery
@@ -43,10 +44,11 @@ pub(super) fn visible_per_branch(
     backend: Backend,
     table: &str,
     index: &str,
+    after: &str,
     filter: &str,
     per_branch: Option<&str>,
 ) -> String {
-    let visible = visible_through("p", "t");
+    let visible = visible_past(table, after);
     match backend {
         Backend::Sqlite => format!("temp.view_path p CROSS JOIN {table} t {index} ON {visible} AND {filter}"),
         Backend::Postgres => {
@@ -139,8 +141,10 @@ pub(super) fn has_tags(backend: Backend, filter: Option<&str>) -> String {
 /// path (see the view's module comment). Parameters: `:last`, the anchor's position, and
 /// `:anchor`, its bid.
 pub(super) fn anchored(backend: Backend, table: &str, columns: &str) -> String {
-    let near =
-        format!("SELECT {columns} FROM {}", visible_per_branch(backend, table, "", "p.pos <= :last", None));
+    let near = format!(
+        "SELECT {columns} FROM {}",
+        visible_per_branch(backend, table, "", "-1", "p.pos <= :last", None)
+    );
     with_anchor_rows(&near, table, columns)
 }
 
