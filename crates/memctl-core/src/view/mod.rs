@@ -424,7 +424,7 @@ fn every_event<T>(store: &Store, path: &BranchPath, mut map: impl RowMapper<T>) 
         if count <= FEW_EVENTS {
             // The path is no longer than a window's ([`windowed`]): one read takes every branch.
             path::load(store, path)?;
-            let sql = newest_events();
+            let sql = newest_events(store.backend());
             return mapped_rows(store, path, &sql, params![0i64, count as i64], &mut map);
         }
     }
@@ -443,11 +443,10 @@ fn every_event<T>(store: &Store, path: &BranchPath, mut map: impl RowMapper<T>) 
 const FEW_EVENTS: usize = 256;
 
 /// The newest visible events of the path branches from position `?1` on, at most `?2`.
-fn newest_events() -> String {
+fn newest_events(backend: Backend) -> String {
     format!(
-        "SELECT {EVENT_COLUMNS} FROM {} WHERE p.pos >= ?1 AND {} {EVENTS_NEWEST_FIRST} LIMIT ?2",
-        visible("events"),
-        not_excluded()
+        "SELECT {EVENT_COLUMNS} FROM {} WHERE p.pos >= ?1 {EVENTS_NEWEST_FIRST} LIMIT ?2",
+        visible_per_branch(backend, "events", "", None, &not_excluded(), Some("?2"))
     )
 }
 
@@ -484,7 +483,7 @@ fn newest_by_probes(
     built: impl Fn(&[u8]) -> bool,
     wanted: usize,
 ) -> Result<Vec<Option<Event>>> {
-    let sql = newest_events();
+    let sql = newest_events(store.backend());
     let count = Cell::new(0);
     let enough = || count.get() >= wanted;
     let read = |path: &BranchPath, from: usize, limit: usize| {
@@ -512,15 +511,16 @@ fn events_past_rid<T>(
     map: &mut impl RowMapper<T>,
 ) -> Result<Vec<T>> {
     path::load(store, path)?;
-    let sql = rows.past_rid();
+    let sql = rows.past_rid(store.backend());
     mapped_rows(store, path, &sql, params![rid], map)
 }
 
 /// Whether a read of every visible row of a layer first tries one scan of the whole table
-/// ([`scanned`]) rather than one range probe per path branch: on SQLite, for a path that holds
-/// most branches (a deep chain), whose view likely holds most rows.
+/// ([`scanned`]) rather than one range probe per path branch: for a path that holds most
+/// branches (a deep chain), whose view likely holds most rows. (On PostgreSQL too: a thousand
+/// probes of j's deepest path cost its `messages` a third more than one scan.)
 fn scans(store: &Store, path: &BranchPath) -> Result<bool> {
-    Ok(store.backend() == Backend::Sqlite && path::holds_most_branches(store, path)?)
+    path::holds_most_branches(store, path)
 }
 
 /// What `scan` read, where the path holds most branches ([`scans`]) and the scan did not give
@@ -779,12 +779,11 @@ impl EventRows {
     /// The statement of [`events_past_rid`]: these events above rowid `?1` that no visible
     /// exclusion hides, newest first, read with their seq and branch, then
     /// [`EventRows::fields`].
-    fn past_rid(&self) -> String {
+    fn past_rid(&self, backend: Backend) -> String {
         format!(
-            "SELECT t.seq, t.branch, {} FROM {} WHERE {} AND {} {EVENTS_NEWEST_FIRST}",
+            "SELECT t.seq, t.branch, {} FROM {} WHERE {} {EVENTS_NEWEST_FIRST}",
             self.fields,
-            events_past("?1"),
-            self.condition,
+            events_past(backend, "?1", self.condition),
             not_excluded_by_set()
         )
     }
@@ -958,8 +957,8 @@ fn stored_step(row: &Row<'_>, first: usize, seq: i64, _: &Arc<str>) -> Result<Op
 pub(crate) fn summaries(store: &Store, path: &BranchPath) -> Result<Vec<Summary>> {
     let (last, anchor) = load_to_anchor(store, path)?;
     let sql = format!(
-        "SELECT t.seq, t.replaced_summary_ids, t.view_summary_ids FROM {} WHERE p.pos <= :last {NEWEST_FIRST}",
-        visible("inherited_summaries")
+        "SELECT t.seq, t.replaced_summary_ids, t.view_summary_ids FROM {} {NEWEST_FIRST}",
+        visible_per_branch(store.backend(), "inherited_summaries", "", None, "p.pos <= :last", None)
     );
     let (mut seqs, mut folded, mut settled) = (Vec::new(), HashSet::new(), false);
     store.conn.each(&sql, named![":last" => last], |row| {
@@ -1173,7 +1172,7 @@ pub(crate) fn last_count(table: &str, counted: Counted, bid: &str) -> String {
 /// The visible rows of `table` with a seq above `after` (`?1`): one probe per path branch whose
 /// cutoff lies above it, the nearest few when `after` is where two views part (diff).
 fn visible_after(backend: Backend, table: &str) -> String {
-    visible_per_branch(backend, table, "", "?1", "p.cutoff > ?1", None)
+    visible_per_branch(backend, table, "", Some("?1"), "p.cutoff > ?1", None)
 }
 
 /// Loads the path's branches that hold the view's rows with a seq at or above `seq`: enough
@@ -1343,7 +1342,7 @@ pub(crate) fn archival(
         format!("{NOT_DELETED} AND {} AND {}", current_version(), has_tags(backend, tags.as_deref()));
     let sql = format!(
         "SELECT {RECORD_COLUMNS} FROM {} WHERE p.pos >= ?2 {NEWEST_FIRST} LIMIT ?3",
-        visible_per_branch(backend, "archival", "", "-1", &current, Some("?3"))
+        visible_per_branch(backend, "archival", "", None, &current, Some("?3"))
     );
     let read = |path: &BranchPath, from: usize, limit: usize| {
         let params = params![tags.as_deref(), from as i64, limit as i64];
@@ -1378,7 +1377,7 @@ impl<'a> Versions<'a> {
             // The word index yields the path's matches in one lookup (each entry names its
             // branch), where reading each path branch would test every version it holds.
             (true, Some(_)) => format!("{} WHERE {filter}", visible("archival")),
-            (true, None) => visible_per_branch(backend, "archival", "", "-1", &filter, None),
+            (true, None) => visible_per_branch(backend, "archival", "", None, &filter, None),
         };
         (format!("SELECT t.seq, t.branch, {} FROM {rows}", self.fields), params)
     }
@@ -1619,7 +1618,7 @@ fn later_versions_by_probes(store: &Store, path: &BranchPath) -> Result<Vec<(i64
             store.backend(),
             "archival",
             "INDEXED BY archival_later_versions",
-            "-1",
+            None,
             "t.record_id != t.seq",
             None
         )
@@ -2155,7 +2154,7 @@ mod tests {
         };
         let scan = plan(STEP_ROWS.every_one(), params![]);
         assert!(scan.contains("SCAN t USING INDEX events_steps") && !scan.contains("TEMP B-TREE"), "{scan}");
-        let probes = plan(STEP_ROWS.past_rid(), params![-1i64]);
+        let probes = plan(STEP_ROWS.past_rid(Backend::Sqlite), params![-1i64]);
         assert!(probes.contains("SEARCH t USING INDEX events_steps"), "{probes}");
         // What hides the steps a scan found is looked up by their ids.
         let hidden = plan(exclusions_of(Backend::Sqlite), params!["[1, 2]"]);

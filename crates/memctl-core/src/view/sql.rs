@@ -11,28 +11,40 @@ pub(super) fn visible_through(p: &str, t: &str) -> String {
     format!("{t}.branch = {p}.bid AND {t}.seq <= {p}.cutoff")
 }
 
-/// The visible rows of a layer table, as `t` with their path entry `p`: one range scan per path
-/// branch.
+/// The visible rows of a layer table, as `t` with their path entry `p`. SQLite reads them by one
+/// range scan per path branch; PostgreSQL plans the join its own way, which for a read of every
+/// row of a view may hash the table (a reader of few of them: [`visible_per_branch`]).
 pub(super) fn visible(table: &str) -> String {
-    format!("temp.view_path p CROSS JOIN {table} t ON {}", visible_past(table, "-1"))
+    path_join(table, "", &visible_past(table, None))
 }
 
 /// Row `t` of `table` is visible through path entry `p` and has a seq above `after` (an SQL
-/// expression, at least -1). `events` are stored in branch order (schema.rs): for them the rule
+/// expression; None: any). `events` are stored in branch order (schema.rs): for them the rule
 /// reads as a rowid range instead of an index range, which starts past `after` (the rowid holds
 /// the seq).
-fn visible_past(table: &str, after: &str) -> String {
-    match table {
-        "events" => format!("t.rid BETWEEN {}", event_rid::range_after("p.bid", after, "p.cutoff")),
-        _ if after == "-1" => visible_through("p", "t"),
-        _ => format!("{} AND t.seq > {after}", visible_through("p", "t")),
+fn visible_past(table: &str, after: Option<&str>) -> String {
+    match (table, after) {
+        ("events", _) => {
+            format!("t.rid BETWEEN {}", event_rid::range_after("p.bid", after.unwrap_or("-1"), "p.cutoff"))
+        }
+        (_, None) => visible_through("p", "t"),
+        (_, Some(after)) => format!("{} AND t.seq > {after}", visible_through("p", "t")),
     }
+}
+
+/// The path `p` joined to `table` as `t` on `on`, read through `index` (a hint, or empty), in
+/// the order SQLite's CROSS JOIN fixes: the path outside, one range of the table per branch.
+fn path_join(table: &str, index: &str, on: &str) -> String {
+    format!("temp.view_path p CROSS JOIN {table} t {index} ON {on}")
 }
 
 /// [`visible`] for the rows of `table` with a seq above `after` (see [`visible_past`]) that pass
 /// `filter` (on `t` and `p`), read by `index` (a hint SQLite follows, or empty), and on
 /// PostgreSQL at most the newest `per_branch` (an SQL expression; None: all) of each path
-/// branch: enough for a window of that many rows.
+/// branch: enough for a window of that many rows. With `per_branch`, every condition on `t`
+/// must be in `filter`, and the statement must take the rows [`NEWEST_FIRST`] (for events
+/// [`EVENTS_NEWEST_FIRST`]) with a limit of at most `per_branch`: PostgreSQL keeps no more of
+/// a branch.
 ///
 /// SQLite reads each path branch by a range of the index in the nested loop its CROSS JOIN
 /// fixes, and a window stops at its last row. PostgreSQL reads each by a lateral subquery
@@ -44,32 +56,37 @@ pub(super) fn visible_per_branch(
     backend: Backend,
     table: &str,
     index: &str,
-    after: &str,
+    after: Option<&str>,
     filter: &str,
     per_branch: Option<&str>,
 ) -> String {
-    let visible = visible_past(table, after);
+    let on = format!("{} AND {filter}", visible_past(table, after));
+    per_branch_join(backend, table, index, &on, per_branch)
+}
+
+/// The path `p` joined to `table` as `t` on `on`, each path branch read on its own
+/// ([`visible_per_branch`]), on PostgreSQL at most its newest `per_branch` rows.
+fn per_branch_join(backend: Backend, table: &str, index: &str, on: &str, per_branch: Option<&str>) -> String {
     match backend {
-        Backend::Sqlite => format!("temp.view_path p CROSS JOIN {table} t {index} ON {visible} AND {filter}"),
+        Backend::Sqlite => path_join(table, index, on),
         Backend::Postgres => {
+            // A branch's rows newest first: by rowid for events, as EVENTS_NEWEST_FIRST.
+            let order = if table == "events" { "t.rid" } else { "t.seq" };
             // OFFSET 0 keeps the subquery a subquery: merged into the outer query, it would be
             // joined as the table is.
             let newest =
-                per_branch.map_or("OFFSET 0".to_string(), |n| format!("ORDER BY t.seq DESC LIMIT {n}"));
-            format!(
-                "temp.view_path p, LATERAL (SELECT * FROM {table} t WHERE {visible} AND {filter} {newest}) t"
-            )
+                per_branch.map_or("OFFSET 0".to_string(), |n| format!("ORDER BY {order} DESC LIMIT {n}"));
+            format!("temp.view_path p, LATERAL (SELECT * FROM {table} t WHERE {on} {newest}) t")
         }
     }
 }
 
-/// The visible events with a rowid above `rid` (an SQL expression, at least -1: all of them),
-/// as `t` with their path entry `p`: one rowid range per path branch.
-pub(super) fn events_past(rid: &str) -> String {
-    format!(
-        "temp.view_path p CROSS JOIN events t ON t.rid BETWEEN {}",
-        event_rid::range_past("p.bid", "p.cutoff", rid)
-    )
+/// The visible events with a rowid above `rid` (an SQL expression, at least -1: all of them)
+/// that pass `filter` (on `t`), as `t` with their path entry `p`: one rowid range per path
+/// branch, on PostgreSQL too ([`visible_per_branch`]).
+pub(super) fn events_past(backend: Backend, rid: &str, filter: &str) -> String {
+    let range = event_rid::range_past("p.bid", "p.cutoff", rid);
+    per_branch_join(backend, "events", "", &format!("t.rid BETWEEN {range} AND {filter}"), None)
 }
 
 /// Archival version `t` is not a delete. Its length is NULL exactly when its text is (schema
@@ -143,7 +160,7 @@ pub(super) fn has_tags(backend: Backend, filter: Option<&str>) -> String {
 pub(super) fn anchored(backend: Backend, table: &str, columns: &str) -> String {
     let near = format!(
         "SELECT {columns} FROM {}",
-        visible_per_branch(backend, table, "", "-1", "p.pos <= :last", None)
+        visible_per_branch(backend, table, "", None, "p.pos <= :last", None)
     );
     with_anchor_rows(&near, table, columns)
 }
