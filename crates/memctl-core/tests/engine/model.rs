@@ -23,8 +23,8 @@
 
 use crate::pg_cluster::Cluster;
 use memctl_core::{
-    BranchStatus, Clock, Config, CoreWrite, ErrorKind, FtsMode, GcRequest, Reach, Search, Status, Store,
-    Subject, Verdict, View, Why,
+    BranchStatus, Clock, Config, CoreWrite, ErrorKind, Event, FtsMode, GcRequest, Reach, Record, Search,
+    Status, Store, Subject, Verdict, View, Why,
 };
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
@@ -317,29 +317,27 @@ impl Seen {
                     event_ids: s.event_ids,
                 })
                 .collect(),
-            events: view
-                .events
-                .into_iter()
-                .map(|e| EventLine {
-                    id: e.id,
-                    writer: e.branch.to_string(),
-                    kind: e.kind.to_string(),
-                    text: e.text,
-                    tags: e.tags.to_vec(),
-                })
-                .collect(),
-            archival: view
-                .archival
-                .into_iter()
-                .map(|r| RecordLine {
-                    id: r.id,
-                    writer: r.branch.to_string(),
-                    text: r.text,
-                    tags: r.tags.to_vec(),
-                    seq: r.seq,
-                })
-                .collect(),
+            events: view.events.into_iter().map(EventLine::of).collect(),
+            archival: view.archival.into_iter().map(RecordLine::of).collect(),
         }
+    }
+}
+
+impl EventLine {
+    fn of(e: Event) -> EventLine {
+        EventLine {
+            id: e.id,
+            writer: e.branch.to_string(),
+            kind: e.kind.to_string(),
+            text: e.text,
+            tags: e.tags.to_vec(),
+        }
+    }
+}
+
+impl RecordLine {
+    fn of(r: Record) -> RecordLine {
+        RecordLine { id: r.id, writer: r.branch.to_string(), text: r.text, tags: r.tags.to_vec(), seq: r.seq }
     }
 }
 
@@ -882,9 +880,30 @@ impl Harness {
             self.check_recall_search(b)?;
             self.check_why(b)?;
             self.check_path(b)?;
+            self.check_windows(b)?;
         }
         self.check_seq_order()?;
         self.check_diffs()
+    }
+
+    /// The windows of a read (`archival_list` and `recall_list` with a limit) are the newest
+    /// records and events of the model's view, across as many branches as they take: each is
+    /// read from the nearest branches first, and on PostgreSQL at most the window's length of
+    /// each branch.
+    fn check_windows(&self, b: usize) -> Result<(), TestCaseError> {
+        let id = self.model.name(b);
+        let view = self.model.view(b);
+        for limit in [1, 3, 8] {
+            let records = expect_ok(self.store.archival_list(&id, Some(limit)), "archival_list")?;
+            let records: Vec<RecordLine> = records.into_iter().map(RecordLine::of).collect();
+            let newest = &view.archival[..limit.min(view.archival.len())];
+            prop_assert_eq!(&records[..], newest, "records window of {} in {}", limit, id);
+            let events = expect_ok(self.store.recall_list(&id, Some(limit)), "recall_list")?.events;
+            let events: Vec<EventLine> = events.into_iter().map(EventLine::of).collect();
+            let newest = &view.events[..limit.min(view.events.len())];
+            prop_assert_eq!(&events[..], newest, "events window of {} in {}", limit, id);
+        }
+        Ok(())
     }
 
     /// `diff` of every pair of branches against the model: each layer's "only in A", "only
