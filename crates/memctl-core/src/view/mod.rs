@@ -517,8 +517,7 @@ fn events_past_rid<T>(
 
 /// Whether a read of every visible row of a layer first tries one scan of the whole table
 /// ([`scanned`]) rather than one range probe per path branch: for a path that holds most
-/// branches (a deep chain), whose view likely holds most rows. (On PostgreSQL too: a thousand
-/// probes of j's deepest path cost its `messages` a third more than one scan.)
+/// branches (a deep chain), whose view likely holds most rows.
 fn scans(store: &Store, path: &BranchPath) -> Result<bool> {
     path::holds_most_branches(store, path)
 }
@@ -548,7 +547,10 @@ fn scanned_or_probed<M, T>(
 /// meets many other branches' rows, and the probes, one per path branch, read only the view's.
 /// A scan given up costs at most about what the probes cost: the rows read past, about as much
 /// as the probes' seeks, and the view's rows read before it gave up, which the probes read
-/// again (but for the events: [`events_by_scans`]).
+/// again (but for the events: [`events_by_scans`]). On PostgreSQL it never gives up: the
+/// client has received every row before the first reaches `f`, so the whole table is read
+/// either way — as the path's join to it was, before reads went per branch — and the probes
+/// would only add to it.
 fn scanned<T>(
     store: &Store,
     path: &BranchPath,
@@ -558,7 +560,10 @@ fn scanned<T>(
     mut f: impl FnMut(&Row<'_>, Held<'_>) -> Result<Option<T>>,
 ) -> Result<Scan<T>> {
     debug_assert!(path.is_whole(), "a scan of every row along a path stopped at an anchor");
-    let bound = 2 * path.branches().len();
+    let bound = match store.backend() {
+        Backend::Sqlite => 2 * path.branches().len(),
+        Backend::Postgres => usize::MAX,
+    };
     let (mut kept, mut passed) = (Vec::new(), 0);
     store.conn.each(sql, params, |row| {
         let (seq, bid) = place.read(row)?;
