@@ -515,16 +515,11 @@ fn events_past_rid<T>(
     mapped_rows(store, path, &sql, params![rid], map)
 }
 
-/// Whether a read of every visible row of a layer first tries one scan of the whole table
-/// ([`scanned`]) rather than one range probe per path branch: for a path that holds most
-/// branches (a deep chain), whose view likely holds most rows.
-fn scans(store: &Store, path: &BranchPath) -> Result<bool> {
-    path::holds_most_branches(store, path)
-}
-
-/// What `scan` read, where the path holds most branches ([`scans`]) and the scan did not give
-/// up ([`scanned`]); else what `probes` read. Both are handed `map`, what the read does with
-/// each row (a [`RowMapper`], say), which neither could borrow while the other holds it.
+/// A read of every visible row of a layer: what `scan` read, one scan of the whole table
+/// ([`scanned`]), where the path holds most branches (a deep chain, whose view likely holds
+/// most rows) and the scan did not give up; else what `probes` read, one range probe per path
+/// branch. Both are handed `map`, what the read does with each row (a [`RowMapper`], say),
+/// which neither could borrow while the other holds it.
 fn scanned_or_probed<M, T>(
     store: &Store,
     path: &BranchPath,
@@ -532,7 +527,7 @@ fn scanned_or_probed<M, T>(
     scan: impl FnOnce(&mut M) -> Result<Option<T>>,
     probes: impl FnOnce(&mut M) -> Result<T>,
 ) -> Result<T> {
-    if scans(store, path)? {
+    if path::holds_most_branches(store, path)? {
         if let Some(rows) = scan(map)? {
             return Ok(rows);
         }
@@ -1238,7 +1233,7 @@ pub(crate) fn events_among(store: &Store, path: &BranchPath, ids: &[i64]) -> Res
 /// The view's rows of `table` (`columns` of `t`, read by the mapping from column 2 on), each
 /// with the path position of the branch that wrote it (0: the branch itself), oldest first: the
 /// material of per-node deltas. Core rows whose TTL has run out are left out, as the view leaves
-/// them out. Read by one scan of the table where the path holds most branches ([`scans`]), else,
+/// them out. Read by one scan of the table where the path holds most branches ([`scanned_or_probed`]), else,
 /// or if the scan gave up, by one range scan per path branch.
 pub(crate) fn rows_along<T>(
     store: &Store,
@@ -1403,7 +1398,7 @@ impl<'a> Versions<'a> {
 /// The view's current versions (not deletes) that `versions` takes, as `map` maps them, in no
 /// set order, read in one snapshot: the superseded versions are known first, so that `map`
 /// sees only current ones. Every version of the view is read: by one scan of the table where
-/// the path holds most branches ([`scans`]), else (or if the scan gave up) by one range probe
+/// the path holds most branches ([`scanned_or_probed`]), else (or if the scan gave up) by one range probe
 /// per path branch. A version the scan mapped before it gave up is mapped again by the probes
 /// (the first mapping is dropped): `map` must keep no state across rows, such as a total.
 fn every_current_version<T>(
@@ -1584,7 +1579,7 @@ impl Superseded {
 }
 
 /// The visible updates and deletes, read through their partial index: by one scan of it
-/// ([`scanned`]) where the path holds most branches ([`scans`]) — a whole view then needs no
+/// ([`scanned`]) where the path holds most branches ([`scanned_or_probed`]) — a whole view then needs no
 /// path table — else, or if the scan gave up, by one range scan of it per path branch.
 fn superseded_versions(store: &Store, path: &BranchPath) -> Result<Superseded> {
     let later = scanned_or_probed(
@@ -1775,7 +1770,7 @@ mod tests {
             let found: Vec<i64> =
                 archival_keyword_matches(&s, &path, &query, &[]).unwrap().iter().map(|m| m.seq).collect();
             assert_eq!(found, [update]);
-            (chars, scans(&s, &path).unwrap())
+            (chars, path::holds_most_branches(&s, &path).unwrap())
         };
         assert_eq!(measured(), (vec![5, 10, 12], true));
         for i in 0..4 {
@@ -1887,7 +1882,9 @@ mod tests {
         }
         s.recall_exclude("b4", &[ids[0], ids[150], ids[399]]).unwrap();
         let (leaf, side) = (s.path("b4").unwrap(), s.path("side").unwrap());
-        assert!(scans(&s, &leaf).unwrap() && !scans(&s, &side).unwrap());
+        assert!(
+            path::holds_most_branches(&s, &leaf).unwrap() && !path::holds_most_branches(&s, &side).unwrap()
+        );
         for path in [&leaf, &side] {
             let oldest: Vec<Event> = every_event_by_probes(&s, path).unwrap().into_iter().rev().collect();
             assert!(oldest.len() > FEW_EVENTS + 20);
