@@ -1641,7 +1641,7 @@ fn concurrent_writers_lose_nothing() {
     }
 }
 
-fn concurrent_writers_on(db: &Db, workers: usize) {
+pub(crate) fn concurrent_writers_on(db: &Db, workers: usize) {
     const CALLS: usize = 200;
     const BRANCHES: [&str; 3] = ["c0", "c1", "c2"];
     // A budget large enough for every key, and no consolidation: all rows stay visible.

@@ -2,6 +2,7 @@
 //! The commands themselves run on both backends in the tests parameterised by backend
 //! (`backends()`: cli, apply, export, …), against the same snapshots.
 
+use crate::support::pooler::Pooler;
 use crate::support::postgres::Cluster;
 use crate::support::*;
 use serde_json::{json, Value};
@@ -69,13 +70,18 @@ fn a_schema_from_a_newer_memctl_is_exit_6_and_untouched() {
 #[test]
 fn a_lock_held_past_the_timeout_is_exit_5() {
     let Some(cluster) = cluster("a_lock_held_past_the_timeout") else { return };
-    let db = Db::Postgres(cluster.new_database());
-    let sb = Sandbox::initialized_on(&db);
+    let url = cluster.new_database();
+    lock_held_past_the_timeout(&url, &url);
+}
+
+/// memctl on `url` waits for a lock held on `direct` (the same database) and gives up after its
+/// timeout, with exit 5; readers are not blocked.
+fn lock_held_past_the_timeout(url: &str, direct: &str) {
+    let sb = Sandbox::initialized_on(&Db::Postgres(url.to_string()));
     sb.ok(&["branch", "create", "root"]);
     sb.ok(&["core", "set", "root", "k", "before"]);
-    let Db::Postgres(url) = &db else { unreachable!() };
     // Another writer's transaction holds the counter row (as a write in progress does).
-    let mut holder = url.parse::<::postgres::Config>().unwrap().connect(::postgres::NoTls).unwrap();
+    let mut holder = direct.parse::<::postgres::Config>().unwrap().connect(::postgres::NoTls).unwrap();
     holder.batch_execute("BEGIN; SELECT * FROM memctl.meta WHERE key = 'next_seq' FOR UPDATE").unwrap();
 
     let short_wait = [("MEMCTL_SQLITE__BUSY_TIMEOUT_MS", "200")];
@@ -92,6 +98,35 @@ fn a_lock_held_past_the_timeout_is_exit_5() {
     holder.batch_execute("ROLLBACK").unwrap();
     sb.run_env(&["core", "set", "root", "k", "after"], &short_wait).success();
     assert_eq!(field(&sb.json(&["core", "get", "root", "k"]), "core"), &json!({"k": "after"}));
+}
+
+/// memctl behind PgBouncer pooling sessions (its default mode), with fewer server sessions than
+/// clients, who wait their turn: a client is handed a server session others have used (PgBouncer
+/// resets it with `DISCARD ALL`). A run copied in through the pooler reads as its source, through
+/// the pooler and directly; 8 processes at once lose no write; a lock held past the timeout is
+/// still exit 5 (the timeout is set through the pooler). memctl used to make its settings
+/// startup options, which a pooler refuses: every call failed to connect.
+#[test]
+fn calls_through_a_pooler_of_sessions() {
+    let test = "calls_through_a_pooler_of_sessions";
+    let Some(cluster) = cluster(test) else { return };
+    let Some(pooler) = Pooler::start_or_skip(test, cluster, 2) else { return };
+    let through_pooler = |direct: &str| pooler.url(&database(direct));
+
+    let sb = Sandbox::new();
+    sb.ok(&["quickstart", "--dir", "qs"]);
+    let direct = cluster.new_database();
+    let pooled = through_pooler(&direct);
+    // Statements run again are prepared: in the server session, and gone with it.
+    let report = sb.json(&["migrate", "--from", "qs/memory.sqlite", "--to", &pooled]);
+    assert_eq!(int(&report, "branches_verified"), 13);
+    let expected = readout(&sb, "qs/memory.sqlite");
+    assert_eq!(readout(&sb, &pooled), expected, "through the pooler");
+    assert_eq!(readout(&sb, &direct), expected, "directly");
+
+    crate::cli::concurrent_writers_on(&Db::Postgres(through_pooler(&cluster.new_database())), 8);
+    let direct = cluster.new_database();
+    lock_held_past_the_timeout(&through_pooler(&direct), &direct);
 }
 
 /// The database name of a cluster URL (`postgresql://user@/NAME?host=…`).

@@ -4,6 +4,7 @@
 
 #![allow(dead_code)]
 
+pub mod pooler;
 pub mod postgres;
 
 use serde_json::Value;

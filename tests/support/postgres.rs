@@ -262,6 +262,6 @@ fn server_binaries() -> Option<PathBuf> {
     })
 }
 
-fn is_root() -> bool {
+pub fn is_root() -> bool {
     Command::new("id").arg("-u").output().is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
 }

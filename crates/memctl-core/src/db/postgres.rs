@@ -73,6 +73,9 @@ pub(crate) fn without_password(url: &str) -> String {
 /// long-lived handle, a loop): the server plans it once.
 pub(crate) struct PgClient {
     client: RefCell<Client>,
+    /// The session's settings (schema, lock timeout, messages) until they are sent, with the
+    /// first request (startup options would cost no round trip, but a pooler refuses them).
+    unsent: RefCell<Option<String>>,
     /// Per statement text as the engine wrote it.
     statements: RefCell<HashMap<String, Rc<Translated>>>,
     /// Names the engine's SQL uses and what they stand for on this connection (see
@@ -95,21 +98,18 @@ impl PgClient {
     /// Connects to `url`. Settings the URL leaves out come from `PGHOST`, `PGPORT`, `PGUSER`,
     /// `PGPASSWORD`, `PGDATABASE`, `PGAPPNAME` and `PGCONNECT_TIMEOUT`, as libpq takes them.
     /// Tables are looked for in `schema`; lock waits give up after `lock_timeout_ms` (exit 5, as
-    /// SQLite's busy timeout). Both are set as the connection starts, costing no round trip.
+    /// SQLite's busy timeout). Both are set with the first request, costing no round trip of
+    /// their own when it is a batch ([`PgClient::batch_rows`]).
     pub fn connect(url: &str, schema: &str, lock_timeout_ms: u64) -> Result<PgClient> {
         let url = with_port(url, std::env::var("PGPORT").ok().as_deref());
         let mut config = Config::from_str(&url).map_err(|e| {
             Error::invalid(format!("not a valid PostgreSQL URL: {}", without_url(&e.to_string())))
         })?;
         apply_environment(&mut config, |name| std::env::var(name).ok());
-        let ours = format!(
-            "-c search_path={schema} -c lock_timeout={lock_timeout_ms}ms -c client_min_messages=warning"
+        let settings = format!(
+            "SET search_path TO {schema}; SET lock_timeout = '{lock_timeout_ms}ms'; \
+             SET client_min_messages = warning"
         );
-        let options = match config.get_options() {
-            Some(theirs) => format!("{theirs} {ours}"),
-            None => ours,
-        };
-        config.options(&options);
         let client = config.connect(NoTls).map_err(|e| {
             Error::incompatible(format!("cannot connect to PostgreSQL: {}", reason(&e))).with_hint(
                 "check the URL's host, port, user and database, or PGHOST/PGPORT/PGUSER/PGDATABASE",
@@ -117,6 +117,7 @@ impl PgClient {
         })?;
         Ok(PgClient {
             client: RefCell::new(client),
+            unsent: RefCell::new(Some(settings)),
             statements: RefCell::new(HashMap::new()),
             substitutions: RefCell::new(Vec::new()),
             in_transaction: Cell::new(false),
@@ -124,13 +125,16 @@ impl PgClient {
     }
 
     /// From now on, `name` in the engine's SQL stands for `sql` (e.g. a table that is cheaper
-    /// on PostgreSQL as an expression).
+    /// on PostgreSQL as an expression). The statements translated with another meaning of it
+    /// are forgotten.
     pub fn substitute(&self, name: &str, sql: &str) {
         let mut substitutions = self.substitutions.borrow_mut();
-        if !substitutions.iter().any(|(n, _)| n == name) {
-            substitutions.push((name.to_string(), sql.to_string()));
-            self.statements.borrow_mut().clear();
+        match substitutions.iter_mut().find(|(n, _)| n == name) {
+            Some((_, with)) if with == sql => return,
+            Some((_, with)) => *with = sql.to_string(),
+            None => substitutions.push((name.to_string(), sql.to_string())),
         }
+        self.statements.borrow_mut().clear();
     }
 
     /// `sql` translated for this connection.
@@ -152,6 +156,7 @@ impl PgClient {
     }
 
     pub fn execute(&self, sql: &str, params: &Params<'_>) -> Result<usize> {
+        self.send_settings()?;
         let (statement, values) = self.bind(sql, params)?;
         let mut client = self.client.borrow_mut();
         let changed = match self.prepared(&statement, &values, &mut client)? {
@@ -162,6 +167,7 @@ impl PgClient {
     }
 
     pub fn query(&self, sql: &str, params: &Params<'_>) -> Result<Vec<Row>> {
+        self.send_settings()?;
         let (statement, values) = self.bind(sql, params)?;
         let mut client = self.client.borrow_mut();
         let rows = match self.prepared(&statement, &values, &mut client)? {
@@ -210,9 +216,14 @@ impl PgClient {
     }
 
     /// Runs `sql` (statements without parameters, in PostgreSQL's own SQL: not translated) in
-    /// one round trip; the first column of each row it returns, as text.
+    /// one round trip, after the session's settings if they are not sent yet; the first column
+    /// of each row it returns, as text.
     pub fn batch_rows(&self, sql: &str) -> Result<Vec<Option<String>>> {
-        let messages = self.client.borrow_mut().simple_query(sql)?;
+        let sql = match self.unsent.take() {
+            Some(settings) => format!("{settings}; {sql}"),
+            None => sql.to_string(),
+        };
+        let messages = self.client.borrow_mut().simple_query(&sql)?;
         Ok(messages
             .iter()
             .filter_map(|m| match m {
@@ -223,7 +234,16 @@ impl PgClient {
     }
 
     pub fn batch(&self, sql: &str) -> Result<()> {
-        Ok(self.client.borrow_mut().batch_execute(sql)?)
+        self.batch_rows(sql).map(drop)
+    }
+
+    /// Sends the session's settings in a round trip of their own, if the first request is not
+    /// a batch that takes them along.
+    fn send_settings(&self) -> Result<()> {
+        match self.unsent.take() {
+            Some(settings) => Ok(self.client.borrow_mut().batch_execute(&settings)?),
+            None => Ok(()),
+        }
     }
 
     /// The statement `sql` and its parameters in `$n` order.

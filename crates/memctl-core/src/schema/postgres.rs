@@ -245,13 +245,12 @@ pub(super) fn prepare(conn: &Conn, creation: Creation) -> Result<()> {
     }
 }
 
-/// The schema's version: 0 when it has none.
+/// The schema's version: 0 when it has none. The first request of a call: a batch, which takes
+/// the session's settings along (db/postgres.rs).
 fn version(conn: &Conn) -> Result<i64> {
-    let exists = conn.exists(
-        "SELECT 1 WHERE to_regclass(CAST(?1 AS TEXT)) IS NOT NULL",
-        [format!("{SCHEMA}.migrations")],
-    )?;
-    if !exists {
+    let client = conn.postgres().ok_or_else(|| Error::internal("PostgreSQL's schema on another database"))?;
+    let exists = client.batch_rows(&format!("SELECT to_regclass('{SCHEMA}.migrations') IS NOT NULL"))?;
+    if exists.first().cloned().flatten().as_deref() != Some("t") {
         return Ok(0);
     }
     conn.query_one("SELECT CAST(coalesce(max(version), 0) AS BIGINT) FROM migrations", params![], |r| {

@@ -116,10 +116,15 @@ const PATH_TABLE: &str = "CREATE TEMP TABLE IF NOT EXISTS view_path (
     cutoff INTEGER NOT NULL
 )";
 
-/// `temp.view_path` on PostgreSQL: the path as set in `memctl.view_path`.
-const PATH_FROM_SETTING: &str =
-    "(SELECT n - 1 AS pos, CAST(e ->> 0 AS BIGINT) AS bid, CAST(e ->> 1 AS BIGINT) AS cutoff
-  FROM json_array_elements(CAST(current_setting('memctl.view_path') AS json)) WITH ORDINALITY AS j(e, n))";
+/// `temp.view_path` on PostgreSQL: the path's `[bid, cutoff]` pairs, nearest first, written
+/// into the statement (numbers only: nothing to quote).
+fn path_from_pairs(pairs: &str) -> String {
+    debug_assert!(pairs.bytes().all(|b| b.is_ascii_digit() || b"[],-".contains(&b)), "{pairs}");
+    format!(
+        "(SELECT n - 1 AS pos, CAST(e ->> 0 AS BIGINT) AS bid, CAST(e ->> 1 AS BIGINT) AS cutoff
+  FROM json_array_elements(CAST('{pairs}' AS json)) WITH ORDINALITY AS j(e, n))"
+    )
+}
 
 /// Puts `path` into `temp.view_path` unless it is already there: for a read of every row of
 /// the view, which needs the whole path (one stopped at an anchor serves windows, core and
@@ -176,18 +181,13 @@ pub(crate) fn load_nearest(store: &Store, path: &BranchPath, count: usize) -> Re
             }
             count
         }
-        // A setting of the session instead of a table: creating a temporary table writes the
-        // catalogue, milliseconds on every new connection. Undone by a rollback, as a table's
-        // rows would be.
+        // Written into the statements instead of a table: creating a temporary table writes the
+        // catalogue, milliseconds on every new connection. It costs no round trip and leaves
+        // nothing in the server's session (a pooler hands the session on).
         Backend::Postgres => {
             if let Some(client) = store.conn.postgres() {
-                client.substitute("temp.view_path", PATH_FROM_SETTING);
+                client.substitute("temp.view_path", &path_from_pairs(&path.cutoffs_json(count)));
             }
-            store.conn.query_one(
-                "SELECT set_config('memctl.view_path', ?1, false)",
-                params![path.cutoffs_json(count)],
-                |_| Ok(()),
-            )?;
             count
         }
     };

@@ -1,0 +1,110 @@
+//! A throwaway PgBouncer in front of a test cluster (support/postgres.rs): its own temporary
+//! directory, reached only through a Unix socket there, stopped when dropped. Like the server,
+//! PgBouncer refuses to run as root: under root it runs as `nobody`.
+//!
+//! `pgbouncer` is looked for on PATH, then in `/usr/sbin` (Debian's package). Without it a test
+//! prints a notice and passes, unless `CI` is set: then it fails (`.ci/run` installs the
+//! distribution's `pgbouncer`).
+
+use super::postgres::{is_root, Cluster};
+use std::path::PathBuf;
+use std::process::Command;
+
+/// The port in the socket's name (no TCP port is opened).
+const PORT: u16 = 6432;
+
+pub struct Pooler {
+    dir: tempfile::TempDir,
+}
+
+impl Pooler {
+    /// A started pooler of sessions (a client holds a server session from connecting to
+    /// disconnecting) in front of `cluster`, with at most `sessions` server sessions per
+    /// database, or None with a notice when `pgbouncer` is missing (a failure under CI).
+    pub fn start_or_skip(test: &str, cluster: &Cluster, sessions: usize) -> Option<Pooler> {
+        let Some(program) = pgbouncer() else {
+            assert!(std::env::var_os("CI").is_none(), "no pgbouncer: CI must run {test}");
+            eprintln!(
+                "NOTICE: {test} skipped: no pgbouncer on PATH or in /usr/sbin. Install it (e.g. \
+                 apt-get install pgbouncer); CI=1 makes this a failure."
+            );
+            return None;
+        };
+        let dir =
+            tempfile::Builder::new().prefix("memctl-pgbouncer-").tempdir().expect("a temporary directory");
+        let at = |name: &str| dir.path().join(name).display().to_string();
+        // Trusted on its socket, as the server is; every database of the cluster, by name.
+        let ini = format!(
+            "[databases]\n* = host={server}\n\n[pgbouncer]\nlisten_addr =\nlisten_port = {PORT}\n\
+             unix_socket_dir = {socket}\nauth_type = trust\nauth_file = {users}\npool_mode = session\n\
+             default_pool_size = {sessions}\nmax_client_conn = 200\nlogfile = {log}\npidfile = {pid}\n",
+            server = cluster.socket_dir(),
+            socket = dir.path().display(),
+            users = at("users.txt"),
+            log = at("pgbouncer.log"),
+            pid = at("pgbouncer.pid"),
+        );
+        std::fs::write(at("pgbouncer.ini"), ini).expect("the pooler's configuration");
+        std::fs::write(at("users.txt"), "\"memctl\" \"\"\n").expect("the pooler's users");
+        let mut command = if is_root() {
+            let owner = Command::new("id").args(["-u", "nobody"]).output().expect("id");
+            let uid: u32 = String::from_utf8_lossy(&owner.stdout).trim().parse().expect("a uid");
+            for entry in ["", "pgbouncer.ini", "users.txt"] {
+                std::os::unix::fs::chown(dir.path().join(entry), Some(uid), None).expect("chown");
+            }
+            let mut command = Command::new("runuser");
+            command.args(["-u", "nobody", "--"]).arg(&program);
+            command
+        } else {
+            Command::new(&program)
+        };
+        // `-d`: it returns once it listens, its pid in the pidfile.
+        let output = command.args(["-d", &at("pgbouncer.ini")]).output().expect("pgbouncer runs");
+        assert!(
+            output.status.success(),
+            "pgbouncer: {}{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr),
+            std::fs::read_to_string(at("pgbouncer.log")).unwrap_or_default()
+        );
+        Some(Pooler { dir })
+    }
+
+    /// The URL of `database` through the pooler (a database of the cluster, by name).
+    pub fn url(&self, database: &str) -> String {
+        let host = self.dir.path().display().to_string().replace('/', "%2F");
+        format!("postgresql://memctl@/{database}?host={host}&port={PORT}")
+    }
+
+    fn pid(&self) -> Option<String> {
+        let pid = std::fs::read_to_string(self.dir.path().join("pgbouncer.pid")).ok()?;
+        Some(pid.trim().to_string())
+    }
+}
+
+impl Drop for Pooler {
+    fn drop(&mut self) {
+        if let Some(pid) = self.pid() {
+            let _ = Command::new("kill").arg(&pid).status();
+            // Gone before its directory is.
+            for _ in 0..50 {
+                if !Command::new("kill").args(["-0", &pid]).status().is_ok_and(|s| s.success()) {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+        }
+    }
+}
+
+/// The `pgbouncer` program.
+fn pgbouncer() -> Option<PathBuf> {
+    let on_path = std::env::var_os("PATH")
+        .map(|path| std::env::split_paths(&path).collect::<Vec<_>>())
+        .unwrap_or_default();
+    on_path
+        .into_iter()
+        .chain([PathBuf::from("/usr/sbin")])
+        .map(|dir| dir.join("pgbouncer"))
+        .find(|program| program.is_file())
+}
