@@ -2,7 +2,7 @@
 //! The commands themselves run on both backends in the tests parameterised by backend
 //! (`backends()`: cli, apply, export, …), against the same snapshots.
 
-use crate::support::pooler::Pooler;
+use crate::support::postgres::pooler::{PoolMode, Pooler};
 use crate::support::postgres::Cluster;
 use crate::support::*;
 use serde_json::{json, Value};
@@ -110,8 +110,8 @@ fn lock_held_past_the_timeout(url: &str, direct: &str) {
 fn calls_through_a_pooler_of_sessions() {
     let test = "calls_through_a_pooler_of_sessions";
     let Some(cluster) = cluster(test) else { return };
-    let Some(pooler) = Pooler::start_or_skip(test, cluster, 2) else { return };
-    let through_pooler = |direct: &str| pooler.url(&database(direct));
+    let Some(pooler) = Pooler::start_or_skip(test, cluster, PoolMode::Session, 2) else { return };
+    let through_pooler = |direct: &str| pooler.in_front_of(direct);
 
     let sb = Sandbox::new();
     sb.ok(&["quickstart", "--dir", "qs"]);
@@ -127,6 +127,37 @@ fn calls_through_a_pooler_of_sessions() {
     crate::cli::concurrent_writers_on(&Db::Postgres(through_pooler(&cluster.new_database())), 8);
     let direct = cluster.new_database();
     lock_held_past_the_timeout(&through_pooler(&direct), &direct);
+}
+
+/// A statement memctl runs again in a transaction is prepared, and closed before the
+/// transaction ends: none is left in the server session for the next client. A pooler of
+/// transactions (which memctl does not support: its settings are the session's) shows it: it
+/// hands its one server session on as it is, and a statement left there under memctl's names
+/// (`s0`, `s1`, … in every process) would be another client's to run.
+#[test]
+fn no_prepared_statement_outlives_its_transaction() {
+    let test = "no_prepared_statement_outlives_its_transaction";
+    let Some(cluster) = cluster(test) else { return };
+    let Some(pooler) = Pooler::start_or_skip(test, cluster, PoolMode::Transaction, 1) else { return };
+    let sb = Sandbox::new();
+    sb.ok(&["quickstart", "--dir", "qs"]);
+    let direct = cluster.new_database();
+    let pooled = pooler.in_front_of(&direct);
+    // The server logs this database's statements: a prepared one runs as `execute s<n>`.
+    cluster.psql("postgres", &format!("ALTER DATABASE {} SET log_statement = 'all'", database(&direct)));
+    let logged_before = std::fs::read_to_string(cluster.log_file()).unwrap().len();
+    let report = sb.json(&["migrate", "--from", "qs/memory.sqlite", "--to", &pooled]);
+    assert_eq!(int(&report, "branches_verified"), 13);
+    let log = std::fs::read_to_string(cluster.log_file()).unwrap();
+    let prepared = log[logged_before..].lines().filter(|l| l.contains("LOG:  execute s")).count();
+    assert!(prepared > 0, "the copy runs prepared statements");
+    let mut session = pooled.parse::<::postgres::Config>().unwrap().connect(::postgres::NoTls).unwrap();
+    let left = session.simple_query("SELECT count(*) FROM pg_prepared_statements").unwrap();
+    let count = left.iter().find_map(|m| match m {
+        ::postgres::SimpleQueryMessage::Row(row) => row.get(0).map(str::to_string),
+        _ => None,
+    });
+    assert_eq!(count.as_deref(), Some("0"), "prepared statements left in the server session");
 }
 
 /// The database name of a cluster URL (`postgresql://user@/NAME?host=…`).

@@ -4,7 +4,6 @@
 
 #![allow(dead_code)]
 
-pub mod pooler;
 pub mod postgres;
 
 use serde_json::Value;

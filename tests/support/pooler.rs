@@ -1,4 +1,4 @@
-//! A throwaway PgBouncer in front of a test cluster (support/postgres.rs): its own temporary
+//! A throwaway PgBouncer in front of a test cluster (postgres.rs, whose submodule it is): its own temporary
 //! directory, reached only through a Unix socket there, stopped when dropped. Like the server,
 //! PgBouncer refuses to run as root: under root it runs as `nobody`.
 //!
@@ -6,22 +6,30 @@
 //! prints a notice and passes, unless `CI` is set: then it fails (`.ci/run` installs the
 //! distribution's `pgbouncer`).
 
-use super::postgres::{is_root, Cluster};
+use super::{is_root, Cluster};
 use std::path::PathBuf;
 use std::process::Command;
 
 /// The port in the socket's name (no TCP port is opened).
 const PORT: u16 = 6432;
 
+/// How the pooler shares the server's sessions among its clients.
+#[derive(Debug, Clone, Copy)]
+pub enum PoolMode {
+    /// A client holds a server session from connecting to disconnecting (PgBouncer's default).
+    Session,
+    /// A client holds a server session for a transaction; its next may get another.
+    Transaction,
+}
+
 pub struct Pooler {
     dir: tempfile::TempDir,
 }
 
 impl Pooler {
-    /// A started pooler of sessions (a client holds a server session from connecting to
-    /// disconnecting) in front of `cluster`, with at most `sessions` server sessions per
+    /// A started pooler in front of `cluster`, with at most `sessions` server sessions per
     /// database, or None with a notice when `pgbouncer` is missing (a failure under CI).
-    pub fn start_or_skip(test: &str, cluster: &Cluster, sessions: usize) -> Option<Pooler> {
+    pub fn start_or_skip(test: &str, cluster: &Cluster, mode: PoolMode, sessions: usize) -> Option<Pooler> {
         let Some(program) = pgbouncer() else {
             assert!(std::env::var_os("CI").is_none(), "no pgbouncer: CI must run {test}");
             eprintln!(
@@ -33,10 +41,14 @@ impl Pooler {
         let dir =
             tempfile::Builder::new().prefix("memctl-pgbouncer-").tempdir().expect("a temporary directory");
         let at = |name: &str| dir.path().join(name).display().to_string();
+        let mode = match mode {
+            PoolMode::Session => "session",
+            PoolMode::Transaction => "transaction",
+        };
         // Trusted on its socket, as the server is; every database of the cluster, by name.
         let ini = format!(
             "[databases]\n* = host={server}\n\n[pgbouncer]\nlisten_addr =\nlisten_port = {PORT}\n\
-             unix_socket_dir = {socket}\nauth_type = trust\nauth_file = {users}\npool_mode = session\n\
+             unix_socket_dir = {socket}\nauth_type = trust\nauth_file = {users}\npool_mode = {mode}\n\
              default_pool_size = {sessions}\nmax_client_conn = 200\nlogfile = {log}\npidfile = {pid}\n",
             server = cluster.socket_dir(),
             socket = dir.path().display(),
@@ -70,8 +82,10 @@ impl Pooler {
         Some(Pooler { dir })
     }
 
-    /// The URL of `database` through the pooler (a database of the cluster, by name).
-    pub fn url(&self, database: &str) -> String {
+    /// The URL, through the pooler, of the database of the cluster at `url` (as
+    /// [`Cluster::url`] writes it).
+    pub fn in_front_of(&self, url: &str) -> String {
+        let database = url.rsplit_once('/').and_then(|(_, tail)| tail.split('?').next()).unwrap_or_default();
         let host = self.dir.path().display().to_string().replace('/', "%2F");
         format!("postgresql://memctl@/{database}?host={host}&port={PORT}")
     }

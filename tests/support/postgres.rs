@@ -5,6 +5,11 @@
 //! The server binaries are looked for on PATH, then in Debian's `/usr/lib/postgresql/*/bin`.
 //! Without them a test prints a notice and passes, unless `CI` is set: then it fails, so CI
 //! never skips PostgreSQL silently (`.ci/run` installs the distribution's `postgresql`).
+//!
+//! [`pooler`]: a PgBouncer in front of such a cluster.
+
+#[path = "pooler.rs"]
+pub mod pooler;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -262,6 +267,6 @@ fn server_binaries() -> Option<PathBuf> {
     })
 }
 
-pub fn is_root() -> bool {
+fn is_root() -> bool {
     Command::new("id").arg("-u").output().is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
 }

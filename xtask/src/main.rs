@@ -9,7 +9,7 @@ mod inspection;
 mod layers;
 mod options;
 mod paths;
-/// A throwaway PostgreSQL cluster, shared with the tests.
+/// A throwaway PostgreSQL cluster, and a PgBouncer in front of it, shared with the tests.
 #[path = "../../tests/support/postgres.rs"]
 #[allow(dead_code)]
 mod pg_cluster;

@@ -1,8 +1,12 @@
 //! q. Whole CLI calls against a local PostgreSQL server, beside the same calls against the
 //! SQLite file: what moving a run to a server costs per call, and how many round trips a call
-//! makes (the statements the server logs for it).
+//! makes (the statements the server logs for it). Then the same calls through PgBouncer
+//! pooling sessions, when it is installed: a call is handed a server session that earlier
+//! calls have warmed (its caches of the catalogue), where a direct connection starts a new
+//! server process.
 
 use crate::gen::{bench_config, node_id};
+use crate::pg_cluster::pooler::{PoolMode, Pooler};
 use crate::pg_cluster::Cluster;
 use crate::report::{median, millis, percentile, Floor, Row};
 use crate::tree::{apply, tree_ops, TREE_BRANCHES};
@@ -71,20 +75,40 @@ pub fn cli_calls(runs: usize) -> Result<(Vec<Row>, Value)> {
     let mut detail = Map::new();
     detail.insert("migrate".into(), json!({"seconds": migrate_s, "rows": copied.rows}));
     // The floor: a process that connects to the server, inserts one row and exits.
-    let floor_times = crate::floor::process(cluster.new_database(), runs)?;
+    let floor_url = cluster.new_database();
+    let floor_times = crate::floor::process(&floor_url, runs)?;
     let floor = Floor::new(median(&floor_times), crate::floor::PROCESS);
     detail.insert("floor".into(), json!({"median_ms": floor.value, "runs": floor_times.len()}));
+    let pooler =
+        Pooler::start_or_skip("the PostgreSQL bench through PgBouncer (q)", &cluster, PoolMode::Session, 4);
+    let pooled = match &pooler {
+        Some(pooler) => {
+            let floor_times = crate::floor::process(pooler.in_front_of(&floor_url), runs)?;
+            let floor =
+                Floor::new(median(&floor_times), format!("{}, through PgBouncer", crate::floor::PROCESS));
+            detail.insert("floor_through_pgbouncer".into(), json!({"median_ms": floor.value}));
+            Some((pooler.in_front_of(&url), floor))
+        }
+        None => {
+            rows.push(Row::new(WORKLOAD, "through PgBouncer", "").note("skipped: no pgbouncer"));
+            None
+        }
+    };
     // Round trips first, with the server logging every statement; then the timed runs, without.
     let trips: Vec<usize> = calls
         .iter()
         .map(|call| round_trips(&cluster, || run(&url, &arguments(call, 1_000_000)).map(drop)))
         .collect::<Result<_>>()?;
+    let mut through_pooler = Vec::new();
     for (call, trips) in calls.iter().zip(trips) {
-        let (mut on_sqlite, mut on_server) = (Vec::new(), Vec::new());
-        // Interleaved, so that both see the same machine.
+        let (mut on_sqlite, mut on_server, mut on_pooler) = (Vec::new(), Vec::new(), Vec::new());
+        // Interleaved, so that all see the same machine.
         for i in 0..runs {
             on_sqlite.push(run(&sqlite, &arguments(call, i))?);
             on_server.push(run(&url, &arguments(call, i))?);
+            if let Some((pooled_url, _)) = &pooled {
+                on_pooler.push(run(pooled_url, &arguments(call, runs + i))?);
+            }
         }
         let (m, p95, lite) = (median(&on_server), percentile(&on_server, 95.0), median(&on_sqlite));
         rows.push(
@@ -94,12 +118,28 @@ pub fn cli_calls(runs: usize) -> Result<(Vec<Row>, Value)> {
                 .floor(floor.clone())
                 .note(format!("SQLite {lite:.2} ms ({:.1}x); {trips} round trips", m / lite)),
         );
-        detail.insert(
-            call.to_string(),
-            json!({"postgres_median_ms": m, "postgres_p95_ms": p95, "sqlite_median_ms": lite,
-                   "round_trips": trips, "runs": on_server.len()}),
-        );
+        let mut figures = json!({"postgres_median_ms": m, "postgres_p95_ms": p95, "sqlite_median_ms": lite,
+                                 "round_trips": trips, "runs": on_server.len()});
+        if let Some((_, pooled_floor)) = &pooled {
+            let (pm, pp95) = (median(&on_pooler), percentile(&on_pooler, 95.0));
+            through_pooler.push(
+                Row::new(WORKLOAD, format!("{call}, through PgBouncer"), "ms")
+                    .value(pm)
+                    .p95(pp95)
+                    .floor(pooled_floor.clone())
+                    .note(format!(
+                        "direct {m:.2} ms ({:.2}x); SQLite {lite:.2} ms ({:.1}x)",
+                        pm / m,
+                        pm / lite
+                    )),
+            );
+            figures["pgbouncer_median_ms"] = json!(pm);
+            figures["pgbouncer_p95_ms"] = json!(pp95);
+        }
+        detail.insert(call.to_string(), figures);
     }
+    rows.extend(through_pooler);
+    drop(pooler);
     drop(store);
     drop(dir);
     Ok((rows, Value::Object(detail)))

@@ -252,11 +252,10 @@ impl Conn {
     }
 
     fn end(&self, statement: &str) -> Result<()> {
-        let outcome = self.execute(statement, Params::Positional(Vec::new()));
-        if let Conn::Postgres(client) = self {
-            client.set_in_transaction(false);
+        match self {
+            Conn::Sqlite(_) => self.execute(statement, Params::Positional(Vec::new())).map(drop),
+            Conn::Postgres(client) => client.end(statement),
         }
-        outcome.map(drop)
     }
 
     /// The PostgreSQL client, for what only PostgreSQL has.

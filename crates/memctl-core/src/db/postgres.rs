@@ -69,8 +69,11 @@ pub(crate) fn without_password(url: &str) -> String {
 /// round trip: a CLI call runs most statements once, and preparing them would cost a second
 /// round trip for nothing. The types come from the values (an integer is BIGINT, a real DOUBLE
 /// PRECISION, text TEXT, a blob BYTEA; NULL is left for the server to infer), which is what the
-/// schema's columns hold. A statement run again is prepared then, and reused after (a
-/// long-lived handle, a loop): the server plans it once.
+/// schema's columns hold. A statement run again in a transaction is prepared then, and reused
+/// after (a loop): the server plans it once. It is closed before the transaction ends, so that
+/// no prepared statement outlives one: behind a pooler that gives each transaction another
+/// server session (which memctl does not support, see the README), a statement's name never
+/// meets another's.
 pub(crate) struct PgClient {
     client: RefCell<Client>,
     /// The session's settings (schema, lock timeout, messages) until they are sent, with the
@@ -81,6 +84,9 @@ pub(crate) struct PgClient {
     /// Names the engine's SQL uses and what they stand for on this connection (see
     /// [`PgClient::substitute`]).
     substitutions: RefCell<Vec<(String, String)>>,
+    /// Values the connection binds itself, by the word that stands for them in a substitution
+    /// (see [`PgClient::set_argument`]).
+    arguments: RefCell<Vec<(&'static str, String)>>,
     in_transaction: Cell<bool>,
 }
 
@@ -89,6 +95,8 @@ struct Translated {
     text: String,
     /// Its named parameters in `$n` order.
     names: Vec<String>,
+    /// The connection's arguments it reads, bound after its own parameters.
+    arguments: Vec<&'static str>,
     /// Prepared on its second run.
     prepared: RefCell<Option<Statement>>,
     runs: Cell<u32>,
@@ -120,31 +128,67 @@ impl PgClient {
             unsent: RefCell::new(Some(settings)),
             statements: RefCell::new(HashMap::new()),
             substitutions: RefCell::new(Vec::new()),
+            arguments: RefCell::new(Vec::new()),
             in_transaction: Cell::new(false),
         })
     }
 
     /// From now on, `name` in the engine's SQL stands for `sql` (e.g. a table that is cheaper
-    /// on PostgreSQL as an expression). The statements translated with another meaning of it
-    /// are forgotten.
+    /// on PostgreSQL as an expression).
     pub fn substitute(&self, name: &str, sql: &str) {
         let mut substitutions = self.substitutions.borrow_mut();
-        match substitutions.iter_mut().find(|(n, _)| n == name) {
-            Some((_, with)) if with == sql => return,
-            Some((_, with)) => *with = sql.to_string(),
-            None => substitutions.push((name.to_string(), sql.to_string())),
+        if !substitutions.iter().any(|(n, _)| n == name) {
+            substitutions.push((name.to_string(), sql.to_string()));
+            self.statements.borrow_mut().clear();
         }
-        self.statements.borrow_mut().clear();
+    }
+
+    /// From now on, the word `word` in a substitution's SQL stands for a parameter the
+    /// connection binds to `value`, after the statement's own: a value that changes from one
+    /// statement to the next without changing the statements (which stay prepared), nor
+    /// leaving anything in the server's session.
+    pub fn set_argument(&self, word: &'static str, value: String) {
+        let mut arguments = self.arguments.borrow_mut();
+        match arguments.iter_mut().find(|(w, _)| *w == word) {
+            Some((_, held)) => *held = value,
+            None => {
+                arguments.push((word, value));
+                self.statements.borrow_mut().clear();
+            }
+        }
     }
 
     /// `sql` translated for this connection.
-    fn translated(&self, sql: &str) -> (String, Vec<String>) {
+    fn translated(&self, sql: &str) -> Translated {
         let substituted = self
             .substitutions
             .borrow()
             .iter()
             .fold(sql.to_string(), |sql, (name, with)| sql.replace(name.as_str(), with));
-        translate(&substituted)
+        let (mut text, names, positional) = translate(&substituted);
+        let mut count = names.len().max(positional);
+        let mut arguments = Vec::new();
+        for (word, _) in self.arguments.borrow().iter() {
+            if text.contains(word) {
+                count += 1;
+                text = text.replace(word, &format!("${count}"));
+                arguments.push(*word);
+            }
+        }
+        Translated { text, names, arguments, prepared: RefCell::new(None), runs: Cell::new(0) }
+    }
+
+    /// The values of `statement`'s arguments.
+    fn arguments_of(&self, statement: &Translated) -> Result<Vec<Value<'static>>> {
+        let arguments = self.arguments.borrow();
+        statement
+            .arguments
+            .iter()
+            .map(|word| match arguments.iter().find(|(w, _)| w == word) {
+                Some((_, value)) => Ok(Value::from(value.clone())),
+                None => Err(Error::internal(format!("argument {word} is not set"))),
+            })
+            .collect()
     }
 
     pub fn in_transaction(&self) -> bool {
@@ -158,6 +202,8 @@ impl PgClient {
     pub fn execute(&self, sql: &str, params: &Params<'_>) -> Result<usize> {
         self.send_settings()?;
         let (statement, values) = self.bind(sql, params)?;
+        let arguments = self.arguments_of(&statement)?;
+        let values = with_arguments(values, &arguments);
         let mut client = self.client.borrow_mut();
         let changed = match self.prepared(&statement, &values, &mut client)? {
             Some(prepared) => client.execute(&prepared, &untyped(&values)),
@@ -169,6 +215,8 @@ impl PgClient {
     pub fn query(&self, sql: &str, params: &Params<'_>) -> Result<Vec<Row>> {
         self.send_settings()?;
         let (statement, values) = self.bind(sql, params)?;
+        let arguments = self.arguments_of(&statement)?;
+        let values = with_arguments(values, &arguments);
         let mut client = self.client.borrow_mut();
         let rows = match self.prepared(&statement, &values, &mut client)? {
             Some(prepared) => client.query(&prepared, &untyped(&values)),
@@ -177,8 +225,8 @@ impl PgClient {
         rows.map_err(|e| in_statement(e, &statement.text))
     }
 
-    /// The prepared form of a statement from its second run on, with the parameter types the
-    /// values have, as its first run sent them (NULL: inferred).
+    /// The prepared form of a statement from its second run in a transaction on, with the
+    /// parameter types the values have, as its first run sent them (NULL: inferred).
     fn prepared(
         &self,
         statement: &Translated,
@@ -187,7 +235,7 @@ impl PgClient {
     ) -> Result<Option<Statement>> {
         let runs = statement.runs.get() + 1;
         statement.runs.set(runs);
-        if runs < 2 {
+        if runs < 2 || !self.in_transaction.get() {
             return Ok(None);
         }
         let mut prepared = statement.prepared.borrow_mut();
@@ -210,7 +258,19 @@ impl PgClient {
 
     /// Runs `last` (no parameters), then commits, in one round trip.
     pub fn commit_after(&self, last: &str) -> Result<()> {
-        self.batch(&format!("{last}; COMMIT"))?;
+        self.end(&format!("{last}; COMMIT"))
+    }
+
+    /// Ends the transaction with `last` (statements without parameters ending in `COMMIT` or
+    /// `ROLLBACK`), in one round trip, after closing the statements prepared in it (a closed
+    /// statement's message goes ahead of the next request). If it fails, the transaction
+    /// may still be open: roll back.
+    pub fn end(&self, last: &str) -> Result<()> {
+        for statement in self.statements.borrow().values() {
+            statement.prepared.take();
+            statement.runs.set(0);
+        }
+        self.batch(last)?;
         self.in_transaction.set(false);
         Ok(())
     }
@@ -252,9 +312,7 @@ impl PgClient {
         let statement = match known {
             Some(statement) => statement,
             None => {
-                let (text, names) = self.translated(sql);
-                let statement =
-                    Rc::new(Translated { text, names, prepared: RefCell::new(None), runs: Cell::new(0) });
+                let statement = Rc::new(self.translated(sql));
                 self.statements.borrow_mut().insert(sql.to_owned(), statement.clone());
                 statement
             }
@@ -275,6 +333,11 @@ impl PgClient {
         };
         Ok((statement, values))
     }
+}
+
+/// A statement's values, then its arguments' ([`PgClient::set_argument`]).
+fn with_arguments<'v>(values: Vec<&'v Value<'v>>, arguments: &'v [Value<'v>]) -> Vec<&'v Value<'v>> {
+    values.into_iter().chain(arguments).collect()
 }
 
 /// Parameters for a prepared statement, whose types the server inferred.
@@ -376,9 +439,10 @@ fn apply_environment(config: &mut Config, env: impl Fn(&str) -> Option<String>) 
 /// BY name`, and `CROSS` of `CROSS JOIN … ON` (the engine writes no CROSS JOIN without ON).
 /// Quoted strings and identifiers, and comments, are copied as they are. A statement uses
 /// positional or named parameters, never both.
-pub(super) fn translate(sql: &str) -> (String, Vec<String>) {
+pub(super) fn translate(sql: &str) -> (String, Vec<String>, usize) {
     let mut out = String::with_capacity(sql.len() + 16);
     let mut names: Vec<String> = Vec::new();
+    let mut positional = 0;
     let chars: Vec<char> = sql.chars().collect();
     let word_at = |i: usize| -> String {
         chars[i..].iter().take_while(|c| c.is_ascii_alphanumeric() || **c == '_').collect()
@@ -407,6 +471,7 @@ pub(super) fn translate(sql: &str) -> (String, Vec<String>) {
             }
             '?' => {
                 let digits: String = chars[i + 1..].iter().take_while(|c| c.is_ascii_digit()).collect();
+                positional = positional.max(digits.parse().unwrap_or(0));
                 out.push('$');
                 out.push_str(&digits);
                 i += 1 + digits.len();
@@ -451,7 +516,7 @@ pub(super) fn translate(sql: &str) -> (String, Vec<String>) {
         }
     }
     debug_assert!(names.is_empty() || !sql.contains('?'), "mixed parameters in: {sql}");
-    (out, names)
+    (out, names, positional)
 }
 
 fn skip_spaces(chars: &[char], mut i: usize) -> usize {
@@ -586,14 +651,17 @@ mod tests {
 
     #[test]
     fn translates_placeholders_and_sqlite_spellings() {
-        let (sql, names) =
+        let (sql, names, positional) =
             translate("SELECT ':x?1', t.a::text FROM view_path p CROSS JOIN t INDEXED BY t_i ON t.b = ?2");
         assert_eq!(sql, "SELECT ':x?1', t.a::text FROM view_path p  JOIN t  ON t.b = $2");
         assert!(names.is_empty());
-        let (sql, names) = translate("WHERE :now > :last AND ttl < :now");
+        assert_eq!(positional, 2);
+        let (sql, names, positional) = translate("WHERE :now > :last AND ttl < :now");
         assert_eq!(sql, "WHERE $1 > $2 AND ttl < $1");
         assert_eq!(names, vec![":now", ":last"]);
-        let (sql, _) = translate("SELECT 1 -- it's ?1 in temp.x\n, ?1 /* ':y' */ FROM t WHERE x = 'a:b ?2'");
+        assert_eq!(positional, 0);
+        let (sql, _, _) =
+            translate("SELECT 1 -- it's ?1 in temp.x\n, ?1 /* ':y' */ FROM t WHERE x = 'a:b ?2'");
         assert_eq!(sql, "SELECT 1 -- it's ?1 in temp.x\n, $1 /* ':y' */ FROM t WHERE x = 'a:b ?2'");
     }
 

@@ -1,7 +1,7 @@
 //! Where a view starts: finding branches by id or node_uid (never one `gc` collected), the path from a branch to its root,
 //! and THE rule of SPEC §2 that turns a path into per-branch cutoffs. The path is loaded into
 //! `temp.view_path`, that every view query joins (sql.rs): a connection-private table on
-//! SQLite, a session setting read as a table on PostgreSQL.
+//! SQLite, a parameter of the statements read as a table on PostgreSQL.
 
 use crate::db::{params, Backend, Params, Row, Value};
 use crate::error::{Error, Result, Topic};
@@ -116,15 +116,14 @@ const PATH_TABLE: &str = "CREATE TEMP TABLE IF NOT EXISTS view_path (
     cutoff INTEGER NOT NULL
 )";
 
-/// `temp.view_path` on PostgreSQL: the path's `[bid, cutoff]` pairs, nearest first, written
-/// into the statement (numbers only: nothing to quote).
-fn path_from_pairs(pairs: &str) -> String {
-    debug_assert!(pairs.bytes().all(|b| b.is_ascii_digit() || b"[],-".contains(&b)), "{pairs}");
-    format!(
-        "(SELECT n - 1 AS pos, CAST(e ->> 0 AS BIGINT) AS bid, CAST(e ->> 1 AS BIGINT) AS cutoff
-  FROM json_array_elements(CAST('{pairs}' AS json)) WITH ORDINALITY AS j(e, n))"
-    )
-}
+/// `temp.view_path` on PostgreSQL: the path's `[bid, cutoff]` pairs, nearest first, as JSON in
+/// the connection's argument [`PATH_PAIRS`].
+const PATH_FROM_ARGUMENT: &str =
+    "(SELECT n - 1 AS pos, CAST(e ->> 0 AS BIGINT) AS bid, CAST(e ->> 1 AS BIGINT) AS cutoff
+  FROM json_array_elements(CAST(view_path_pairs AS json)) WITH ORDINALITY AS j(e, n))";
+
+/// The word that stands for the path's pairs in [`PATH_FROM_ARGUMENT`].
+const PATH_PAIRS: &str = "view_path_pairs";
 
 /// Puts `path` into `temp.view_path` unless it is already there: for a read of every row of
 /// the view, which needs the whole path (one stopped at an anchor serves windows, core and
@@ -181,12 +180,13 @@ pub(crate) fn load_nearest(store: &Store, path: &BranchPath, count: usize) -> Re
             }
             count
         }
-        // Written into the statements instead of a table: creating a temporary table writes the
-        // catalogue, milliseconds on every new connection. It costs no round trip and leaves
-        // nothing in the server's session (a pooler hands the session on).
+        // A parameter of the statements that read it instead of a table: creating a temporary
+        // table writes the catalogue, milliseconds on every new connection. It costs no round
+        // trip and leaves nothing in the server's session (a pooler hands the session on).
         Backend::Postgres => {
             if let Some(client) = store.conn.postgres() {
-                client.substitute("temp.view_path", &path_from_pairs(&path.cutoffs_json(count)));
+                client.substitute("temp.view_path", PATH_FROM_ARGUMENT);
+                client.set_argument(PATH_PAIRS, path.cutoffs_json(count));
             }
             count
         }
