@@ -117,7 +117,7 @@ fn calls_through_a_pooler_of_sessions() {
     sb.ok(&["quickstart", "--dir", "qs"]);
     let direct = cluster.new_database();
     let pooled = through_pooler(&direct);
-    // Statements run again are prepared: in the server session, and gone with it.
+    // Statements run again in a transaction are prepared, and closed before it ends.
     let report = sb.json(&["migrate", "--from", "qs/memory.sqlite", "--to", &pooled]);
     assert_eq!(int(&report, "branches_verified"), 13);
     let expected = readout(&sb, "qs/memory.sqlite");

@@ -79,7 +79,9 @@ impl Pooler {
             String::from_utf8_lossy(&output.stderr),
             std::fs::read_to_string(at("pgbouncer.log")).unwrap_or_default()
         );
-        Some(Pooler { dir })
+        let pooler = Pooler { dir };
+        pooler.watch(std::process::id());
+        Some(pooler)
     }
 
     /// The URL, through the pooler, of the database of the cluster at `url` (as
@@ -94,20 +96,35 @@ impl Pooler {
         let pid = std::fs::read_to_string(self.dir.path().join("pgbouncer.pid")).ok()?;
         Some(pid.trim().to_string())
     }
+
+    /// Starts a process that stops the pooler and removes its directory if process `pid` (the
+    /// tests) goes without dropping it (killed, timed out): the daemon outlives its parent.
+    fn watch(&self, pid: u32) {
+        let dir = self.dir.path().display().to_string();
+        let script = format!(
+            "(while kill -0 {pid} 2>/dev/null && [ -d '{dir}' ]; do sleep 0.2; done; \
+              if [ -f '{dir}/pgbouncer.pid' ]; then kill -9 $(cat '{dir}/pgbouncer.pid'); fi; \
+              rm -rf '{dir}') >/dev/null 2>&1 &"
+        );
+        let started =
+            Command::new("sh").args(["-c", &script]).status().expect("the pooler's watchdog starts");
+        assert!(started.success(), "the pooler's watchdog starts");
+    }
 }
 
 impl Drop for Pooler {
     fn drop(&mut self) {
-        if let Some(pid) = self.pid() {
-            let _ = Command::new("kill").arg(&pid).status();
-            // Gone before its directory is.
-            for _ in 0..50 {
-                if !Command::new("kill").args(["-0", &pid]).status().is_ok_and(|s| s.success()) {
-                    break;
-                }
-                std::thread::sleep(std::time::Duration::from_millis(20));
+        let Some(pid) = self.pid() else { return };
+        let running = || Command::new("kill").args(["-0", &pid]).status().is_ok_and(|s| s.success());
+        let _ = Command::new("kill").arg(&pid).status();
+        // Gone before its directory is: asked to stop, then made to.
+        for _ in 0..50 {
+            if !running() {
+                return;
             }
+            std::thread::sleep(std::time::Duration::from_millis(20));
         }
+        let _ = Command::new("kill").args(["-9", &pid]).status();
     }
 }
 

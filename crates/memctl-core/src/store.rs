@@ -314,7 +314,7 @@ impl Store {
         }
         self.conn.begin(match self.conn.backend() {
             Backend::Sqlite => "BEGIN",
-            // Not READ ONLY: the view sets its path (view/path.rs).
+            // One snapshot for every read of the call.
             Backend::Postgres => "BEGIN ISOLATION LEVEL REPEATABLE READ",
         })?;
         let outcome = f().and_then(|value| {

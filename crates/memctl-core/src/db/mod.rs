@@ -5,7 +5,7 @@
 //!
 //! SQLite statements run as written, through rusqlite's statement cache. PostgreSQL statements
 //! are translated once per text (postgres.rs), sent with their parameters' types on their first
-//! run and prepared on their second.
+//! run in a transaction and prepared on their second.
 
 mod postgres;
 mod value;

@@ -95,6 +95,8 @@ struct Translated {
     text: String,
     /// Its named parameters in `$n` order.
     names: Vec<String>,
+    /// How many parameters of its own it has (its arguments are numbered after them).
+    parameters: usize,
     /// The connection's arguments it reads, bound after its own parameters.
     arguments: Vec<&'static str>,
     /// Prepared on its second run.
@@ -166,7 +168,8 @@ impl PgClient {
             .iter()
             .fold(sql.to_string(), |sql, (name, with)| sql.replace(name.as_str(), with));
         let (mut text, names, positional) = translate(&substituted);
-        let mut count = names.len().max(positional);
+        let parameters = names.len().max(positional);
+        let mut count = parameters;
         let mut arguments = Vec::new();
         for (word, _) in self.arguments.borrow().iter() {
             if text.contains(word) {
@@ -175,7 +178,7 @@ impl PgClient {
                 arguments.push(*word);
             }
         }
-        Translated { text, names, arguments, prepared: RefCell::new(None), runs: Cell::new(0) }
+        Translated { text, names, parameters, arguments, prepared: RefCell::new(None), runs: Cell::new(0) }
     }
 
     /// The values of `statement`'s arguments.
@@ -233,9 +236,12 @@ impl PgClient {
         values: &[&Value<'_>],
         client: &mut Client,
     ) -> Result<Option<Statement>> {
+        if !self.in_transaction.get() {
+            return Ok(None);
+        }
         let runs = statement.runs.get() + 1;
         statement.runs.set(runs);
-        if runs < 2 || !self.in_transaction.get() {
+        if runs < 2 {
             return Ok(None);
         }
         let mut prepared = statement.prepared.borrow_mut();
@@ -263,8 +269,9 @@ impl PgClient {
 
     /// Ends the transaction with `last` (statements without parameters ending in `COMMIT` or
     /// `ROLLBACK`), in one round trip, after closing the statements prepared in it (a closed
-    /// statement's message goes ahead of the next request). If it fails, the transaction
-    /// may still be open: roll back.
+    /// statement's message goes ahead of the next request). If it fails, the transaction is
+    /// taken as still open (statements before a failed `COMMIT` leave it open; a failed
+    /// `COMMIT` itself ends it): the caller rolls back, which ends it either way.
     pub fn end(&self, last: &str) -> Result<()> {
         for statement in self.statements.borrow().values() {
             statement.prepared.take();
@@ -279,11 +286,19 @@ impl PgClient {
     /// one round trip, after the session's settings if they are not sent yet; the first column
     /// of each row it returns, as text.
     pub fn batch_rows(&self, sql: &str) -> Result<Vec<Option<String>>> {
-        let sql = match self.unsent.take() {
+        // Within a transaction the settings would be undone by its rollback: sent alone first.
+        if self.in_transaction.get() {
+            self.send_settings()?;
+        }
+        let settings = self.unsent.take();
+        let batch = match &settings {
             Some(settings) => format!("{settings}; {sql}"),
             None => sql.to_string(),
         };
-        let messages = self.client.borrow_mut().simple_query(&sql)?;
+        // A failed batch is undone whole, the settings with it: still to send.
+        let messages = self.client.borrow_mut().simple_query(&batch).inspect_err(|_| {
+            self.unsent.replace(settings);
+        })?;
         Ok(messages
             .iter()
             .filter_map(|m| match m {
@@ -300,10 +315,11 @@ impl PgClient {
     /// Sends the session's settings in a round trip of their own, if the first request is not
     /// a batch that takes them along.
     fn send_settings(&self) -> Result<()> {
-        match self.unsent.take() {
-            Some(settings) => Ok(self.client.borrow_mut().batch_execute(&settings)?),
-            None => Ok(()),
-        }
+        let Some(settings) = self.unsent.take() else { return Ok(()) };
+        self.client.borrow_mut().batch_execute(&settings).map_err(|e| {
+            self.unsent.replace(Some(settings));
+            Error::from(e)
+        })
     }
 
     /// The statement `sql` and its parameters in `$n` order.
@@ -318,7 +334,7 @@ impl PgClient {
             }
         };
         let names = &statement.names;
-        let values = match params {
+        let values: Vec<&Value<'_>> = match params {
             Params::Positional(values) => values.iter().collect(),
             Params::Named(values) => names
                 .iter()
@@ -331,6 +347,14 @@ impl PgClient {
                 })
                 .collect::<Result<_>>()?,
         };
+        // An extra value would take the place of the first argument.
+        if !statement.arguments.is_empty() && values.len() != statement.parameters {
+            return Err(Error::internal(format!(
+                "{} values bound to the {} parameters of: {sql}",
+                values.len(),
+                statement.parameters
+            )));
+        }
         Ok((statement, values))
     }
 }
@@ -645,9 +669,42 @@ impl From<::postgres::Error> for Error {
     }
 }
 
+/// A throwaway PostgreSQL cluster, shared with the end-to-end tests.
+#[cfg(test)]
+#[path = "../../../../tests/support/postgres.rs"]
+#[allow(dead_code)]
+mod test_cluster;
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The session's settings reach the server whatever the connection's first request is: a
+    /// statement (they go alone before it), a batch that fails (undone whole, they are still to
+    /// send), a transaction (they are not left to its rollback).
+    #[test]
+    fn settings_reach_the_session_whatever_comes_first() {
+        let Some(cluster) = test_cluster::Cluster::shared("settings_reach_the_session") else { return };
+        let url = cluster.new_database();
+        let connect = || PgClient::connect(&url, "memctl", 1234).unwrap();
+        let timeout = "SELECT current_setting('lock_timeout')";
+        let setting = |client: &PgClient| client.batch_rows(timeout).unwrap();
+        let expected = [Some("1234ms".to_string())];
+
+        let client = connect();
+        let rows = client.query(timeout, &Params::Positional(Vec::new())).unwrap();
+        assert_eq!(rows[0].get::<_, String>(0), "1234ms", "a statement first");
+
+        let client = connect();
+        assert!(client.batch_rows("SELECT 1 / 0").is_err());
+        assert_eq!(setting(&client), expected, "a failed batch first");
+
+        let client = connect();
+        client.begin_with("BEGIN", "SELECT 1").unwrap();
+        client.end("ROLLBACK").unwrap();
+        assert_eq!(setting(&client), expected, "a transaction first, rolled back");
+        assert_eq!(client.batch_rows("SHOW search_path").unwrap(), [Some("memctl".to_string())]);
+    }
 
     #[test]
     fn translates_placeholders_and_sqlite_spellings() {

@@ -116,14 +116,17 @@ const PATH_TABLE: &str = "CREATE TEMP TABLE IF NOT EXISTS view_path (
     cutoff INTEGER NOT NULL
 )";
 
-/// `temp.view_path` on PostgreSQL: the path's `[bid, cutoff]` pairs, nearest first, as JSON in
-/// the connection's argument [`PATH_PAIRS`].
-const PATH_FROM_ARGUMENT: &str =
-    "(SELECT n - 1 AS pos, CAST(e ->> 0 AS BIGINT) AS bid, CAST(e ->> 1 AS BIGINT) AS cutoff
-  FROM json_array_elements(CAST(view_path_pairs AS json)) WITH ORDINALITY AS j(e, n))";
-
-/// The word that stands for the path's pairs in [`PATH_FROM_ARGUMENT`].
+/// The word that stands for the path's `[bid, cutoff]` pairs, nearest first, as JSON: an
+/// argument the PostgreSQL connection binds ([`PATH_FROM_ARGUMENT`]).
 const PATH_PAIRS: &str = "view_path_pairs";
+
+/// `temp.view_path` on PostgreSQL: the pairs of [`PATH_PAIRS`] as a table.
+static PATH_FROM_ARGUMENT: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "(SELECT n - 1 AS pos, CAST(e ->> 0 AS BIGINT) AS bid, CAST(e ->> 1 AS BIGINT) AS cutoff
+  FROM json_array_elements(CAST({PATH_PAIRS} AS json)) WITH ORDINALITY AS j(e, n))"
+    )
+});
 
 /// Puts `path` into `temp.view_path` unless it is already there: for a read of every row of
 /// the view, which needs the whole path (one stopped at an anchor serves windows, core and
@@ -138,7 +141,7 @@ pub(crate) fn load(store: &Store, path: &BranchPath) -> Result<()> {
 /// greater seq — a newer version, or an exclusion, written after the event it hides was
 /// visible to its writer — so it was written by the same branch or a nearer one ([`holder`]).
 /// On SQLite the table grows by the branches it lacks, so a read of the nearest few at depth
-/// 1,000 does not insert a thousand rows; on PostgreSQL the setting is set anew. Returns
+/// 1,000 does not insert a thousand rows; on PostgreSQL the argument is set anew. Returns
 /// how many of the nearest branches the table holds: at least `count` (or all of them).
 pub(crate) fn load_nearest(store: &Store, path: &BranchPath, count: usize) -> Result<usize> {
     let bid = path.branch().bid;
@@ -185,7 +188,7 @@ pub(crate) fn load_nearest(store: &Store, path: &BranchPath, count: usize) -> Re
         // trip and leaves nothing in the server's session (a pooler hands the session on).
         Backend::Postgres => {
             if let Some(client) = store.conn.postgres() {
-                client.substitute("temp.view_path", PATH_FROM_ARGUMENT);
+                client.substitute("temp.view_path", &PATH_FROM_ARGUMENT);
                 client.set_argument(PATH_PAIRS, path.cutoffs_json(count));
             }
             count
