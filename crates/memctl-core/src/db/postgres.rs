@@ -286,6 +286,29 @@ impl PgClient {
     /// one round trip, after the session's settings if they are not sent yet; the first column
     /// of each row it returns, as text.
     pub fn batch_rows(&self, sql: &str) -> Result<Vec<Option<String>>> {
+        Ok(self.run_batch(sql)??)
+    }
+
+    /// [`PgClient::batch_rows`] outside a transaction, or None when the server finds no table
+    /// or schema that `sql` names (the failed batch is undone whole: nothing else happens).
+    pub fn batch_rows_if_present(&self, sql: &str) -> Result<Option<Vec<Option<String>>>> {
+        debug_assert!(!self.in_transaction.get(), "a missing table would abort the transaction");
+        match self.run_batch(sql)? {
+            Ok(rows) => Ok(Some(rows)),
+            Err(e)
+                if e.code().is_some_and(|c| {
+                    [&SqlState::UNDEFINED_TABLE, &SqlState::INVALID_SCHEMA_NAME].contains(&c)
+                }) =>
+            {
+                Ok(None)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The batch of [`PgClient::batch_rows`]: outside, the failure to send the settings first;
+    /// inside, the batch's own.
+    fn run_batch(&self, sql: &str) -> Result<std::result::Result<Vec<Option<String>>, ::postgres::Error>> {
         // Within a transaction the settings would be undone by its rollback: sent alone first.
         if self.in_transaction.get() {
             self.send_settings()?;
@@ -298,14 +321,16 @@ impl PgClient {
         // A failed batch is undone whole, the settings with it: still to send.
         let messages = self.client.borrow_mut().simple_query(&batch).inspect_err(|_| {
             self.unsent.replace(settings);
-        })?;
-        Ok(messages
-            .iter()
-            .filter_map(|m| match m {
-                ::postgres::SimpleQueryMessage::Row(row) => Some(row.get(0).map(str::to_string)),
-                _ => None,
-            })
-            .collect())
+        });
+        Ok(messages.map(|messages| {
+            messages
+                .iter()
+                .filter_map(|m| match m {
+                    ::postgres::SimpleQueryMessage::Row(row) => Some(row.get(0).map(str::to_string)),
+                    _ => None,
+                })
+                .collect()
+        }))
     }
 
     pub fn batch(&self, sql: &str) -> Result<()> {

@@ -245,17 +245,25 @@ pub(super) fn prepare(conn: &Conn, creation: Creation) -> Result<()> {
     }
 }
 
-/// The schema's version: 0 when it has none. The first request of a call: a batch, which takes
-/// the session's settings along (db/postgres.rs).
+/// The schema's version, as its table holds it.
+fn version_sql() -> String {
+    format!("SELECT CAST(coalesce(max(version), 0) AS BIGINT) FROM {SCHEMA}.migrations")
+}
+
+/// The schema's version: 0 when it has none. The first request of a call, one round trip: a
+/// batch, which takes the session's settings along (db/postgres.rs), read whether the table is
+/// there or not (then the batch fails, undone whole).
 fn version(conn: &Conn) -> Result<i64> {
     let client = conn.postgres().ok_or_else(|| Error::internal("PostgreSQL's schema on another database"))?;
-    let exists = client.batch_rows(&format!("SELECT to_regclass('{SCHEMA}.migrations') IS NOT NULL"))?;
-    if exists.first().cloned().flatten().as_deref() != Some("t") {
-        return Ok(0);
+    match client.batch_rows_if_present(&version_sql())? {
+        None => Ok(0),
+        Some(rows) => rows
+            .first()
+            .cloned()
+            .flatten()
+            .and_then(|version| version.parse().ok())
+            .ok_or_else(|| Error::internal("no schema version in memctl.migrations")),
     }
-    conn.query_one("SELECT CAST(coalesce(max(version), 0) AS BIGINT) FROM migrations", params![], |r| {
-        r.get(0)
-    })
 }
 
 fn migrate(conn: &Conn) -> Result<()> {
@@ -272,7 +280,7 @@ fn migrate(conn: &Conn) -> Result<()> {
              name       TEXT NOT NULL
          );"
     ))?;
-    let current = version(conn)?;
+    let current = conn.query_one(&version_sql(), params![], |r| r.get::<i64>(0))?;
     if current > VERSION {
         return Err(newer_error(current));
     }
