@@ -8,7 +8,7 @@
 
 use super::{is_root, Cluster};
 use std::path::PathBuf;
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 /// The port in the socket's name (no TCP port is opened).
 const PORT: u16 = 6432;
@@ -98,16 +98,21 @@ impl Pooler {
     }
 
     /// Starts a process that stops the pooler and removes its directory if process `pid` (the
-    /// tests) goes without dropping it (killed, timed out): the daemon outlives its parent.
+    /// tests) goes without dropping it (killed, timed out): the daemon outlives its parent. It
+    /// kills only a process that is still PgBouncer (a pid can be reused).
     fn watch(&self, pid: u32) {
-        let dir = self.dir.path().display().to_string();
-        let script = format!(
-            "(while kill -0 {pid} 2>/dev/null && [ -d '{dir}' ]; do sleep 0.2; done; \
-              if [ -f '{dir}/pgbouncer.pid' ]; then kill -9 $(cat '{dir}/pgbouncer.pid'); fi; \
-              rm -rf '{dir}') >/dev/null 2>&1 &"
-        );
-        let started =
-            Command::new("sh").args(["-c", &script]).status().expect("the pooler's watchdog starts");
+        let script = r#"(while kill -0 "$1" && [ -d "$2" ]; do sleep 0.2; done
+              p=$(cat "$2/pgbouncer.pid")
+              [ "$(cat "/proc/$p/comm")" = pgbouncer ] && kill -9 "$p"
+              rm -rf "$2") >/dev/null 2>&1 &"#;
+        let started = Command::new("sh")
+            .args(["-c", script, "sh", &pid.to_string()])
+            .arg(self.dir.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .expect("the pooler's watchdog starts");
         assert!(started.success(), "the pooler's watchdog starts");
     }
 }
@@ -115,11 +120,12 @@ impl Pooler {
 impl Drop for Pooler {
     fn drop(&mut self) {
         let Some(pid) = self.pid() else { return };
-        let running = || Command::new("kill").args(["-0", &pid]).status().is_ok_and(|s| s.success());
         let _ = Command::new("kill").arg(&pid).status();
-        // Gone before its directory is: asked to stop, then made to.
-        for _ in 0..50 {
-            if !running() {
+        // Gone before its directory is: asked to stop (it removes its pidfile as it exits), then
+        // made to.
+        let pidfile = self.dir.path().join("pgbouncer.pid");
+        for _ in 0..100 {
+            if !pidfile.exists() {
                 return;
             }
             std::thread::sleep(std::time::Duration::from_millis(20));

@@ -108,8 +108,9 @@ impl PgClient {
     /// Connects to `url`. Settings the URL leaves out come from `PGHOST`, `PGPORT`, `PGUSER`,
     /// `PGPASSWORD`, `PGDATABASE`, `PGAPPNAME` and `PGCONNECT_TIMEOUT`, as libpq takes them.
     /// Tables are looked for in `schema`; lock waits give up after `lock_timeout_ms` (exit 5, as
-    /// SQLite's busy timeout). Both are set with the first request, costing no round trip of
-    /// their own when it is a batch ([`PgClient::batch_rows`]).
+    /// SQLite's busy timeout). Both are set with the first request: with it, costing no round
+    /// trip of their own, when it is a batch outside a transaction ([`PgClient::batch_rows`]),
+    /// else alone before it (also after a first batch that failed, undone whole).
     pub fn connect(url: &str, schema: &str, lock_timeout_ms: u64) -> Result<PgClient> {
         let url = with_port(url, std::env::var("PGPORT").ok().as_deref());
         let mut config = Config::from_str(&url).map_err(|e| {
@@ -283,8 +284,8 @@ impl PgClient {
     }
 
     /// Runs `sql` (statements without parameters, in PostgreSQL's own SQL: not translated) in
-    /// one round trip, after the session's settings if they are not sent yet; the first column
-    /// of each row it returns, as text.
+    /// one round trip, after the session's settings if they are not sent yet (in a round trip
+    /// of their own within a transaction); the first column of each row it returns, as text.
     pub fn batch_rows(&self, sql: &str) -> Result<Vec<Option<String>>> {
         Ok(self.run_batch(sql)??)
     }
@@ -292,7 +293,9 @@ impl PgClient {
     /// [`PgClient::batch_rows`] outside a transaction, or None when the server finds no table
     /// or schema that `sql` names (the failed batch is undone whole: nothing else happens).
     pub fn batch_rows_if_present(&self, sql: &str) -> Result<Option<Vec<Option<String>>>> {
-        debug_assert!(!self.in_transaction.get(), "a missing table would abort the transaction");
+        if self.in_transaction.get() {
+            return Err(Error::internal("a missing table would abort the open transaction"));
+        }
         match self.run_batch(sql)? {
             Ok(rows) => Ok(Some(rows)),
             Err(e)
