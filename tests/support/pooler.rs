@@ -1,6 +1,6 @@
-//! A throwaway PgBouncer in front of a test cluster (postgres.rs, whose submodule it is): its own temporary
-//! directory, reached only through a Unix socket there, stopped when dropped. Like the server,
-//! PgBouncer refuses to run as root: under root it runs as `nobody`.
+//! A throwaway PgBouncer in front of a test cluster (postgres.rs, whose submodule it is): its
+//! own temporary directory, reached only through a Unix socket there, stopped when dropped.
+//! Like the server, PgBouncer refuses to run as root: under root it runs as `nobody`.
 //!
 //! `pgbouncer` is looked for on PATH, then in `/usr/sbin` (Debian's package). Without it a test
 //! prints a notice and passes, unless `CI` is set: then it fails (`.ci/run` installs the
