@@ -6,9 +6,9 @@
 //! prints a notice and passes, unless `CI` is set: then it fails (`.ci/run` installs the
 //! distribution's `pgbouncer`).
 
-use super::{is_root, Cluster};
+use super::{is_root, start_watchdog, Cluster};
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 /// The port in the socket's name (no TCP port is opened).
 const PORT: u16 = 6432;
@@ -105,15 +105,8 @@ impl Pooler {
               p=$(cat "$2/pgbouncer.pid")
               [ "$(cat "/proc/$p/comm")" = pgbouncer ] && kill -9 "$p"
               rm -rf "$2") >/dev/null 2>&1 &"#;
-        let started = Command::new("sh")
-            .args(["-c", script, "sh", &pid.to_string()])
-            .arg(self.dir.path())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .expect("the pooler's watchdog starts");
-        assert!(started.success(), "the pooler's watchdog starts");
+        let pid = pid.to_string();
+        start_watchdog("the pooler's watchdog", script, &[pid.as_ref(), self.dir.path().as_os_str()]);
     }
 }
 

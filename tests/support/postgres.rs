@@ -124,14 +124,7 @@ impl Cluster {
             "(while kill -0 {pid} 2>/dev/null; do sleep 0.2; done; \
               {stop} -D '{data}' -m immediate -w stop; rm -rf '{dir}') >/dev/null 2>&1 &"
         );
-        let started = Command::new("sh")
-            .args(["-c", &script])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .expect("the cluster's watchdog starts");
-        assert!(started.success(), "the cluster's watchdog starts");
+        start_watchdog("the cluster's watchdog", &script, &[]);
     }
 
     /// The server's log.
@@ -245,6 +238,20 @@ pub fn texts(url: &str, sql: &str) -> Vec<String> {
     let mut client = url.parse::<::postgres::Config>().unwrap().connect(::postgres::NoTls).unwrap();
     client.batch_execute("SET search_path TO memctl").unwrap();
     client.query(sql, &[]).unwrap().iter().map(|r| r.get(0)).collect()
+}
+
+/// Runs `script` with `sh` (`args` as `$1`, `$2`, …): it starts a watchdog in the background
+/// and returns at once.
+fn start_watchdog(what: &str, script: &str, args: &[&std::ffi::OsStr]) {
+    let started = Command::new("sh")
+        .args(["-c", script, "sh"])
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap_or_else(|e| panic!("{what} starts: {e}"));
+    assert!(started.success(), "{what} starts");
 }
 
 /// The directory holding `initdb`, `pg_ctl` and `psql`.
