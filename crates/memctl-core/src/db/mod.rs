@@ -236,11 +236,10 @@ impl Conn {
 
     /// Opens a transaction with `begin` (`BEGIN …` in the backend's words).
     pub fn begin(&self, begin: &str) -> Result<()> {
-        self.execute(begin, Params::Positional(Vec::new()))?;
-        if let Conn::Postgres(client) = self {
-            client.set_in_transaction(true);
+        match self {
+            Conn::Sqlite(_) => self.execute(begin, Params::Positional(Vec::new())).map(drop),
+            Conn::Postgres(client) => client.begin(begin),
         }
-        Ok(())
     }
 
     pub fn commit(&self) -> Result<()> {

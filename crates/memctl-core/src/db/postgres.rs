@@ -199,8 +199,11 @@ impl PgClient {
         self.in_transaction.get()
     }
 
-    pub fn set_in_transaction(&self, open: bool) {
-        self.in_transaction.set(open);
+    /// Opens a transaction with `begin` (`BEGIN …`).
+    pub fn begin(&self, begin: &str) -> Result<()> {
+        self.execute(begin, &Params::Positional(Vec::new()))?;
+        self.in_transaction.set(true);
+        Ok(())
     }
 
     pub fn execute(&self, sql: &str, params: &Params<'_>) -> Result<usize> {
