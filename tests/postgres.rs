@@ -3,7 +3,7 @@
 //! (`backends()`: cli, apply, export, …), against the same snapshots.
 
 use crate::support::postgres::pooler::{PoolMode, Pooler};
-use crate::support::postgres::Cluster;
+use crate::support::postgres::{database_of, Cluster};
 use crate::support::*;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
@@ -27,7 +27,7 @@ fn a_url_selects_postgres_and_nothing_is_written_on_disk() {
     let entries: Vec<_> = std::fs::read_dir(sb.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert_eq!(entries, ["memctl.toml"], "no file or directory made of the URL");
     let tables = "SELECT count(*) FROM pg_tables WHERE schemaname = 'memctl'";
-    assert!(cluster.psql(&database(&url), tables).parse::<i64>().unwrap() >= 10, "memctl's own schema");
+    assert!(cluster.psql(database_of(&url), tables).parse::<i64>().unwrap() >= 10, "memctl's own schema");
 }
 
 #[test]
@@ -38,7 +38,7 @@ fn a_database_without_memctl_or_a_server_that_is_not_there_is_exit_6() {
     let message = sb.run(&["--json", "--db", &url, "branch", "list"]).json_error(6, "incompatible_db");
     assert!(message.contains("no memctl schema"), "{message}");
     let tables = "SELECT count(*) FROM pg_tables WHERE schemaname = 'memctl'";
-    assert_eq!(cluster.psql(&database(&url), tables), "0", "only init creates the schema");
+    assert_eq!(cluster.psql(database_of(&url), tables), "0", "only init creates the schema");
 
     let gone = "postgresql://memctl:s3cret@/nowhere?host=%2Fnonexistent";
     let outcome = sb.run(&["--json", "--db", gone, "branch", "list"]);
@@ -57,8 +57,10 @@ fn a_schema_from_a_newer_memctl_is_exit_6_and_untouched() {
     let sb = Sandbox::initialized_on(&db);
     sb.ok(&["branch", "create", "root"]);
     let Db::Postgres(url) = &db else { unreachable!() };
-    cluster
-        .psql(&database(url), "INSERT INTO memctl.migrations(version, name) VALUES (99, 'from the future')");
+    cluster.psql(
+        database_of(url),
+        "INSERT INTO memctl.migrations(version, name) VALUES (99, 'from the future')",
+    );
     let before = dump(&sb);
     for args in [&["init"][..], &["core", "set", "root", "k", "v"], &["branch", "list"]] {
         let message = sb.run(&[&["--json"][..], args].concat()).json_error(6, "incompatible_db");
@@ -144,7 +146,7 @@ fn no_prepared_statement_outlives_its_transaction() {
     let direct = cluster.new_database();
     let pooled = pooler.in_front_of(&direct);
     // The server logs this database's statements: a prepared one runs as `execute s<n>`.
-    cluster.psql("postgres", &format!("ALTER DATABASE {} SET log_statement = 'all'", database(&direct)));
+    cluster.psql("postgres", &format!("ALTER DATABASE {} SET log_statement = 'all'", database_of(&direct)));
     let logged_before = std::fs::read_to_string(cluster.log_file()).unwrap().len();
     let report = sb.json(&["migrate", "--from", "qs/memory.sqlite", "--to", &pooled]);
     assert_eq!(int(&report, "branches_verified"), 13);
@@ -158,11 +160,6 @@ fn no_prepared_statement_outlives_its_transaction() {
         _ => None,
     });
     assert_eq!(count.as_deref(), Some("0"), "prepared statements left in the server session");
-}
-
-/// The database name of a cluster URL (`postgresql://user@/NAME?host=…`).
-fn database(url: &str) -> String {
-    url.rsplit_once('/').unwrap().1.split('?').next().unwrap().to_string()
 }
 
 /// Every branch's view, its pressure (the stored lengths of its records) and the journal, as the
@@ -239,8 +236,8 @@ fn the_upgrade_counts_an_existing_run_as_on_sqlite() {
     for encoding in ["UTF8", "SQL_ASCII"] {
         let url = cluster.new_database_in(encoding);
         sb.ok(&["migrate", "--from", "memory.sqlite", "--to", &url]);
-        let db = database(&url);
-        let counted_on_sqlite = cluster.psql(&db, counts);
+        let db = database_of(&url);
+        let counted_on_sqlite = cluster.psql(db, counts);
         let parts: Vec<&str> = counted_on_sqlite.split(" | ").collect();
         assert_eq!(parts[0], "1:0 2:6 3:4 4:6 5:2 6:4", "the steps each branch inherited");
         assert_eq!(parts.len(), 4, "events, exclusions and records counted too");
@@ -251,7 +248,7 @@ fn the_upgrade_counts_an_existing_run_as_on_sqlite() {
             "the records' characters; NULL for a delete"
         );
         cluster.psql(
-            &db,
+            db,
             "ALTER TABLE memctl.branches DROP COLUMN inherited_steps;
              ALTER TABLE memctl.events DROP COLUMN steps;
              ALTER TABLE memctl.inherited_exclusions DROP COLUMN steps;
@@ -260,7 +257,7 @@ fn the_upgrade_counts_an_existing_run_as_on_sqlite() {
              DELETE FROM memctl.migrations WHERE version >= 12;",
         );
         sb.ok(&["--db", &url, "branch", "list"]);
-        assert_eq!(cluster.psql(&db, counts), counted_on_sqlite, "{encoding}");
+        assert_eq!(cluster.psql(db, counts), counted_on_sqlite, "{encoding}");
         assert_eq!(pressure(&url), on_sqlite, "{encoding}");
     }
 }
@@ -298,7 +295,7 @@ fn both_backends_keep_the_same_indexes() {
     let url = cluster.new_database();
     sb.ok(&["--db", &url, "init"]);
     let on_postgres = cluster.psql(
-        &database(&url),
+        database_of(&url),
         "SELECT string_agg(line, E'\\n' ORDER BY line) FROM (
            SELECT i.relname || ' ' || t.relname || '(' || string_agg(a.attname, ', ' ORDER BY k.ord) || ')' AS line
            FROM pg_index x
@@ -397,15 +394,15 @@ fn reads_of_a_view_never_scan_a_whole_table() {
     }
     let url = cluster.new_database();
     sb.ok(&["migrate", "--from", "memory.sqlite", "--to", &url]);
-    let db = database(&url);
+    let db = database_of(&url);
     // The planner knows the tables' sizes, as once autovacuum has been by.
-    cluster.psql(&db, "ANALYZE");
-    let summaries = cluster.psql(&db, "SELECT count(*) FROM inherited_summaries");
-    let exclusions = cluster.psql(&db, "SELECT count(*) FROM inherited_exclusions");
+    cluster.psql(db, "ANALYZE");
+    let summaries = cluster.psql(db, "SELECT count(*) FROM inherited_summaries");
+    let exclusions = cluster.psql(db, "SELECT count(*) FROM inherited_exclusions");
     assert!(summaries == "20" && exclusions.parse::<usize>().unwrap() >= 1000, "{summaries}, {exclusions}");
     let scans = |table: &str| {
         let sql = format!("SELECT seq_scan FROM pg_stat_user_tables WHERE relname = '{table}'");
-        cluster.psql(&db, &sql).parse::<u64>().unwrap()
+        cluster.psql(db, &sql).parse::<u64>().unwrap()
     };
     let connected = format!(
         "SELECT count(*) FROM pg_stat_activity WHERE datname = '{db}' AND application_name = 'memctl'"
@@ -432,7 +429,7 @@ fn reads_of_a_view_never_scan_a_whole_table() {
         let (before, read_before) = (counts(), scans("migrations"));
         sb.ok(&[&["--db", url.as_str()], call].concat());
         let waited = Instant::now();
-        while cluster.psql(&db, &connected) != "0" {
+        while cluster.psql(db, &connected) != "0" {
             assert!(waited.elapsed() < Duration::from_secs(10), "{call:?}: its connection stays");
             std::thread::sleep(Duration::from_millis(20));
         }

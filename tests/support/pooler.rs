@@ -6,7 +6,7 @@
 //! prints a notice and passes, unless `CI` is set: then it fails (`.ci/run` installs the
 //! distribution's `pgbouncer`).
 
-use super::{is_root, start_watchdog, Cluster};
+use super::{database_of, is_root, socket_url, start_watchdog, Cluster};
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -87,9 +87,7 @@ impl Pooler {
     /// The URL, through the pooler, of the database of the cluster at `url` (as
     /// [`Cluster::url`] writes it).
     pub fn in_front_of(&self, url: &str) -> String {
-        let database = url.rsplit_once('/').and_then(|(_, tail)| tail.split('?').next()).unwrap_or_default();
-        let host = self.dir.path().display().to_string().replace('/', "%2F");
-        format!("postgresql://memctl@/{database}?host={host}&port={PORT}")
+        socket_url(self.dir.path(), database_of(url), &format!("&port={PORT}"))
     }
 
     fn pid(&self) -> Option<String> {

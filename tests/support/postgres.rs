@@ -139,15 +139,7 @@ impl Cluster {
 
     /// A libpq URL for `database` on this cluster, through its socket.
     pub fn url(&self, database: &str) -> String {
-        let host: String = self
-            .socket_dir()
-            .bytes()
-            .map(|b| match b {
-                b'/' => "%2F".to_string(),
-                _ => (b as char).to_string(),
-            })
-            .collect();
-        format!("postgresql://{USER}@/{database}?host={host}")
+        socket_url(self.dir.path(), database, "")
     }
 
     /// Runs `sql` with `psql` on database `database`; its output, unaligned and without headers.
@@ -238,6 +230,18 @@ pub fn texts(url: &str, sql: &str) -> Vec<String> {
     let mut client = url.parse::<::postgres::Config>().unwrap().connect(::postgres::NoTls).unwrap();
     client.batch_execute("SET search_path TO memctl").unwrap();
     client.query(sql, &[]).unwrap().iter().map(|r| r.get(0)).collect()
+}
+
+/// A libpq URL for `database` through the socket in directory `dir`, then `more` parameters.
+fn socket_url(dir: &Path, database: &str, more: &str) -> String {
+    let host = dir.display().to_string().replace('/', "%2F");
+    format!("postgresql://{USER}@/{database}?host={host}{more}")
+}
+
+/// The database name of a cluster URL (`postgresql://user@/NAME?host=…`).
+pub fn database_of(url: &str) -> &str {
+    let tail = url.rsplit_once('/').map_or(url, |(_, tail)| tail);
+    tail.split('?').next().unwrap_or(tail)
 }
 
 /// Runs `script` with `sh` (`args` as `$1`, `$2`, …): it starts a watchdog in the background
