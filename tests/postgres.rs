@@ -162,8 +162,8 @@ fn no_prepared_statement_outlives_its_transaction() {
     assert_eq!(count.as_deref(), Some("0"), "prepared statements left in the server session");
 }
 
-/// Every branch's view, its pressure (the stored lengths of its records) and the journal, as the
-/// CLI prints them, of the database `db`.
+/// Every branch's view, its pressure (the stored lengths of its records), the history of two
+/// core keys along its path (`why`) and the journal, as the CLI prints them, of the database `db`.
 fn readout(sb: &Sandbox, db: &str) -> Vec<serde_json::Value> {
     let branches = sb.json(&["--db", db, "branch", "list"]);
     let mut out = vec![branches.clone(), sb.json(&["--db", db, "log"])];
@@ -172,6 +172,10 @@ fn readout(sb: &Sandbox, db: &str) -> Vec<serde_json::Value> {
         out.push(sb.json(&["--db", db, "read", id]));
         out.push(sb.json(&["--db", db, "archival", "search", id, "stencil tile threads"]));
         out.push(sb.json(&["--db", db, "pressure", id]));
+        // Keys written in many branches: writes on the path and off it, with their parents.
+        for key in ["status", "last_runtime_s"] {
+            out.push(sb.json(&["--db", db, "why", id, key]));
+        }
     }
     out
 }

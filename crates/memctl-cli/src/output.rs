@@ -154,15 +154,22 @@ fn cut(line: &str, max: usize) -> String {
     if line.len() <= max {
         return line.to_string();
     }
-    // Counted once, up to the first character past `max`; the ellipsis takes the place of the
-    // one before it, found from there backwards.
-    match line.char_indices().nth(max) {
-        None => line.to_string(),
-        Some((past, _)) => {
-            let end = line[..past].char_indices().next_back().map_or(0, |(at, _)| at);
-            format!("{}…", &line[..end])
+    // The ellipsis takes the place of the character before the first one past `max`.
+    let end = if line.as_bytes()[..=max].is_ascii() {
+        // Most text: up to there a character is a byte.
+        max.saturating_sub(1)
+    } else {
+        // Counted once, up to the first character past `max`; the one before it found from there
+        // backwards.
+        match line.char_indices().nth(max) {
+            None => return line.to_string(),
+            Some((past, _)) => line[..past].char_indices().next_back().map_or(0, |(at, _)| at),
         }
-    }
+    };
+    let mut cut = String::with_capacity(end + '…'.len_utf8());
+    cut.push_str(&line[..end]);
+    cut.push('…');
+    cut
 }
 
 /// `text` with its line breaks shown as ⏎, for table cells and list lines.

@@ -4,7 +4,7 @@
 use crate::invocation::Context;
 use crate::output::{excerpt, timestamp};
 use clap::Args;
-use memctl_core::{Content, Status, Subject, Why, Write as WriteRow};
+use memctl_core::{Content, Subject, Why, Write as WriteRow};
 use std::fmt::{self, Write};
 
 pub const EXAMPLES: &str = "\
@@ -60,8 +60,7 @@ fn write_text(out: &mut dyn Write, why: &Why) -> fmt::Result {
         Subject::Record(id) => format!("archival record {id}"),
         Subject::Event(id) => format!("event {id}"),
     };
-    let verdict = serde_json::to_value(why.verdict).unwrap_or_default();
-    writeln!(out, "{} · {subject}: {}", why.branch, verdict.as_str().unwrap_or("?"))?;
+    writeln!(out, "{} · {subject}: {}", why.branch, why.verdict.as_str())?;
     writeln!(out, "{}", why.reason)?;
     if why.writes.is_empty() {
         return Ok(());
@@ -71,7 +70,7 @@ fn write_text(out: &mut dyn Write, why: &Why) -> fmt::Result {
         let mark = if Some(w.seq) == why.decided_by { '*' } else { ' ' };
         write!(out, "{mark} seq {}  {}  {}  ", w.seq, w.branch, timestamp(w.ts))?;
         write_what(out, w)?;
-        writeln!(out, "\n    {}: {}", status(w.status), w.reason)?;
+        writeln!(out, "\n    {}: {}", w.status.as_str(), w.reason)?;
         if let Some(op) = &w.journal {
             write!(out, "    journal #{} {}", op.seq, op.op)?;
             match (&op.phase, &op.actor) {
@@ -105,8 +104,7 @@ fn write_what(out: &mut dyn Write, w: &WriteRow) -> fmt::Result {
         }
         Content::Core { value: None, .. } | Content::Version { text: None, .. } => write!(out, "delete"),
         Content::Version { text: Some(text), .. } => {
-            let verb = serde_json::to_value(w.action).unwrap_or_default();
-            write!(out, "{}: {}", verb.as_str().unwrap_or("?"), excerpt(text, 60))
+            write!(out, "{}: {}", w.action.as_str(), excerpt(text, 60))
         }
         Content::Event { kind, text, .. } => write!(out, "append [{kind}] {}", excerpt(text, 60)),
         Content::Exclusion { event_id } => write!(out, "exclude event {event_id}"),
@@ -114,8 +112,4 @@ fn write_what(out: &mut dyn Write, w: &WriteRow) -> fmt::Result {
             write!(out, "summarize [{kind}] {} event(s)", event_ids.len())
         }
     }
-}
-
-fn status(status: Status) -> String {
-    serde_json::to_value(status).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()
 }

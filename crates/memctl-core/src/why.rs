@@ -44,6 +44,29 @@ pub enum Verdict {
     NeverWritten,
 }
 
+impl Verdict {
+    pub const ALL: [Verdict; 6] = [
+        Verdict::Visible,
+        Verdict::Deleted,
+        Verdict::Expired,
+        Verdict::Hidden,
+        Verdict::NotInView,
+        Verdict::NeverWritten,
+    ];
+
+    /// Its name, as written in JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Visible => "visible",
+            Verdict::Deleted => "deleted",
+            Verdict::Expired => "expired",
+            Verdict::Hidden => "hidden",
+            Verdict::NotInView => "not_in_view",
+            Verdict::NeverWritten => "never_written",
+        }
+    }
+}
+
 /// What one write is to the branch's view.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -68,6 +91,35 @@ pub enum Status {
     OffPath,
 }
 
+impl Status {
+    pub const ALL: [Status; 9] = [
+        Status::Visible,
+        Status::Deletes,
+        Status::Overridden,
+        Status::Expired,
+        Status::Hidden,
+        Status::Hides,
+        Status::Folded,
+        Status::AfterFork,
+        Status::OffPath,
+    ];
+
+    /// Its name, as written in JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Visible => "visible",
+            Status::Deletes => "deletes",
+            Status::Overridden => "overridden",
+            Status::Expired => "expired",
+            Status::Hidden => "hidden",
+            Status::Hides => "hides",
+            Status::Folded => "folded",
+            Status::AfterFork => "after_fork",
+            Status::OffPath => "off_path",
+        }
+    }
+}
+
 /// What a write did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -79,6 +131,31 @@ pub enum Action {
     Append,
     Exclude,
     Summarize,
+}
+
+impl Action {
+    pub const ALL: [Action; 7] = [
+        Action::Set,
+        Action::Delete,
+        Action::Add,
+        Action::Update,
+        Action::Append,
+        Action::Exclude,
+        Action::Summarize,
+    ];
+
+    /// Its name, as written in JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Set => "set",
+            Action::Delete => "delete",
+            Action::Add => "add",
+            Action::Update => "update",
+            Action::Append => "append",
+            Action::Exclude => "exclude",
+            Action::Summarize => "summarize",
+        }
+    }
 }
 
 /// The row a write left, by layer.
@@ -251,16 +328,20 @@ impl Store {
             }
             (None, _) => (Verdict::NotInView, not_in_view(me, &format!("core key {key}"), rows.len())),
         };
+        let decided_by = decider.map(|d| d.seq);
+        // One text for every write the decider overrides: a key written at every level of a
+        // deep path has thousands.
+        let overridden = overridden_by(decider);
         let writes = rows
-            .iter()
-            .map(|r| {
+            .into_iter()
+            .map(|mut r| {
                 let expires_at = r.row.ttl.map(|ttl| r.ts + ttl);
                 let (status, reason) = match r.reach {
-                    Reach::InView if Some(r.seq) == decider.map(|d| d.seq) => {
+                    Reach::InView if Some(r.seq) == decided_by => {
                         if r.row.value.is_some() {
-                            (Status::Visible, newest_in_view(path, r, "live write"))
+                            (Status::Visible, newest_in_view(path, &r, "live write"))
                         } else {
-                            (Status::Deletes, format!("a delete, {}", newest_in_view(path, r, "live write")))
+                            (Status::Deletes, format!("a delete, {}", newest_in_view(path, &r, "live write")))
                         }
                     }
                     Reach::InView if r.row.expired(r.ts, now) => (
@@ -271,20 +352,20 @@ impl Store {
                             utc_datetime(expires_at.unwrap_or_default())
                         ),
                     ),
-                    Reach::InView => (Status::Overridden, overridden_by(decider)),
-                    _ => out_of_view(path, r),
+                    Reach::InView => (Status::Overridden, overridden.clone()),
+                    _ => out_of_view(path, &r),
                 };
                 let action = if r.row.value.is_some() { Action::Set } else { Action::Delete };
                 let content = Content::Core {
-                    value: r.row.value.clone(),
+                    value: r.row.value.take(),
                     importance: r.row.importance,
                     ttl: r.row.ttl,
                     expires_at,
                 };
-                write(r, action, content, status, reason)
+                write(&r, action, content, status, reason)
             })
             .collect();
-        Ok((verdict, reason, decider.map(|d| d.seq), writes))
+        Ok((verdict, reason, decided_by, writes))
     }
 
     fn why_record(&self, path: &BranchPath, id: i64) -> Result<Explained> {
@@ -507,6 +588,20 @@ mod tests {
 
     /// `why`'s JSON, written straight, reads as through a `Value` (keys sorted), and holds every
     /// field: of every subject, and of writes of every layer with their journal rows and origins.
+    /// The names `as_str` gives are those serde writes.
+    #[test]
+    fn names_are_the_json_names() {
+        for v in Verdict::ALL {
+            assert_eq!(serde_json::to_value(v).unwrap(), Value::from(v.as_str()));
+        }
+        for s in Status::ALL {
+            assert_eq!(serde_json::to_value(s).unwrap(), Value::from(s.as_str()));
+        }
+        for a in Action::ALL {
+            assert_eq!(serde_json::to_value(a).unwrap(), Value::from(a.as_str()));
+        }
+    }
+
     #[test]
     fn json_keys_sorted_and_complete() {
         let store = Store::scratch();
