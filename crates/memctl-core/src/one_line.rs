@@ -15,11 +15,41 @@ pub(crate) fn shortened(text: &str, max: usize) -> String {
 /// Appends [`shortened`]`(text, max)` to `out`, stopping at the cut: a path report quotes a
 /// value per level, and values can be long.
 pub(crate) fn push_shortened(out: &mut String, text: &str, max: usize) {
+    if push_one_line_ascii(out, text, max) {
+        return;
+    }
     let start = out.len();
     if !push_shortened_ascii(out, text, max) {
         out.truncate(start);
         push_shortened_words(out, text, max);
     }
+}
+
+/// [`push_shortened`] for a text that is one line already as far as the cut (most values): ASCII
+/// words, one space between two, none before the first, and a word byte where the text goes
+/// on past `max` (so the cut falls in a word or before one). It is then its own words joined.
+/// False for any other text, having written nothing.
+fn push_one_line_ascii(out: &mut String, text: &str, max: usize) -> bool {
+    let bytes = text.as_bytes();
+    let cut = bytes.len() > max;
+    let head = &bytes[..bytes.len().min(max + 1)];
+    // Folded without an early exit, so that the loops are vectorised: whitespace other than the
+    // space is b'\t'..=b'\r'.
+    let other_bytes = head.iter().fold(false, |seen, &b| seen | !b.is_ascii() | (b'\t'..=b'\r').contains(&b));
+    let two_spaces =
+        head.iter().zip(head.iter().skip(1)).fold(false, |seen, (&a, &b)| seen | ((a == b' ') & (b == b' ')));
+    // A space at the start; at the end of what is looked at, one dropped or left before the cut.
+    let space_at_an_end = head.first().is_none_or(|&b| b == b' ') || head.last() == Some(&b' ');
+    if other_bytes || two_spaces || space_at_an_end {
+        return false;
+    }
+    if cut {
+        out.push_str(&text[..max]);
+        out.push('…');
+    } else {
+        out.push_str(text);
+    }
+    true
 }
 
 /// [`push_shortened`] for a text whose words are ASCII up to the cut (most are): a word's
