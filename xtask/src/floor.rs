@@ -291,6 +291,56 @@ pub fn print_rows(db: &Path, events: usize, records: usize) -> Result<()> {
     Ok(())
 }
 
+/// The floor of `why` of a core key: `runs` times, a process that starts, opens memctl's
+/// database `db` and prints every write of core key `key` with its journal row, a line each
+/// ([`print_history`], `xtask floor-history`); the times in ms.
+pub fn process_history(db: &Path, key: &str, runs: usize) -> Result<Vec<f64>> {
+    time_runs(runs, |xtask| xtask.arg("floor-history").arg(db).arg(key))
+}
+
+/// What [`process_history`] measures, for the table's floor notes.
+pub fn history(key: &str) -> String {
+    format!(
+        "a process that starts, opens the database and prints every write of core key {key}, in any \
+         branch, with its journal row, a line each"
+    )
+}
+
+/// `xtask floor-history DB KEY`: every row of core key `key` of memctl's database `db`, in any
+/// branch (a probe of the key's index per branch, as `why` reads them), with its branch's id
+/// and the journal row at the next seq, oldest first, one line each on stdout (seq, branch,
+/// time, value; the journal row's seq, operation, phase and actor), with none of memctl's
+/// path, view, statuses or reasons.
+pub fn print_history(db: &Path, key: &str) -> Result<()> {
+    let conn = Connection::open(db)?;
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let mut stmt = conn.prepare(
+        "SELECT t.seq, b.id, t.created_at, t.value, o.seq, o.op, o.phase, o.actor
+         FROM branches b CROSS JOIN core t ON t.branch = b.bid AND t.key = ?1
+         LEFT JOIN ops o ON o.seq = t.seq + 1 ORDER BY t.seq",
+    )?;
+    let mut rows = stmt.query([key])?;
+    while let Some(r) = rows.next()? {
+        let (seq, branch, ts, value): (i64, String, f64, Option<String>) =
+            (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?);
+        let (op_seq, op, phase, actor): (Option<i64>, Option<String>, Option<String>, Option<String>) =
+            (r.get(4)?, r.get(5)?, r.get(6)?, r.get(7)?);
+        let (value, op, phase, actor) = (
+            value.unwrap_or_default(),
+            op.unwrap_or_default(),
+            phase.unwrap_or_default(),
+            actor.unwrap_or_default(),
+        );
+        writeln!(
+            out,
+            "seq {seq} {branch} {ts} {value} journal #{} {op} {phase} {actor}",
+            op_seq.unwrap_or_default()
+        )?;
+    }
+    out.flush()?;
+    Ok(())
+}
+
 /// The floor of a search of a whole timeline: `runs` times, a process that starts, opens
 /// memctl's database `db`, scans every event and prints how many hold a word of `query`
 /// ([`scan_events`], `xtask floor-scan`); the times in ms.

@@ -23,6 +23,8 @@ const GENERATOR_VERSION: u32 = 1;
 /// (spine depth forked at, leaf id)
 const LEAVES: [(usize, &str); 4] = [(400, "leaf-400"), (600, "leaf-600"), (900, "sib-a"), (900, "sib-b")];
 const RECORDS_PER_NODE: usize = 5;
+/// The core key `why` is asked about: every node of the chain writes it.
+const WHY_KEY: &str = "key0";
 /// The recall search's query: two words of the generated texts and a kind.
 const SEARCH: &str = "mpirun cachelat error";
 
@@ -53,12 +55,12 @@ pub fn inspection(quick: bool, out_dir: &Path) -> Result<(Vec<Row>, Value)> {
     // diff, the events and records its sides list (a changed record once), as `diff` reads them.
     let (a, b) = (LEAVES[0].1, LEAVES[1].1);
     let b_view = store.view(b)?;
-    let whole = |v: &memctl_core::View| Some((v.events.len(), v.archival.len()));
+    let whole = |v: &memctl_core::View| CallFloor::Printing(v.events.len(), v.archival.len());
     let diff = store.diff(a, b, &[])?;
     let differing = {
         let events = diff.recall.as_ref().map_or(0, |r| r.only_a.len() + r.only_b.len());
         let records = diff.archival.as_ref().map_or(0, |r| r.only_a.len() + r.only_b.len() + r.changed.len());
-        Some((events, records))
+        CallFloor::Printing(events, records)
     };
     let (deepest_prints, b_prints, ab_prints) = (whole(&deepest_view), whole(&b_view), differing);
     ensure!(
@@ -77,25 +79,25 @@ pub fn inspection(quick: bool, out_dir: &Path) -> Result<(Vec<Row>, Value)> {
     };
     let call = |args: &[&str]| call_on(&path, args);
     let (sib_a, sib_b) = (LEAVES[2].1, LEAVES[3].1);
-    // Each call, and for a call that prints a whole view the rows it prints.
-    let calls: [(&str, Vec<&str>, Option<Printed>); 14] = [
-        ("read (core, 20 events, 8 records)", vec!["read", &deepest], None),
+    // Each call, and what its floor does besides starting and opening the database.
+    let calls: [(&str, Vec<&str>, CallFloor); 14] = [
+        ("read (core, 20 events, 8 records)", vec!["read", &deepest], CallFloor::Insert),
         ("read --all (the whole view)", vec!["read", "--all", &deepest], deepest_prints),
-        ("read of a deep sibling", vec!["read", sib_b], None),
-        ("diff of the deep siblings", vec!["diff", sib_a, sib_b], None),
-        ("diff --json of the deep siblings", vec!["--json", "diff", sib_a, sib_b], None),
+        ("read of a deep sibling", vec!["read", sib_b], CallFloor::Insert),
+        ("diff of the deep siblings", vec!["diff", sib_a, sib_b], CallFloor::Insert),
+        ("diff --json of the deep siblings", vec!["--json", "diff", sib_a, sib_b], CallFloor::Insert),
         ("read --all of leaf-600", vec!["read", "--all", b], b_prints),
         ("diff of leaves 200 levels apart", vec!["diff", a, b], ab_prints),
-        ("why of a key written at every level", vec!["why", &deepest, "key0"], None),
-        ("why --json", vec!["--json", "why", &deepest, "key0"], None),
-        ("path", vec!["path", &deepest], None),
-        ("path --json", vec!["--json", "path", &deepest], None),
+        ("why of a key written at every level", vec!["why", &deepest, WHY_KEY], CallFloor::History(WHY_KEY)),
+        ("why --json", vec!["--json", "why", &deepest, WHY_KEY], CallFloor::History(WHY_KEY)),
+        ("path", vec!["path", &deepest], CallFloor::Insert),
+        ("path --json", vec!["--json", "path", &deepest], CallFloor::Insert),
         // The conversation's read, of a path whose 99,600 events hold no step.
-        ("messages, no step among the events", vec!["messages", &deepest], None),
+        ("messages, no step among the events", vec!["messages", &deepest], CallFloor::Insert),
         // Calls an agent makes at every step: its core, and how full its memory is (the
         // latter measures every current archival record of the view).
-        ("core get", vec!["core", "get", &deepest], None),
-        ("pressure", vec!["pressure", &deepest], None),
+        ("core get", vec!["core", "get", &deepest], CallFloor::Insert),
+        ("pressure", vec!["pressure", &deepest], CallFloor::Insert),
     ];
     let label = format!("j inspection, D={depth}, {branches} branches, {events} events");
     let mut rows = Vec::new();
@@ -111,25 +113,31 @@ pub fn inspection(quick: bool, out_dir: &Path) -> Result<(Vec<Row>, Value)> {
     }
     // In rounds of every call and every floor, so that a ratio (`why / read`, a call to its
     // floor) compares times taken in the same phase of the machine, not minutes apart. A call
-    // that prints a whole view is held to a process printing as many rows.
+    // that prints a whole view is held to a process printing as many rows, `why` to one
+    // printing the key's writes with their journal rows.
     let (mut process_floor, mut timings) = (Vec::with_capacity(runs), vec![Vec::new(); calls.len()]);
-    let mut printing_floors = vec![Vec::new(); calls.len()];
+    let mut own_floors = vec![Vec::new(); calls.len()];
     for _ in 0..runs {
         process_floor.extend(crate::floor::process(&copy, 1)?);
-        for (((name, args, prints), times), printing) in
-            calls.iter().zip(&mut timings).zip(&mut printing_floors)
-        {
+        for (((name, args, floor), times), own) in calls.iter().zip(&mut timings).zip(&mut own_floors) {
             times.push(call(args).with_context(|| name.to_string())?);
-            if let Some((events, records)) = *prints {
-                printing.extend(crate::floor::process_printing(&path, events, records, 1)?);
+            match *floor {
+                CallFloor::Insert => {}
+                CallFloor::Printing(events, records) => {
+                    own.extend(crate::floor::process_printing(&path, events, records, 1)?)
+                }
+                CallFloor::History(key) => own.extend(crate::floor::process_history(&path, key, 1)?),
             }
         }
     }
     let floor = Floor::new(median(&process_floor), crate::floor::PROCESS);
-    for (((name, _, prints), times), printing) in calls.iter().zip(timings).zip(printing_floors) {
-        let floor = match *prints {
-            Some((events, records)) => Floor::new(median(&printing), crate::floor::printing(events, records)),
-            None => floor.clone(),
+    for (((name, _, call_floor), times), own) in calls.iter().zip(timings).zip(own_floors) {
+        let floor = match *call_floor {
+            CallFloor::Insert => floor.clone(),
+            CallFloor::Printing(events, records) => {
+                Floor::new(median(&own), crate::floor::printing(events, records))
+            }
+            CallFloor::History(key) => Floor::new(median(&own), crate::floor::history(key)),
         };
         let (row, m) = cli_row(&label, name, &times, &floor);
         rows.push(row);
@@ -207,8 +215,16 @@ pub fn inspection(quick: bool, out_dir: &Path) -> Result<(Vec<Row>, Value)> {
     Ok((rows, detail))
 }
 
-/// The event and record rows a call that prints a whole view prints, for its floor.
-type Printed = (usize, usize);
+/// What the floor of a call does besides starting and opening the database.
+#[derive(Debug, Clone, Copy)]
+enum CallFloor {
+    /// Inserts one row ([`crate::floor::process`]).
+    Insert,
+    /// Prints as many events and records as the call, which prints a whole view or diff.
+    Printing(usize, usize),
+    /// Prints every write of the core key with its journal row, as `why` of it lists them.
+    History(&'static str),
+}
 
 /// The row of one kind of CLI call timed `times` (ms), and its median.
 fn cli_row(label: &str, name: &str, times: &[f64], floor: &Floor) -> (Row, f64) {

@@ -200,6 +200,13 @@ fn run(args: &[String]) -> Result<ExitCode> {
             floor::print_rows(db.as_ref(), events.parse()?, records.parse()?)?;
             Ok(ExitCode::SUCCESS)
         }
+        // The floor of `why` of a core key (workload j): start, open the database, print every
+        // write of the key with its journal row, exit.
+        "floor-history" => {
+            let [db, key] = rest else { bail!("floor-history needs a database path and a core key") };
+            floor::print_history(db.as_ref(), key)?;
+            Ok(ExitCode::SUCCESS)
+        }
         // The floor of a recall search of a whole timeline (workload j): start, open the
         // database, scan every event for a query word, exit.
         "floor-scan" => {
