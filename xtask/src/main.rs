@@ -78,7 +78,8 @@ Workloads (NAME for --only):
   j   inspection on a chain of 996 nodes (3 core keys, 100 events, 5 records each) with
       four leaves, 1,000 branches and 100,000 events: `diff` of two deep siblings and of two
       leaves 200 levels apart, `why` of a key written at every level, `path` at depth 995,
-      as whole CLI calls (in rounds, each call and its floor once a round) against `read`;
+      as whole CLI calls (in rounds, each call and its floor once a round) against `read`
+      (`why` also against a process printing the key's writes with their journal rows);
       `messages` (no step among the events), `core get` and `pressure` at depth 995; a
       recall search of the whole timeline at depth 995 against a process scanning every
       event; and a recall append, core set and archival add at depth 995 (on a copy). Kept
