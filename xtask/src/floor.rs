@@ -313,29 +313,28 @@ pub fn history(key: &str) -> String {
 /// path, view, statuses or reasons.
 pub fn print_history(db: &Path, key: &str) -> Result<()> {
     let conn = Connection::open(db)?;
-    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     let mut stmt = conn.prepare(
         "SELECT t.seq, b.id, t.created_at, t.value, o.seq, o.op, o.phase, o.actor
          FROM branches b CROSS JOIN core t ON t.branch = b.bid AND t.key = ?1
-         LEFT JOIN ops o ON o.seq = t.seq + 1 ORDER BY t.seq",
+         LEFT JOIN ops o ON o.seq = t.seq + 1",
     )?;
+    let mut lines = Vec::new();
     let mut rows = stmt.query([key])?;
     while let Some(r) = rows.next()? {
         let (seq, branch, ts, value): (i64, String, f64, Option<String>) =
             (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?);
         let (op_seq, op, phase, actor): (Option<i64>, Option<String>, Option<String>, Option<String>) =
             (r.get(4)?, r.get(5)?, r.get(6)?, r.get(7)?);
-        let (value, op, phase, actor) = (
-            value.unwrap_or_default(),
-            op.unwrap_or_default(),
-            phase.unwrap_or_default(),
-            actor.unwrap_or_default(),
-        );
-        writeln!(
-            out,
-            "seq {seq} {branch} {ts} {value} journal #{} {op} {phase} {actor}",
-            op_seq.unwrap_or_default()
-        )?;
+        let (value, op) = (value.unwrap_or_default(), op.unwrap_or_default());
+        let (phase, actor) = (phase.unwrap_or_default(), actor.unwrap_or_default());
+        let journal = op_seq.unwrap_or_default();
+        lines.push((seq, format!("seq {seq} {branch} {ts} {value} journal #{journal} {op} {phase} {actor}")));
+    }
+    // Ordered here, as `why` orders them, not by SQLite's sorter.
+    lines.sort_unstable_by_key(|(seq, _)| *seq);
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    for (_, line) in lines {
+        writeln!(out, "{line}")?;
     }
     out.flush()?;
     Ok(())

@@ -262,7 +262,7 @@ fn build(path: &Path, events_per_node: usize) -> Result<()> {
             for (depth, leaf) in LEAVES {
                 if i == depth {
                     tx.fork(&id, Some(leaf))?;
-                    tx.core_set(leaf, "key0", &format!("{leaf} value"), CoreWrite::default())?;
+                    tx.core_set(leaf, WHY_KEY, &format!("{leaf} value"), CoreWrite::default())?;
                     for e in 0..events_per_node {
                         tx.recall_append(leaf, "note", &format!("{leaf} event {e}"), &[])?;
                     }

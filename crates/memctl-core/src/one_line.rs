@@ -32,7 +32,7 @@ pub(crate) fn push_shortened(out: &mut String, text: &str, max: usize) {
 fn push_one_line_ascii(out: &mut String, text: &str, max: usize) -> bool {
     let bytes = text.as_bytes();
     let cut = bytes.len() > max;
-    let head = &bytes[..bytes.len().min(max + 1)];
+    let head = &bytes[..bytes.len().min(max.saturating_add(1))];
     // Folded without an early exit, so that the loops are vectorised: whitespace other than the
     // space is b'\t'..=b'\r'.
     let other_bytes = head.iter().fold(false, |seen, &b| seen | !b.is_ascii() | (b'\t'..=b'\r').contains(&b));
