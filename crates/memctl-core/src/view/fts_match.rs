@@ -24,9 +24,12 @@
 //! otherwise starts again by branches, having read at most 64 rows or about twice the view's
 //! matches found so far, which the walk by branches reads anyway.
 //!
-//! `memctl_match(archival_fts, words)`, an FTS5 auxiliary function, counts the instances of
-//! each of the expression's first `words` phrases (the query words) in the current row, as a
-//! blob of little-endian `u32`s. FTS5's own `bm25()` is not used because it counts, on every
+//! `memctl_match(archival_fts, branch, tokens)`, an FTS5 auxiliary function, reads each row
+//! in the statement: it keeps the row for the walk running on its thread if the view holds it,
+//! with the instances of each query word (the expression's first phrases) in the row, and
+//! returns 0, so that no row comes out of SQLite. Nothing is built for rows the view does not
+//! hold, and no row is stepped to, read and copied into Rust: at 4,800 instructions a match,
+//! that was a fifth of a search. FTS5's own `bm25()` is not used because it counts, on every
 //! query, the documents of each phrase in the whole database (`xQueryPhrase`): at a million
 //! records that costs tens of milliseconds before the first row, and it makes one branch's
 //! ranking depend on its siblings' records. Nor is FTS5 asked for the row's size
@@ -37,10 +40,12 @@ use crate::error::{Error, Result};
 use crate::query::{Match, Query, TermCounts};
 use crate::rows::BranchPath;
 use crate::store::Store;
-use rusqlite::types::ValueRef;
 use rusqlite::{ffi, Connection};
+use smallvec::SmallVec;
+use std::cell::RefCell;
 use std::os::raw::{c_int, c_void};
 use std::ptr;
+use std::rc::Rc;
 
 /// The rows a walk by words reads before it may give up for a walk by branches.
 const SAMPLE: usize = 64;
@@ -49,7 +54,7 @@ const SAMPLE: usize = 64;
 /// version of a record that matches, in no particular order.
 pub(super) fn view_matches(
     store: &Store,
-    path: &BranchPath,
+    path: &Rc<BranchPath>,
     query: &Query,
     tags: &[String],
 ) -> Result<Vec<Match>> {
@@ -71,44 +76,50 @@ pub(super) fn view_matches(
 /// `give_up`th row on (module comment).
 fn walk(
     conn: &Connection,
-    path: &BranchPath,
+    path: &Rc<BranchPath>,
     expression: &str,
     words: usize,
     give_up: Option<usize>,
 ) -> Result<Option<Vec<Match>>> {
-    // CROSS JOIN keeps FTS5's matches the outer loop whatever the table statistics say.
+    // CROSS JOIN keeps FTS5's matches the outer loop whatever the table statistics say. The
+    // function keeps the rows; it returns 0, so that none comes back out of SQLite.
     let sql = format!(
-        "SELECT archival_fts.rowid, {FUNCTION}(archival_fts, ?2), t.branch, t.tokens
-         FROM archival_fts CROSS JOIN archival t INDEXED BY archival_seq_branch_tokens ON t.seq = archival_fts.rowid
-         WHERE archival_fts MATCH ?1"
+        "SELECT 1 FROM archival_fts CROSS JOIN archival t INDEXED BY archival_seq_branch_tokens ON t.seq = archival_fts.rowid
+         WHERE archival_fts MATCH ?1 AND {FUNCTION}(archival_fts, t.branch, t.tokens)"
     );
     let mut statement = conn.prepare_cached(&sql)?;
-    let mut rows = statement.query(rusqlite::params![expression, words as i64])?;
-    let (mut matches, mut read) = (Vec::new(), 0);
-    while let Some(row) = rows.next()? {
-        read += 1;
-        let seq: i64 = row.get(0)?;
-        if path::holds(path, seq, row.get(2)?) {
-            matches.push(Match { seq, counts: counts(row.get_ref(1)?, row.get(3)?)? });
-        } else if give_up.is_some_and(|sample| read >= sample && 2 * matches.len() < read) {
-            return Ok(None);
-        }
+    let walk = Walk { path: Rc::clone(path), words, give_up, read: 0, matches: Vec::new(), gave_up: false };
+    WALK.with(|current| *current.borrow_mut() = Some(walk));
+    let outcome = statement.query([expression]).and_then(|mut rows| rows.next().map(drop));
+    let walk = WALK.with(|current| current.borrow_mut().take()).expect("the walk set above");
+    if walk.gave_up {
+        return Ok(None);
     }
-    Ok(Some(matches))
+    outcome?;
+    Ok(Some(walk.matches))
 }
 
 /// The name the function is registered under.
 const FUNCTION: &str = "memctl_match";
 
-/// The counts of a row of `tokens` words, from the function's blob.
-fn counts(blob: ValueRef<'_>, tokens: u32) -> Result<TermCounts> {
-    match blob {
-        ValueRef::Blob(blob) if blob.len() % 4 == 0 => Ok(TermCounts {
-            tokens,
-            tf: blob.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect(),
-        }),
-        _ => Err(Error::internal("memctl_match returned a malformed row")),
-    }
+thread_local! {
+    /// The walk whose statement runs on this thread, to which [`memctl_match`] adds its rows.
+    static WALK: RefCell<Option<Walk>> = const { RefCell::new(None) };
+}
+
+/// What a walk has read so far.
+struct Walk {
+    path: Rc<BranchPath>,
+    /// The query words: the expression's first phrases.
+    words: usize,
+    /// See [`walk`].
+    give_up: Option<usize>,
+    /// The rows read.
+    read: usize,
+    /// The view's rows among them, with their counts.
+    matches: Vec<Match>,
+    /// Whether the walk stopped for reading too few of the view's rows.
+    gave_up: bool,
 }
 
 /// Whether `memctl_match` is registered on the store's connection (the store's memo forgets it
@@ -170,21 +181,13 @@ unsafe extern "C" fn memctl_match(
     argc: c_int,
     argv: *mut *mut ffi::sqlite3_value,
 ) {
-    // The blob of the usual few words is put together on the stack (SQLite copies it): a
-    // heap buffer per row cost a search a twentieth of its instructions.
-    let mut stack = [0u8; 4 * STACK_WORDS];
-    let mut heap = Vec::new();
-    // SAFETY: SQLite passes a valid API, context and `argc` values for the current row.
-    let outcome = unsafe { row_counts(&*api, fts, argc, argv, &mut stack, &mut heap) };
+    let outcome = WALK.with(|current| match current.borrow_mut().as_mut() {
+        // SAFETY: SQLite passes a valid API, context and `argc` values for the current row.
+        Some(walk) => unsafe { walk.read_row(&*api, fts, argc, argv) },
+        None => Err(USAGE),
+    });
     match outcome {
-        Ok(blob) => unsafe {
-            ffi::sqlite3_result_blob(
-                ctx,
-                blob.as_ptr().cast::<c_void>(),
-                blob.len() as c_int,
-                ffi::SQLITE_TRANSIENT(),
-            )
-        },
+        Ok(()) => unsafe { ffi::sqlite3_result_int(ctx, 0) },
         Err((rc, message)) => unsafe {
             ffi::sqlite3_result_error(ctx, message.as_ptr(), -1);
             ffi::sqlite3_result_error_code(ctx, rc);
@@ -194,57 +197,59 @@ unsafe extern "C" fn memctl_match(
 
 type Failure = (c_int, &'static std::ffi::CStr);
 
-const USAGE: Failure = (ffi::SQLITE_ERROR, c"memctl_match(archival_fts, words)");
+const USAGE: Failure = (ffi::SQLITE_ERROR, c"memctl_match(archival_fts, branch, tokens), in a walk");
 
-/// How many words' counts [`memctl_match`] puts together on the stack; more go to the heap.
-const STACK_WORDS: usize = 16;
-
-/// The current row's count of each of the first `words` phrases, written into `stack` if they
-/// fit, else into `heap`.
-unsafe fn row_counts<'b>(
-    api: &ffi::Fts5ExtensionApi,
-    fts: *mut ffi::Fts5Context,
-    argc: c_int,
-    argv: *mut *mut ffi::sqlite3_value,
-    stack: &'b mut [u8],
-    heap: &'b mut Vec<u8>,
-) -> std::result::Result<&'b [u8], Failure> {
-    let (Some(phrase_count), Some(phrase_first), Some(phrase_next)) =
-        (api.xPhraseCount, api.xPhraseFirst, api.xPhraseNext)
-    else {
-        return Err((ffi::SQLITE_ERROR, c"incomplete FTS5 API"));
-    };
-    if argc != 1 {
-        return Err(USAGE);
-    }
-    // SAFETY: `argv` holds `argc` (1) values; `fts` is the context of the row being read.
-    let words = unsafe { ffi::sqlite3_value_int(*argv) };
-    if words < 0 || words > unsafe { phrase_count(fts) } {
-        return Err(USAGE);
-    }
-    let size = 4 * words as usize;
-    let blob = if size <= stack.len() {
-        &mut stack[..size]
-    } else {
-        heap.resize(size, 0);
-        &mut heap[..]
-    };
-    for (phrase, count) in (0..words).zip(blob.chunks_exact_mut(4)) {
-        let mut iter = ffi::Fts5PhraseIter { a: ptr::null(), b: ptr::null() };
-        let (mut column, mut offset) = (0, 0);
-        // SAFETY: `fts` is the context of the row being read; `iter` lives across the calls.
-        let rc = unsafe { phrase_first(fts, phrase, &mut iter, &mut column, &mut offset) };
-        if rc != ffi::SQLITE_OK {
-            return Err((rc, c"FTS5 could not read the row"));
+impl Walk {
+    /// Reads the current row, whose branch and length are the function's arguments: keeps it
+    /// with the count of each query word if the view holds it; fails once the walk gives up.
+    unsafe fn read_row(
+        &mut self,
+        api: &ffi::Fts5ExtensionApi,
+        fts: *mut ffi::Fts5Context,
+        argc: c_int,
+        argv: *mut *mut ffi::sqlite3_value,
+    ) -> std::result::Result<(), Failure> {
+        let (Some(rowid), Some(phrase_count), Some(phrase_first), Some(phrase_next)) =
+            (api.xRowid, api.xPhraseCount, api.xPhraseFirst, api.xPhraseNext)
+        else {
+            return Err((ffi::SQLITE_ERROR, c"incomplete FTS5 API"));
+        };
+        // SAFETY: `fts` is the context of the row being read; `argv` holds `argc` values.
+        let words = self.words as c_int;
+        if argc != 2 || words > unsafe { phrase_count(fts) } {
+            return Err(USAGE);
         }
-        let mut n: u32 = 0;
-        while column >= 0 {
-            n += 1;
-            unsafe { phrase_next(fts, &mut iter, &mut column, &mut offset) };
+        let (seq, bid, tokens) =
+            unsafe { (rowid(fts), ffi::sqlite3_value_int64(*argv), ffi::sqlite3_value_int64(*argv.add(1))) };
+        self.read += 1;
+        if !path::holds(&self.path, seq, bid) {
+            if self.give_up.is_some_and(|sample| self.read >= sample && 2 * self.matches.len() < self.read) {
+                self.gave_up = true;
+                return Err((ffi::SQLITE_ABORT, c"the walk by words gave up"));
+            }
+            return Ok(());
         }
-        count.copy_from_slice(&n.to_le_bytes());
+        let tokens =
+            u32::try_from(tokens).map_err(|_| (ffi::SQLITE_ERROR, c"a stored length out of range"))?;
+        let mut tf = SmallVec::with_capacity(self.words);
+        for phrase in 0..words {
+            let mut iter = ffi::Fts5PhraseIter { a: ptr::null(), b: ptr::null() };
+            let (mut column, mut offset) = (0, 0);
+            // SAFETY: `fts` is the context of the row being read; `iter` lives across the calls.
+            let rc = unsafe { phrase_first(fts, phrase, &mut iter, &mut column, &mut offset) };
+            if rc != ffi::SQLITE_OK {
+                return Err((rc, c"FTS5 could not read the row"));
+            }
+            let mut n: u32 = 0;
+            while column >= 0 {
+                n += 1;
+                unsafe { phrase_next(fts, &mut iter, &mut column, &mut offset) };
+            }
+            tf.push(n);
+        }
+        self.matches.push(Match { seq, counts: TermCounts { tokens, tf } });
+        Ok(())
     }
-    Ok(blob)
 }
 
 #[cfg(test)]
@@ -340,13 +345,13 @@ mod tests {
         assert_eq!(walk(conn, &path, &by_words, 1, Some(SAMPLE)).unwrap().map(|m| m.len()), Some(3 * SAMPLE));
     }
 
-    /// A query of more words than the function keeps on the stack, and than a match keeps
-    /// inline: FTS5's counts are still the keyword counter's, word by word.
+    /// A query of more words than a match keeps inline: FTS5's counts are still the keyword
+    /// counter's, word by word.
     #[test]
     fn many_words_are_counted_as_the_keyword_counter_counts() {
         let s = Store::scratch();
         s.create_root("root").unwrap();
-        let words: Vec<String> = (0..STACK_WORDS + 4).map(|i| format!("w{i}")).collect();
+        let words: Vec<String> = (0..20).map(|i| format!("w{i}")).collect();
         let texts: Vec<String> =
             (0..6).map(|r| words.iter().step_by(r + 1).cloned().collect::<Vec<_>>().join(" ")).collect();
         for text in &texts {
@@ -359,16 +364,5 @@ mod tests {
         for (text, (_, counts)) in texts.iter().zip(&by_words) {
             assert_eq!(counts, &query.term_counts(&[&format!("{text} {text} tail"), "[]"]), "{text}");
         }
-    }
-
-    #[test]
-    fn decodes_counts() {
-        let blob: Vec<u8> = [2u32, 0].iter().flat_map(|v| v.to_le_bytes()).collect();
-        assert_eq!(
-            counts(ValueRef::Blob(&blob), 7).ok(),
-            Some(TermCounts { tokens: 7, tf: smallvec::smallvec![2, 0] })
-        );
-        assert!(counts(ValueRef::Blob(&[1, 0]), 7).is_err());
-        assert!(counts(ValueRef::Null, 7).is_err());
     }
 }

@@ -1548,7 +1548,7 @@ pub(crate) fn records_among(store: &Store, path: &BranchPath, ids: &[i64]) -> Re
 /// superseded in the view are dropped here.
 pub(crate) fn archival_fts_matches(
     store: &Store,
-    path: &BranchPath,
+    path: &Rc<BranchPath>,
     query: &Query,
     tags: &[String],
 ) -> Result<Vec<Match>> {
