@@ -3,7 +3,9 @@
 //! machine's speed than the figures themselves.
 
 use anyhow::{ensure, Result};
+use memctl_core::SearchConfig;
 use rusqlite::Connection;
+use std::cell::RefCell;
 use std::io::Write;
 use std::path::Path;
 use std::process::Command;
@@ -17,6 +19,9 @@ use crate::report::millis;
 pub struct PlainDb {
     dir: tempfile::TempDir,
     conn: Connection,
+    /// The records not in the FTS5 index yet: it takes them a batch at a time, as memctl's
+    /// does (`[search] fts_batch`), in the commit of the batch's last record.
+    waiting: RefCell<Vec<i64>>,
 }
 
 impl PlainDb {
@@ -47,7 +52,7 @@ impl PlainDb {
             "INSERT INTO records_fts(records_fts, rank) VALUES ('pgsz', ?1)",
             [memctl_core::PAGE_SIZE - 64],
         )?;
-        Ok(PlainDb { dir, conn })
+        Ok(PlainDb { dir, conn, waiting: RefCell::default() })
     }
 
     /// One transaction writing a row, its hash index entry and a journal row: the b-trees a
@@ -61,8 +66,8 @@ impl PlainDb {
 
     /// [`PlainDb::commit_row`] and, in the same transaction, what the consolidation the row
     /// triggered writes: per summary a row with its index entry and the ids it covers, a row
-    /// with two index entries per event it hides, the archival copy with its FTS5 entry, and
-    /// one journal row more.
+    /// with two index entries per event it hides, the archival copy (its FTS5 entry with its
+    /// batch's), and one journal row more.
     pub fn commit_consolidating_row(
         &self,
         i: usize,
@@ -81,7 +86,7 @@ impl PlainDb {
                 }
             }
             for (k, record) in consolidation.records.iter().enumerate() {
-                insert_record(conn, consolidation.seq + k as i64, &record.text, &record.tags)?;
+                self.insert_record(consolidation.seq + k as i64, &record.text, &record.tags)?;
             }
             journal(conn, consolidation.seq + consolidation.records.len() as i64, &consolidation.journal)
         })
@@ -98,14 +103,41 @@ impl PlainDb {
         })
     }
 
-    /// One transaction writing an archival text, its FTS5 entry (FTS5 keeps a size row for it,
-    /// which its own ranking reads) and a journal row; none of memctl's indexes on the records.
+    /// One transaction writing an archival text and a journal row, and, as memctl's index takes
+    /// records a batch at a time, in every batch's last one the batch's FTS5 entries (FTS5 keeps
+    /// a size row for each, which its own ranking reads); none of memctl's indexes on the
+    /// records.
     pub fn commit_record(&self, i: usize, text: &str, tags: &[String]) -> Result<()> {
         let tags = serde_json::to_string(tags)?;
         self.transaction(|conn| {
-            insert_record(conn, i as i64, text, &tags)?;
+            self.insert_record(i as i64, text, &tags)?;
             journal(conn, i as i64, text)
         })
+    }
+
+    /// Inserts a record, and the FTS5 entries of the records waiting for one when they make a
+    /// batch.
+    fn insert_record(&self, seq: i64, text: &str, tags: &str) -> Result<()> {
+        self.conn
+            .prepare_cached("INSERT INTO records(seq, text, tags) VALUES (?1, ?2, ?3)")?
+            .execute(rusqlite::params![seq, text, tags])?;
+        self.waiting.borrow_mut().push(seq);
+        if self.waiting.borrow().len() >= SearchConfig::default().fts_batch.get() as usize {
+            self.index_waiting()?;
+        }
+        Ok(())
+    }
+
+    /// Gives the records waiting for an FTS5 entry theirs.
+    pub fn index_waiting(&self) -> Result<()> {
+        let waiting = serde_json::to_string(&self.waiting.take())?;
+        self.conn
+            .prepare_cached(
+                "INSERT INTO records_fts(rowid, text, tags)
+                 SELECT seq, text, tags FROM records WHERE seq IN (SELECT value FROM json_each(?1))",
+            )?
+            .execute([waiting])?;
+        Ok(())
     }
 
     /// A search without an index, as far as plain SQLite goes: one scan of the records reading
@@ -206,14 +238,6 @@ pub struct RecordWrite {
 fn insert_row(conn: &Connection, i: usize, text: &str) -> Result<()> {
     conn.prepare_cached("INSERT INTO rows(rid, branch, text, hash) VALUES (?1, 1, ?2, ?3)")?
         .execute(rusqlite::params![i as i64, text, spread_hash(text)])?;
-    Ok(())
-}
-
-fn insert_record(conn: &Connection, seq: i64, text: &str, tags: &str) -> Result<()> {
-    conn.prepare_cached("INSERT INTO records(seq, text, tags) VALUES (?1, ?2, ?3)")?
-        .execute(rusqlite::params![seq, text, tags])?;
-    conn.prepare_cached("INSERT INTO records_fts(rowid, text, tags) VALUES (?1, ?2, ?3)")?
-        .execute(rusqlite::params![seq, text, tags])?;
     Ok(())
 }
 

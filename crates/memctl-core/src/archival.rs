@@ -139,7 +139,8 @@ impl Tx<'_> {
         Ok(AppendOutcome { id: seq, skipped: false })
     }
 
-    /// Inserts one version row and indexes it in the same transaction.
+    /// Inserts one version row; the FTS5 index takes it with the next batch
+    /// ([`schema::index_archival_when_due`]).
     fn insert_version(
         &self,
         seq: i64,
@@ -172,11 +173,9 @@ impl Tx<'_> {
                 )?
             }
         };
-        if let (Some(text), true) = (text, self.fts_table()?) {
-            self.conn.execute(
-                "INSERT INTO archival_fts(rowid, text, tags, branch) VALUES (?1, ?2, ?3, ?4)",
-                params![seq, text, tags_json, bid],
-            )?;
+        if text.is_some() && self.fts_table()? {
+            let conn = self.conn.sqlite().ok_or_else(|| Error::internal("FTS5 is SQLite's"))?;
+            schema::index_archival_when_due(conn, self.config.search.fts_batch.get())?;
         }
         Ok(())
     }

@@ -2,6 +2,7 @@
 //! Loading a file and applying `MEMCTL_*` overrides is the CLI's job; the engine only reads values.
 
 use serde::{Deserialize, Serialize};
+use std::num::NonZeroU32;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -83,10 +84,19 @@ pub enum FtsMode {
     Off,
 }
 
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SearchConfig {
     pub fts: FtsMode,
+    /// How many new archival versions the FTS5 index takes at once: one index write for them
+    /// all rather than one per version. A search counts the versions not yet indexed itself.
+    pub fts_batch: NonZeroU32,
+}
+
+impl Default for SearchConfig {
+    fn default() -> Self {
+        SearchConfig { fts: FtsMode::Auto, fts_batch: NonZeroU32::new(64).expect("not zero") }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -7,7 +7,7 @@
 use crate::db::{params, Backend};
 use crate::error::{Error, Result};
 use crate::rows::{Branch, BranchStatus};
-use crate::schema::event_rid;
+use crate::schema::{self, event_rid};
 use crate::store::{Store, Tx};
 use serde::Serialize;
 use serde_json::json;
@@ -152,6 +152,10 @@ impl Tx<'_> {
     fn delete_rows(&self, branches: &[Branch], journal: bool) -> Result<RowsFreed> {
         let mut rows = RowsFreed::default();
         let fts = self.fts_table()?;
+        let fts_until = match self.conn.sqlite() {
+            Some(conn) if fts => schema::fts_indexed_until(conn)?,
+            _ => 0,
+        };
         let now = self.now();
         self.progress().start("collecting branches", branches.len() as u64);
         for b in branches {
@@ -160,10 +164,13 @@ impl Tx<'_> {
             rows.events +=
                 delete(&format!("DELETE FROM events WHERE rid BETWEEN {}", event_rid::all_of("?1")))?;
             if fts {
-                // The index holds what each version's insert gave it; the same values remove it.
-                delete(
+                // The index holds what each indexed version's insert gave it; the same values
+                // remove it. Versions past its end were never in it.
+                self.conn.execute(
                     "INSERT INTO archival_fts(archival_fts, rowid, text, tags, branch)
-                     SELECT 'delete', seq, text, tags, branch FROM archival WHERE branch = ?1 AND text IS NOT NULL",
+                     SELECT 'delete', seq, text, tags, branch FROM archival
+                     WHERE branch = ?1 AND text IS NOT NULL AND seq <= ?2",
+                    params![b.bid, fts_until],
                 )?;
             }
             rows.archival += delete("DELETE FROM archival WHERE branch = ?1")?;

@@ -143,6 +143,14 @@ impl Store {
         Store::scratch_with(Config { auto_consolidate: false, ..Config::default() })
     }
 
+    /// [`Store::scratch`] whose FTS5 index takes new archival versions `batch` at a time.
+    #[cfg(test)]
+    pub(crate) fn scratch_indexing_by(batch: u32) -> Store {
+        let mut config = Config::default();
+        config.search.fts_batch = std::num::NonZeroU32::new(batch).expect("a batch of one or more");
+        Store::scratch_with(config)
+    }
+
     #[cfg(test)]
     fn scratch_with(config: Config) -> Store {
         Store::open_in_memory(config, Clock::Fixed(1.7e9)).expect("an in-memory store")

@@ -9,6 +9,8 @@
 //! rows of branch j (nearer branches did not exist yet; farther ones had been left), and the
 //! row is visible exactly when branch j wrote it (`path::holder`). Each row FTS5 returns is read
 //! with its branch and length from the narrow `(seq, branch, tokens)` index, in one statement.
+//! The index lags the table by less than a batch (`schema::index_archival_when_due`): the
+//! versions past its end are read from the table and counted as the keyword search counts.
 //!
 //! Two walks find the same matches:
 //! - **by words**: FTS5 is asked for the rows holding a query word. Its cost follows the query
@@ -35,14 +37,18 @@
 //! ranking depend on its siblings' records. Nor is FTS5 asked for the row's size
 //! (`xColumnSize`, a statement run per row); the index keeps no sizes (`columnsize=0`).
 
-use super::path;
+use super::sql::NOT_DELETED;
+use super::{counting_versions, path, KEYWORD_FIELDS};
+use crate::db::params;
 use crate::error::{Error, Result};
 use crate::query::{Match, Query, TermCounts};
 use crate::rows::BranchPath;
+use crate::schema;
 use crate::store::Store;
 use rusqlite::{ffi, Connection};
 use smallvec::SmallVec;
 use std::cell::RefCell;
+use std::ops::ControlFlow;
 use std::os::raw::{c_int, c_void};
 use std::ptr;
 use std::rc::Rc;
@@ -51,7 +57,8 @@ use std::rc::Rc;
 const SAMPLE: usize = 64;
 
 /// The view's matches of `query` whose rows carry the phrases of `tags` (a prefilter), every
-/// version of a record that matches, in no particular order.
+/// version of a record that matches, in no particular order: those in the index, and those
+/// past its end.
 pub(super) fn view_matches(
     store: &Store,
     path: &Rc<BranchPath>,
@@ -60,6 +67,19 @@ pub(super) fn view_matches(
 ) -> Result<Vec<Match>> {
     let conn = store.conn.sqlite().ok_or_else(|| Error::internal("FTS5 is SQLite's"))?;
     register(store, conn)?;
+    let mut matches = indexed_matches(store, conn, path, query, tags)?;
+    matches.extend(unindexed_matches(store, conn, path, query)?);
+    Ok(matches)
+}
+
+/// The view's matches that FTS5 finds, by words or by branches (module comment).
+fn indexed_matches(
+    store: &Store,
+    conn: &Connection,
+    path: &Rc<BranchPath>,
+    query: &Query,
+    tags: &[String],
+) -> Result<Vec<Match>> {
     if path::holds_most_branches(store, path)? {
         let by_words = query.fts_expression(tags, &[]);
         if let Some(matches) = walk(conn, path, &by_words, query.word_count(), Some(SAMPLE))? {
@@ -69,6 +89,29 @@ pub(super) fn view_matches(
     let bids: Vec<i64> = path.branches().iter().map(|b| b.bid).collect();
     let by_branches = query.fts_expression(tags, &bids);
     Ok(walk(conn, path, &by_branches, query.word_count(), None)?.unwrap_or_default())
+}
+
+/// The view's matches among the versions the index does not hold yet, those past its end
+/// (fewer than a batch: `schema::index_archival_when_due`), counted as the keyword search
+/// counts every version. Their tags are checked with the others' (`archival_fts_matches`).
+fn unindexed_matches(
+    store: &Store,
+    conn: &Connection,
+    path: &BranchPath,
+    query: &Query,
+) -> Result<Vec<Match>> {
+    let sql = format!(
+        "SELECT t.seq, t.branch, {KEYWORD_FIELDS} FROM archival t WHERE t.seq > ?1 AND {NOT_DELETED}"
+    );
+    let mut count = counting_versions(query);
+    let mut matches = Vec::new();
+    store.conn.each(&sql, params![schema::fts_indexed_until(conn)?], |row| {
+        if let Some(position) = path::held_at(path, row.get(0)?, row.get(1)?) {
+            matches.extend(count(row, 2, row.get(0)?, &path.branches()[position].id)?);
+        }
+        Ok(ControlFlow::Continue(()))
+    })?;
+    Ok(matches)
 }
 
 /// The rows of the MATCH `expression` (its first `words` phrases the query words) that the view
@@ -259,6 +302,22 @@ mod tests {
 
     type Counted = Vec<(i64, TermCounts)>;
 
+    /// Every match `view_matches` finds on `branch`, sorted by seq.
+    fn found(s: &Store, branch: &str, query: &str) -> Counted {
+        let path = s.path(branch).unwrap();
+        let mut pairs: Counted = view_matches(s, &path, &Query::parse(query), &[])
+            .unwrap()
+            .into_iter()
+            .map(|m| (m.seq, m.counts))
+            .collect();
+        pairs.sort_by_key(|(seq, _)| *seq);
+        pairs
+    }
+
+    fn indexed_until(s: &Store) -> i64 {
+        schema::fts_indexed_until(s.conn.sqlite().unwrap()).unwrap()
+    }
+
     /// Both walks on `branch`: (by words to the end, by branches), each sorted by seq.
     fn walks(s: &Store, branch: &str, query: &str, tags: &[String]) -> (Counted, Counted) {
         let conn = s.conn.sqlite().unwrap();
@@ -285,7 +344,7 @@ mod tests {
         /// the same rows with the same counts.
         #[test]
         fn both_walks_find_the_same_matches(ops in prop::collection::vec((0u8..4, 0usize..8, 0usize..6), 1..60)) {
-            let s = Store::scratch();
+            let s = Store::scratch_indexing_by(1);
             s.create_root("b0").unwrap();
             let (mut branches, mut records) = (vec!["b0".to_string()], vec![]);
             let words = ["mpi", "gpu", "kernel", "cache", "tuning", "notes"];
@@ -324,7 +383,7 @@ mod tests {
     /// and the search still finds the view's matches, by branches.
     #[test]
     fn a_small_view_walks_by_branches() {
-        let s = Store::scratch();
+        let s = Store::scratch_indexing_by(1);
         s.create_root("root").unwrap();
         s.fork("root", Some("busy")).unwrap();
         s.fork("root", Some("quiet")).unwrap();
@@ -349,7 +408,7 @@ mod tests {
     /// counter's, word by word.
     #[test]
     fn many_words_are_counted_as_the_keyword_counter_counts() {
-        let s = Store::scratch();
+        let s = Store::scratch_indexing_by(1);
         s.create_root("root").unwrap();
         let words: Vec<String> = (0..20).map(|i| format!("w{i}")).collect();
         let texts: Vec<String> =
@@ -363,6 +422,39 @@ mod tests {
         let query = Query::parse(&words.join(" "));
         for (text, (_, counts)) in texts.iter().zip(&by_words) {
             assert_eq!(counts, &query.term_counts(&[&format!("{text} {text} tail"), "[]"]), "{text}");
+        }
+    }
+
+    /// The index takes versions a batch at a time; a search finds those past its end too, with
+    /// the same counts as if every version were indexed, on every branch.
+    #[test]
+    fn versions_past_the_index_are_found_as_indexed_ones() {
+        let (batched, every) = (Store::scratch_indexing_by(3), Store::scratch_indexing_by(1));
+        for s in [&batched, &every] {
+            s.create_root("root").unwrap();
+            for i in 0..7 {
+                if i == 2 {
+                    s.fork("root", Some("child")).unwrap();
+                }
+                let branch = if i > 2 && i % 2 == 1 { "child" } else { "root" };
+                s.archival_add(branch, &format!("mpi run {i} mpi"), &[]).unwrap();
+            }
+            let kept = s.archival_list("child", None).unwrap()[0].id;
+            s.archival_update("child", kept, Some("mpi updated"), None).unwrap();
+        }
+        // Eight versions with text, three a batch: six indexed, two past the index.
+        let versions: Vec<i64> = {
+            let conn = batched.conn.sqlite().unwrap();
+            let mut stmt =
+                conn.prepare("SELECT seq FROM archival WHERE text IS NOT NULL ORDER BY seq").unwrap();
+            stmt.query_map([], |r| r.get(0)).unwrap().map(Result::unwrap).collect()
+        };
+        assert_eq!(indexed_until(&batched), versions[5]);
+        assert_eq!(indexed_until(&every), *versions.last().unwrap());
+        for branch in ["root", "child"] {
+            let both = found(&batched, branch, "mpi");
+            assert_eq!(both, found(&every, branch, "mpi"), "{branch}");
+            assert!(both.iter().any(|(seq, _)| *seq > versions[5]), "{branch}: a version past the index");
         }
     }
 }

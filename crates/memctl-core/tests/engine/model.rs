@@ -710,13 +710,20 @@ impl Harness {
 
     /// [`Harness::anchoring_every`] on the database at `url` (PostgreSQL), else on a new SQLite file.
     fn on(url: Option<String>, levels: i64) -> Harness {
+        Harness::indexing_by(url, levels, 3)
+    }
+
+    /// [`Harness::on`] with an FTS5 index that takes new records `batch` at a time, so that
+    /// searches find records both in the index and past its end.
+    fn indexing_by(url: Option<String>, levels: i64, batch: u32) -> Harness {
         // Budget eviction and consolidation have their own tests; the model covers SPEC §2.
-        let config = Config {
+        let mut config = Config {
             core_max_chars: 1_000_000,
             auto_consolidate: false,
             anchor_every: levels,
             ..Config::default()
         };
+        config.search.fts_batch = std::num::NonZeroU32::new(batch).unwrap();
         let dir = tempfile::tempdir().unwrap();
         let file = match &url {
             Some(url) => std::path::PathBuf::from(url),
@@ -1829,8 +1836,8 @@ proptest! {
     })]
 
     #[test]
-    fn engine_matches_the_model(anchor_every in 0..=3i64, ops in prop::collection::vec(op(), 1..=60)) {
-        Harness::anchoring_every(anchor_every).run(&ops)?;
+    fn engine_matches_the_model(anchor_every in 0..=3i64, fts_batch in 1..=4u32, ops in prop::collection::vec(op(), 1..=60)) {
+        Harness::indexing_by(None, anchor_every, fts_batch).run(&ops)?;
     }
 }
 
