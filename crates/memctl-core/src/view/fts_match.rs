@@ -106,8 +106,9 @@ fn unindexed_matches(
     let mut count = counting_versions(query);
     let mut matches = Vec::new();
     store.conn.each(&sql, params![schema::fts_indexed_until(conn)?], |row| {
-        if let Some(position) = path::held_at(path, row.get(0)?, row.get(1)?) {
-            matches.extend(count(row, 2, row.get(0)?, &path.branches()[position].id)?);
+        let seq = row.get(0)?;
+        if let Some(position) = path::held_at(path, seq, row.get(1)?) {
+            matches.extend(count(row, 2, seq, &path.branches()[position].id)?);
         }
         Ok(ControlFlow::Continue(()))
     })?;
