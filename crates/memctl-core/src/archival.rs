@@ -175,7 +175,7 @@ impl Tx<'_> {
         };
         if text.is_some() && self.fts_table()? {
             let conn = self.conn.sqlite().ok_or_else(|| Error::internal("FTS5 is SQLite's"))?;
-            schema::index_archival_when_due(conn, self.config.search.fts_batch.get())?;
+            schema::index_archival_when_due(conn, seq, self.config.search.fts_batch.get())?;
         }
         Ok(())
     }

@@ -657,9 +657,13 @@ pub(crate) fn index_archival(conn: &Connection) -> Result<()> {
 /// archival write's time). Versions are indexed in seq order, so the index holds exactly the
 /// versions with text up to a seq, [`fts_indexed_until`]; a search counts the few past it
 /// itself (view/fts_match.rs). (Deletes count toward a batch: the versions are counted from
-/// the narrow index by seq, without reading a row.)
-pub(crate) fn index_archival_when_due(conn: &Connection, batch: u32) -> Result<()> {
+/// the narrow index by seq, without reading a row.) `newest` is the seq of the version just
+/// written: there are no more versions past the end than seqs, so most writes need no count.
+pub(crate) fn index_archival_when_due(conn: &Connection, newest: i64, batch: u32) -> Result<()> {
     let until = fts_indexed_until(conn)?;
+    if newest - until < i64::from(batch) {
+        return Ok(());
+    }
     let waiting: i64 = conn
         .prepare_cached("SELECT count(*) FROM archival WHERE seq > ?1")?
         .query_row([until], |r| r.get(0))?;
