@@ -1223,6 +1223,37 @@ fn database_of_schema_11_is_upgraded_with_its_step_counts() {
 }
 
 #[test]
+fn upgraded_search_index_takes_only_the_new_records_in_its_batches() {
+    // Schema 11's memctl indexed every record as it wrote it: the upgrade notes that the index
+    // holds them all, and the batches that follow index only the records written after it.
+    let sb = Sandbox::new();
+    let db = sb.file("memory.sqlite");
+    std::fs::copy(fixture("schema_v11.sqlite"), &db).unwrap();
+    let found = |args: &[&str], env: &[(&str, &str)]| -> Vec<i64> {
+        let hits = sb.json_env(&[&["archival", "search"][..], args].concat(), env);
+        array(&hits, "results").iter().map(|r| int(r, "id")).collect()
+    };
+    let fallback = [("MEMCTL_SEARCH__FTS", "off")];
+    assert_eq!(found(&["c", "evicted consolidated"], &[]), found(&["c", "evicted consolidated"], &fallback));
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let until = || -> i64 {
+        conn.query_row("SELECT value FROM meta WHERE key = 'fts_indexed_until'", [], |r| r.get(0)).unwrap()
+    };
+    assert_eq!(until(), 232, "the newest record schema 11 wrote (and indexed)");
+    // Batches of two: five new records, four of them indexed in two batches, one past the end.
+    for i in 0..5 {
+        let add = ["archival", "add", "c", &format!("evicted again {i}")];
+        sb.run_env(&add, &[("MEMCTL_SEARCH__FTS_BATCH", "2")]).success();
+    }
+    assert!(until() > 232);
+    conn.execute("INSERT INTO archival_fts(archival_fts) VALUES ('integrity-check')", []).unwrap();
+    let (fts, keywords) =
+        (found(&["c", "evicted", "-k", "10"], &[]), found(&["c", "evicted", "-k", "10"], &fallback));
+    assert_eq!(fts.len(), 6, "the upgraded record and the five new ones");
+    assert_eq!(fts, keywords);
+}
+
+#[test]
 fn upgraded_records_are_measured_in_characters_as_a_write_measures_them() {
     // The schema-1 fixture with, in g2 (bid 5), a delete of record 35 and a record of
     // characters of two to four bytes around a NUL character, where SQLite's length() stops.

@@ -3,7 +3,6 @@
 //! machine's speed than the figures themselves.
 
 use anyhow::{ensure, Result};
-use memctl_core::SearchConfig;
 use rusqlite::Connection;
 use std::cell::RefCell;
 use std::io::Write;
@@ -19,8 +18,9 @@ use crate::report::millis;
 pub struct PlainDb {
     dir: tempfile::TempDir,
     conn: Connection,
-    /// The records not in the FTS5 index yet: it takes them a batch at a time, as memctl's
-    /// does (`[search] fts_batch`), in the commit of the batch's last record.
+    /// The records not in the FTS5 index yet (by seq, which the floors give in no set order:
+    /// consolidations number theirs as the run did): it takes them a batch at a time, as
+    /// memctl's does, in the commit of the batch's last record.
     waiting: RefCell<Vec<i64>>,
 }
 
@@ -122,7 +122,7 @@ impl PlainDb {
             .prepare_cached("INSERT INTO records(seq, text, tags) VALUES (?1, ?2, ?3)")?
             .execute(rusqlite::params![seq, text, tags])?;
         self.waiting.borrow_mut().push(seq);
-        if self.waiting.borrow().len() >= SearchConfig::default().fts_batch.get() as usize {
+        if self.waiting.borrow().len() >= fts_batch() as usize {
             self.index_waiting()?;
         }
         Ok(())
@@ -196,6 +196,12 @@ impl PlainDb {
         self.conn.prepare_cached("COMMIT")?.execute([])?;
         Ok(())
     }
+}
+
+/// How many records memctl's FTS5 index takes at a time (`[search] fts_batch`), which the
+/// floors' FTS5 entries follow.
+pub fn fts_batch() -> u32 {
+    memctl_core::SearchConfig::default().fts_batch.get()
 }
 
 /// The plain database's file in its directory.

@@ -2,7 +2,7 @@
 //! (s, the scale workload, is in `scale.rs`; j, inspection, in `inspection.rs`); k runs gc, m
 //! reads a conversation.
 
-use crate::floor::{Consolidation, PlainDb, RecordWrite, SummaryWrite};
+use crate::floor::{fts_batch, Consolidation, PlainDb, RecordWrite, SummaryWrite};
 use crate::gen::{bench_config, node_id, query_words, vocab, Rng, EVENT_KINDS, PHASES};
 use crate::options::BenchOptions;
 use crate::report::{median, micros, millis, percentile, table, timed, Floor, Python, Row};
@@ -302,21 +302,23 @@ fn tree(reps: &Reps) -> Result<(Vec<Row>, Value)> {
     }
     let total = median(&totals);
     let (floor, op_floors) = tree_floor(&ops, &BTreeMap::new(), reps.trees)?;
-    let floor_what = "plain SQLite, the same 29,000 texts, one commit each: a fork's 7 b-trees, a \
-                      row, a hash index entry and a journal row per core set and append, a row and \
-                      a journal row per archival add, and FTS5 entries 64 records at a time \
-                      (as memctl's index takes them)";
+    let floor_what = format!(
+        "plain SQLite, the same 29,000 texts, one commit each: a fork's 7 b-trees, a row, a hash \
+         index entry and a journal row per core set and append, a row and a journal row per \
+         archival add, and FTS5 entries {} records at a time (as memctl's index takes them)",
+        fts_batch()
+    );
     let mut rows = vec![
         Row::new("b tree 1000 branches", "29,000 ops total", "s")
             .value(total)
             .python(Python::new(6.0, "6.0 s"))
-            .floor(Floor::new(floor, floor_what))
+            .floor(Floor::new(floor, &floor_what))
             .note("auto_consolidate off (the variant below has it on); one transaction per operation"),
         Row::new("b tree 1000 branches", "throughput", "ops/s")
             .value(29_000.0 / total)
             .higher_is_better()
             .python(Python::new(4_840.0, "4,840 ops/s"))
-            .floor(Floor::new(29_000.0 / floor, floor_what)),
+            .floor(Floor::new(29_000.0 / floor, &floor_what)),
     ];
     let op_floors_what = [
         "plain SQLite's median commit of a fork's writes: a node row, its 4 index entries, a counter, \
@@ -1115,8 +1117,11 @@ fn archival_floor(
     Ok(ArchivalFloors {
         write: Floor::new(
             median(&rates),
-            "plain SQLite, one commit per record: the record and a journal row, and the FTS5 \
-             entries of 64 records in every 64th (as memctl's index takes them)",
+            format!(
+                "plain SQLite, one commit per record: the record and a journal row, and the FTS5 \
+                 entries of {0} records in every {0}th (as memctl's index takes them)",
+                fts_batch()
+            ),
         ),
         search: Floor::new(
             median(&searches),

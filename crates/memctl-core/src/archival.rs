@@ -139,8 +139,7 @@ impl Tx<'_> {
         Ok(AppendOutcome { id: seq, skipped: false })
     }
 
-    /// Inserts one version row; the FTS5 index takes it with the next batch
-    /// ([`schema::index_archival_when_due`]).
+    /// Inserts one version row; the FTS5 index takes it with the next batch (schema/fts.rs).
     fn insert_version(
         &self,
         seq: i64,
@@ -173,9 +172,8 @@ impl Tx<'_> {
                 )?
             }
         };
-        if text.is_some() && self.fts_table()? {
-            let conn = self.conn.sqlite().ok_or_else(|| Error::internal("FTS5 is SQLite's"))?;
-            schema::index_archival_when_due(conn, seq, self.config.search.fts_batch.get())?;
+        if self.fts_table()? {
+            schema::fts::index_when_due(self.conn.fts5()?, seq, self.config.search.fts_batch.get())?;
         }
         Ok(())
     }

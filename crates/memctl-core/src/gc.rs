@@ -152,10 +152,7 @@ impl Tx<'_> {
     fn delete_rows(&self, branches: &[Branch], journal: bool) -> Result<RowsFreed> {
         let mut rows = RowsFreed::default();
         let fts = self.fts_table()?;
-        let fts_until = match self.conn.sqlite() {
-            Some(conn) if fts => schema::fts_indexed_until(conn)?,
-            _ => 0,
-        };
+        let fts_until = if fts { schema::fts::indexed_until(self.conn.fts5()?)? } else { 0 };
         let now = self.now();
         self.progress().start("collecting branches", branches.len() as u64);
         for b in branches {

@@ -30,7 +30,8 @@ pub struct Store {
     pub(crate) config: Config,
     pub(crate) clock: Clock,
     pub(crate) context: OpContext,
-    /// Whether `archival_fts` exists (and so is kept up to date by every archival write);
+    /// Whether `archival_fts` exists (and so is kept up to date by archival writes, a batch at
+    /// a time: schema/fts.rs);
     /// looked up on first use, so commands that never touch archival never pay for it.
     fts_table: OnceCell<bool>,
     /// State derived from the database and kept between calls, one value per type (see
@@ -214,7 +215,7 @@ impl Store {
         self.clock
     }
 
-    /// Whether the database has the FTS5 index, which every archival write keeps up to date.
+    /// Whether the database has the FTS5 index, which archival writes keep up to date.
     pub(crate) fn fts_table(&self) -> Result<bool> {
         if let Some(&known) = self.fts_table.get() {
             return Ok(known);

@@ -127,7 +127,7 @@ fn finish_copy(tx: &Tx<'_>, next_seq: i64, collections: i64, branches: bool) -> 
         )?;
     }
     match tx.conn.sqlite() {
-        Some(conn) if tx.fts_table()? => schema::index_archival(conn)?,
+        Some(conn) if tx.fts_table()? => schema::fts::index_all(conn)?,
         Some(_) => {}
         None => {
             // New branches must get ids above the copied ones.

@@ -97,6 +97,11 @@ impl Conn {
         }
     }
 
+    /// The SQLite connection of a store with an FTS5 index, which only SQLite has.
+    pub fn fts5(&self) -> Result<&rusqlite::Connection> {
+        self.sqlite().ok_or_else(|| Error::internal("FTS5 is SQLite's"))
+    }
+
     /// The SQLite connection, for what only SQLite has (FTS5, its file, its pragmas).
     pub fn sqlite(&self) -> Option<&rusqlite::Connection> {
         match self {

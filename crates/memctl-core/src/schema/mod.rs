@@ -4,6 +4,7 @@
 //! `(branch, seq)` so the view reads each ancestor with one index range scan. Branches are
 //! referenced by an integer `bid`; the caller-facing id and node_uid live only in `branches`.
 
+pub(crate) mod fts;
 mod postgres;
 
 pub(crate) use postgres::{fill_archival, words_entry, SCHEMA as POSTGRES_SCHEMA};
@@ -468,13 +469,14 @@ CREATE INDEX archival_branch_seq_chars ON archival(branch, seq, chars);
 "#,
         fts_sql: "",
     },
-    // The FTS5 index takes new versions in batches (`index_archival_when_due`): it notes up to
-    // which seq it holds them. Every write had indexed its version, so an existing index holds
-    // them all.
+    // The FTS5 index takes new versions in batches (schema/fts.rs): it notes up to which seq it
+    // holds them. Every write had indexed its version, so an existing index holds them all. The
+    // key is written whether or not this SQLite has FTS5, so that a database migrated by a
+    // build without it has the key when one with it opens the database.
     Migration {
         name: "20261128_fts_batches",
-        sql: "",
-        fts_sql: "INSERT INTO meta(key, value) VALUES ('fts_indexed_until', (SELECT coalesce(max(seq), 0) FROM archival));",
+        sql: "INSERT INTO meta(key, value) VALUES ('fts_indexed_until', (SELECT coalesce(max(seq), 0) FROM archival));",
+        fts_sql: "",
     },
 ];
 
@@ -629,10 +631,10 @@ fn migrate(conn: &Connection) -> Result<()> {
         }
         if fts5 && current < FTS_CREATED {
             // Leaves sized before the index is filled, so the filled index has them too. Only
-            // versions with text are indexed, as every write indexes them ('rebuild' would index
+            // versions with text are indexed, as writes index them ('rebuild' would index
             // deletes too, entries gc never removes).
             fit_fts_leaves(conn)?;
-            index_archival(conn)?;
+            fts::index_all(conn)?;
         }
         Ok(())
     })();
@@ -644,59 +646,6 @@ fn migrate(conn: &Connection) -> Result<()> {
         }
     }
 }
-
-/// Fills the FTS5 index from the archival versions that have text (the ones writes index), as
-/// after a migration or a copy.
-pub(crate) fn index_archival(conn: &Connection) -> Result<()> {
-    index_archival_past(conn, 0)
-}
-
-/// The FTS5 index lags the archival versions (`[search] fts_batch`): once the versions past
-/// its end are `batch` or more, a write indexes those with text, in one statement, so that
-/// FTS5 writes one segment for them all rather than one per commit (that was half of an
-/// archival write's time). Versions are indexed in seq order, so the index holds exactly the
-/// versions with text up to a seq, [`fts_indexed_until`]; a search counts the few past it
-/// itself (view/fts_match.rs). (Deletes count toward a batch: the versions are counted from
-/// the narrow index by seq, without reading a row.) `newest` is the seq of the version just
-/// written: there are no more versions past the end than seqs, so most writes need no count.
-pub(crate) fn index_archival_when_due(conn: &Connection, newest: i64, batch: u32) -> Result<()> {
-    let until = fts_indexed_until(conn)?;
-    if newest - until < i64::from(batch) {
-        return Ok(());
-    }
-    let waiting: i64 = conn
-        .prepare_cached("SELECT count(*) FROM archival WHERE seq > ?1")?
-        .query_row([until], |r| r.get(0))?;
-    if waiting >= i64::from(batch) {
-        index_archival_past(conn, until)?;
-    }
-    Ok(())
-}
-
-/// The seq up to which the FTS5 index holds every archival version with text; it holds none
-/// past it.
-pub(crate) fn fts_indexed_until(conn: &Connection) -> Result<i64> {
-    Ok(conn
-        .prepare_cached(&format!("SELECT value FROM meta WHERE key = '{FTS_INDEXED}'"))?
-        .query_row([], |r| r.get(0))?)
-}
-
-/// Indexes the versions with text past seq `until`, and notes the index's new end.
-fn index_archival_past(conn: &Connection, until: i64) -> Result<()> {
-    conn.prepare_cached(
-        "INSERT INTO archival_fts(rowid, text, tags, branch)
-         SELECT seq, text, tags, branch FROM archival WHERE seq > ?1 AND text IS NOT NULL",
-    )?
-    .execute([until])?;
-    conn.prepare_cached(&format!(
-        "INSERT OR REPLACE INTO meta(key, value) VALUES ('{FTS_INDEXED}', (SELECT coalesce(max(seq), 0) FROM archival))"
-    ))?
-    .execute([])?;
-    Ok(())
-}
-
-/// The `meta` key of [`fts_indexed_until`].
-const FTS_INDEXED: &str = "fts_indexed_until";
 
 /// A table of a run, as `migrate` copies it.
 pub(crate) struct RunTable {

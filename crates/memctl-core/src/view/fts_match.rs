@@ -8,9 +8,9 @@
 //! the seqs between the fork of path branch j and the fork of branch j-1 can only be visible as
 //! rows of branch j (nearer branches did not exist yet; farther ones had been left), and the
 //! row is visible exactly when branch j wrote it (`path::holder`). Each row FTS5 returns is read
-//! with its branch and length from the narrow `(seq, branch, tokens)` index, in one statement.
-//! The index lags the table by less than a batch (`schema::index_archival_when_due`): the
-//! versions past its end are read from the table and counted as the keyword search counts.
+//! with its branch and length from the narrow `(seq, branch, tokens)` index, in one statement
+//! that returns no row (below). The index lags the table by less than a batch (schema/fts.rs):
+//! the versions past its end are read from the table and counted as the keyword search counts.
 //!
 //! Two walks find the same matches:
 //! - **by words**: FTS5 is asked for the rows holding a query word. Its cost follows the query
@@ -65,7 +65,7 @@ pub(super) fn view_matches(
     query: &Query,
     tags: &[String],
 ) -> Result<Vec<Match>> {
-    let conn = store.conn.sqlite().ok_or_else(|| Error::internal("FTS5 is SQLite's"))?;
+    let conn = store.conn.fts5()?;
     register(store, conn)?;
     let mut matches = indexed_matches(store, conn, path, query, tags)?;
     matches.extend(unindexed_matches(store, conn, path, query)?);
@@ -92,7 +92,7 @@ fn indexed_matches(
 }
 
 /// The view's matches among the versions the index does not hold yet, those past its end
-/// (fewer than a batch: `schema::index_archival_when_due`), counted as the keyword search
+/// (fewer than a batch: schema/fts.rs), counted as the keyword search
 /// counts every version. Their tags are checked with the others' (`archival_fts_matches`).
 fn unindexed_matches(
     store: &Store,
@@ -105,7 +105,7 @@ fn unindexed_matches(
     );
     let mut count = counting_versions(query);
     let mut matches = Vec::new();
-    store.conn.each(&sql, params![schema::fts_indexed_until(conn)?], |row| {
+    store.conn.each(&sql, params![schema::fts::indexed_until(conn)?], |row| {
         let seq = row.get(0)?;
         if let Some(position) = path::held_at(path, seq, row.get(1)?) {
             matches.extend(count(row, 2, seq, &path.branches()[position].id)?);
@@ -133,7 +133,8 @@ fn walk(
     );
     let mut statement = conn.prepare_cached(&sql)?;
     let walk = Walk { path: Rc::clone(path), words, give_up, read: 0, matches: Vec::new(), gave_up: false };
-    WALK.with(|current| *current.borrow_mut() = Some(walk));
+    let earlier = WALK.with(|current| current.replace(Some(walk)));
+    debug_assert!(earlier.is_none(), "walks do not nest: one statement runs at a time on a thread");
     let outcome = statement.query([expression]).and_then(|mut rows| rows.next().map(drop));
     let walk = WALK.with(|current| current.borrow_mut().take()).expect("the walk set above");
     if walk.gave_up {
@@ -225,11 +226,14 @@ unsafe extern "C" fn memctl_match(
     argc: c_int,
     argv: *mut *mut ffi::sqlite3_value,
 ) {
-    let outcome = WALK.with(|current| match current.borrow_mut().as_mut() {
-        // SAFETY: SQLite passes a valid API, context and `argc` values for the current row.
-        Some(walk) => unsafe { walk.read_row(&*api, fts, argc, argv) },
-        None => Err(USAGE),
-    });
+    // No panic may cross into SQLite: a walk not running (or already borrowed) is an error.
+    let outcome = WALK
+        .try_with(|current| match current.try_borrow_mut().as_deref_mut() {
+            // SAFETY: SQLite passes a valid API, context and `argc` values for the current row.
+            Ok(Some(walk)) => unsafe { walk.read_row(&*api, fts, argc, argv) },
+            _ => Err(USAGE),
+        })
+        .unwrap_or(Err(USAGE));
     match outcome {
         Ok(()) => unsafe { ffi::sqlite3_result_int(ctx, 0) },
         Err((rc, message)) => unsafe {
@@ -269,6 +273,8 @@ impl Walk {
         if !path::holds(&self.path, seq, bid) {
             if self.give_up.is_some_and(|sample| self.read >= sample && 2 * self.matches.len() < self.read) {
                 self.gave_up = true;
+                // SQLITE_ABORT ends this statement alone; errors such as SQLITE_FULL or
+                // SQLITE_NOMEM would roll back a transaction around it.
                 return Err((ffi::SQLITE_ABORT, c"the walk by words gave up"));
             }
             return Ok(());
@@ -316,7 +322,7 @@ mod tests {
     }
 
     fn indexed_until(s: &Store) -> i64 {
-        schema::fts_indexed_until(s.conn.sqlite().unwrap()).unwrap()
+        schema::fts::indexed_until(s.conn.sqlite().unwrap()).unwrap()
     }
 
     /// Both walks on `branch`: (by words to the end, by branches), each sorted by seq.
@@ -457,5 +463,28 @@ mod tests {
             assert_eq!(both, found(&every, branch, "mpi"), "{branch}");
             assert!(both.iter().any(|(seq, _)| *seq > versions[5]), "{branch}: a version past the index");
         }
+    }
+
+    /// Deletes count toward a batch: fewer versions than a batch are ever past the index's end,
+    /// whatever the writes, and the search finds what a store indexing every version finds.
+    #[test]
+    fn fewer_than_a_batch_are_ever_past_the_index() {
+        let (batched, every) = (Store::scratch_indexing_by(3), Store::scratch_indexing_by(1));
+        let past = |s: &Store| -> i64 {
+            let conn = s.conn.sqlite().unwrap();
+            conn.query_row("SELECT count(*) FROM archival WHERE seq > ?1", [indexed_until(s)], |r| r.get(0))
+                .unwrap()
+        };
+        for s in [&batched, &every] {
+            s.create_root("root").unwrap();
+            let ids: Vec<i64> =
+                (0..5).map(|i| s.archival_add("root", &format!("mpi note {i}"), &[]).unwrap().id).collect();
+            for id in ids.into_iter().take(4) {
+                s.archival_delete("root", id).unwrap();
+                assert!(past(s) < 3, "{} past the index", past(s));
+            }
+        }
+        assert_eq!(found(&batched, "root", "mpi"), found(&every, "root", "mpi"));
+        assert_eq!(found(&batched, "root", "mpi").len(), 5, "every version with text, deleted or not");
     }
 }
