@@ -108,7 +108,7 @@ impl Tx<'_> {
         }
         let bid = self.branch_for_write(branch)?.bid;
         let (text, tags) = (self.redacted(text), normalize_tags(self, tags)?);
-        let outcome = self.archival_insert(bid, ArchivalWrite { text: text.clone(), tags: tags.clone() })?;
+        let outcome = self.insert_record(bid, &text, &tags)?;
         if !outcome.skipped {
             self.journal(Some(bid), "archival.add", json!({"id": outcome.id, "text": text, "tags": tags}))?;
         }
@@ -118,10 +118,13 @@ impl Tx<'_> {
     /// Writes a new record in `bid`, redacted, unless the branch already holds an identical
     /// current one (then that one's id, skipped).
     pub(crate) fn archival_insert(&self, bid: i64, write: ArchivalWrite) -> Result<AppendOutcome> {
-        let text = self.redacted(&write.text);
-        let tags = normalize_tags(self, &write.tags)?;
-        let tags_json = serde_json::to_string(&tags)?;
-        let hash = content_hash(&[&text, &tags_json]);
+        self.insert_record(bid, &self.redacted(&write.text), &normalize_tags(self, &write.tags)?)
+    }
+
+    /// [`Tx::archival_insert`] of a text and tags as they are stored (redacted, normalized).
+    fn insert_record(&self, bid: i64, text: &str, tags: &[String]) -> Result<AppendOutcome> {
+        let tags_json = serde_json::to_string(tags)?;
+        let hash = content_hash(&[text, &tags_json]);
         // An identical version of this branch that is still its record's current version.
         let existing: Option<i64> = self.conn.query_opt(
             "SELECT t.record_id FROM archival t WHERE t.branch = ?1 AND t.text_hash = ?2
@@ -135,7 +138,7 @@ impl Tx<'_> {
             return Ok(AppendOutcome { id, skipped: true });
         }
         let seq = self.next_seq()?;
-        self.insert_version(seq, seq, bid, Some(&text), &tags_json, Some(&hash))?;
+        self.insert_version(seq, seq, bid, Some(text), &tags_json, Some(&hash))?;
         Ok(AppendOutcome { id: seq, skipped: false })
     }
 

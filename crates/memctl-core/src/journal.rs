@@ -83,8 +83,14 @@ pub(crate) fn cut(s: &str, max: usize) -> Cow<'_, str> {
         // No more characters than bytes: nothing to count.
         return Cow::Borrowed(s);
     }
-    match s.char_indices().nth(max) {
-        Some((end, _)) => Cow::Owned(format!("{}…", &s[..end])),
+    // Where the first `max` bytes are ASCII they are the first `max` characters: the cut is
+    // found without decoding them one by one (most journalled texts, an archival write's too).
+    let end = match s.as_bytes()[..max].is_ascii() {
+        true => Some(max),
+        false => s.char_indices().nth(max).map(|(end, _)| end),
+    };
+    match end {
+        Some(end) => Cow::Owned(format!("{}…", &s[..end])),
         None => Cow::Borrowed(s),
     }
 }
@@ -174,6 +180,20 @@ fn op_from_row_at(row: &Row<'_>, first: usize) -> Result<Op> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// A cut keeps the first `max` characters, whatever their widths.
+        #[test]
+        fn a_cut_keeps_the_first_characters(text in "[ab é€🚀]{0,24}", max in 0usize..20) {
+            let kept: String = text.chars().take(max).collect();
+            let expected = match kept.len() < text.len() {
+                true => format!("{kept}…"),
+                false => text.clone(),
+            };
+            prop_assert_eq!(cut(&text, max), expected);
+        }
+    }
 
     /// Arguments are written out as stored, straight or through a `Value`; a stored text that is
     /// not JSON is written as null.

@@ -21,8 +21,8 @@ pub(crate) fn indexed_until(conn: &Connection) -> Result<i64> {
 }
 
 /// After a write of version `newest`: indexes the versions past the index's end once they are
-/// `batch` or more. Every version counts toward a batch, deletes too (counted from the narrow
-/// index by seq, without reading a row), so that fewer than `batch` are ever past the end.
+/// `batch` or more. Every version counts toward a batch, deletes too (counted from
+/// `archival_lengths`, without reading a row), so that fewer than `batch` are ever past the end.
 /// There are no more of them than seqs past the end, so most writes need no count.
 pub(crate) fn index_when_due(conn: &Connection, newest: i64, batch: u32) -> Result<()> {
     let until = indexed_until(conn)?;
@@ -30,7 +30,7 @@ pub(crate) fn index_when_due(conn: &Connection, newest: i64, batch: u32) -> Resu
         return Ok(());
     }
     let waiting: i64 = conn
-        .prepare_cached("SELECT count(*) FROM archival WHERE seq > ?1")?
+        .prepare_cached("SELECT count(*) FROM archival_lengths WHERE seq > ?1")?
         .query_row([until], |r| r.get(0))?;
     if waiting >= i64::from(batch) {
         index_past(conn, until)?;

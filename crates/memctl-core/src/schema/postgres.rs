@@ -212,6 +212,14 @@ CREATE INDEX archival_branch_seq_chars ON archival(branch, seq, chars);
     // SQLite's FTS5 index takes new versions in batches; the word index here is a column of
     // each version, written with it: nothing to change.
     Migration { version: 14, name: "20261128_fts_batches", sql: "" },
+    // SQLite's search reads each match's branch and length from a table by seq instead of this
+    // index. The search here reads versions by their words (the `words` index) and never used
+    // it; both backends keep the same indexes.
+    Migration {
+        version: 15,
+        name: "20261128_archival_lengths",
+        sql: "DROP INDEX archival_seq_branch_tokens;",
+    },
 ];
 
 /// The migration that adds `archival.chars`.

@@ -8,9 +8,10 @@
 //! the seqs between the fork of path branch j and the fork of branch j-1 can only be visible as
 //! rows of branch j (nearer branches did not exist yet; farther ones had been left), and the
 //! row is visible exactly when branch j wrote it (`path::holder`). Each row FTS5 returns is read
-//! with its branch and length from the narrow `(seq, branch, tokens)` index, in one statement
-//! that returns no row (below). The index lags the table by less than a batch (schema/fts.rs):
-//! the versions past its end are read from the table and counted as the keyword search counts.
+//! with its branch and length from `archival_lengths`, a narrow table keyed by seq (one seek by
+//! integer key), in one statement that returns no row (below). The FTS5 index lags the table by
+//! less than a batch (schema/fts.rs): the versions past its end are read from the table and
+//! counted as the keyword search counts.
 //!
 //! Two walks find the same matches:
 //! - **by words**: FTS5 is asked for the rows holding a query word. Its cost follows the query
@@ -128,7 +129,7 @@ fn walk(
     // CROSS JOIN keeps FTS5's matches the outer loop whatever the table statistics say. The
     // function keeps the rows; it returns 0, so that none comes back out of SQLite.
     let sql = format!(
-        "SELECT 1 FROM archival_fts CROSS JOIN archival t INDEXED BY archival_seq_branch_tokens ON t.seq = archival_fts.rowid
+        "SELECT 1 FROM archival_fts CROSS JOIN archival_lengths t ON t.seq = archival_fts.rowid
          WHERE archival_fts MATCH ?1 AND {FUNCTION}(archival_fts, t.branch, t.tokens)"
     );
     let mut statement = conn.prepare_cached(&sql)?;

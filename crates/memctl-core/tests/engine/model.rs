@@ -1554,7 +1554,9 @@ impl Harness {
     /// What the view's partial path loads rest on (view/path.rs, `nearest_holding`): every
     /// version of a record comes at or after its first, whose seq is the record's id, and every
     /// exclusion after the event it hides. And what its event readers rest on (view/mod.rs):
-    /// every event's rowid holds its branch and seq (`event_rid`, 40 bits of seq).
+    /// every event's rowid holds its branch and seq (`event_rid`, 40 bits of seq). And what the
+    /// search's walk rests on (view/fts_match.rs): `archival_lengths` holds every version's
+    /// branch and length, and nothing else, whatever wrote or collected them.
     fn check_seq_order(&self) -> Result<(), TestCaseError> {
         if self.url.is_some() {
             return Ok(());
@@ -1575,6 +1577,18 @@ impl Harness {
             count("SELECT count(*) FROM events WHERE rid != (branch << 40) + seq"),
             0,
             "event rowids that do not hold their branch and seq"
+        );
+        let lengths = "SELECT seq, branch, tokens FROM archival_lengths";
+        let versions = "SELECT seq, branch, tokens FROM archival";
+        prop_assert_eq!(
+            count(&format!("SELECT count(*) FROM ({versions} EXCEPT {lengths})")),
+            0,
+            "versions missing from archival_lengths"
+        );
+        prop_assert_eq!(
+            count(&format!("SELECT count(*) FROM ({lengths} EXCEPT {versions})")),
+            0,
+            "rows of archival_lengths that are no version"
         );
         Ok(())
     }
