@@ -818,7 +818,7 @@ mod tests {
     /// write and collection).
     #[test]
     fn archival_lengths_follow_every_change() {
-        let store = crate::Store::scratch();
+        let store = crate::store::Store::scratch();
         store.create_root("a").unwrap();
         store.create_root("b").unwrap();
         for text in ["one two", "three four five", "six"] {
