@@ -813,43 +813,6 @@ mod tests {
         assert!(MIGRATIONS.iter().any(|m| m.sql == index));
     }
 
-    /// `archival_lengths` follows every change to a version's seq, branch or length, as an index
-    /// would, though memctl changes none after writing it (the model test holds it to every
-    /// write and collection).
-    #[test]
-    fn archival_lengths_follow_every_change() {
-        let store = crate::store::Store::scratch();
-        store.create_root("a").unwrap();
-        store.create_root("b").unwrap();
-        for text in ["one two", "three four five", "six"] {
-            store.archival_add("a", text, &[]).unwrap();
-        }
-        let conn = store.conn.sqlite().unwrap();
-        let mirrored = || {
-            let rows = |table: &str| -> Vec<(i64, i64, i64)> {
-                let sql = format!("SELECT seq, branch, tokens FROM {table} ORDER BY seq");
-                let mut statement = conn.prepare(&sql).unwrap();
-                statement
-                    .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-                    .unwrap()
-                    .map(Result::unwrap)
-                    .collect()
-            };
-            assert_eq!(rows("archival_lengths"), rows("archival"));
-            rows("archival").len()
-        };
-        assert_eq!(mirrored(), 3);
-        conn.execute_batch(
-            "UPDATE archival SET tokens = tokens + 1;
-             UPDATE archival SET branch = (SELECT bid FROM branches WHERE id = 'b') WHERE text = 'six';
-             UPDATE archival SET seq = seq + 1000 WHERE text = 'one two';",
-        )
-        .unwrap();
-        assert_eq!(mirrored(), 3);
-        conn.execute("DELETE FROM archival WHERE text = 'three four five'", []).unwrap();
-        assert_eq!(mirrored(), 2);
-    }
-
     /// An event's rowid gives back the branch and seq it was made of, at the encoding's ends,
     /// its SQL forms read the same, and what the encoding cannot hold is refused.
     #[test]

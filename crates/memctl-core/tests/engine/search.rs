@@ -770,3 +770,40 @@ fn gc_removes_from_the_index_only_what_it_holds() {
     observer.execute("INSERT INTO archival_fts(archival_fts) VALUES ('integrity-check')", []).unwrap();
     assert_eq!(ids(&s, "root", "mpi", 10, &[]).len(), 4);
 }
+
+/// `archival_lengths`, from which a search reads each match's branch and length, follows every
+/// change to a version's seq, branch or length, as an index would, though memctl changes none
+/// after writing it (the model test holds it to every write and collection).
+#[test]
+fn archival_lengths_follow_every_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("memory.sqlite");
+    let s = Store::open(&file, Config::default(), Clock::Fixed(T0)).unwrap();
+    s.create_root("a").unwrap();
+    s.create_root("b").unwrap();
+    for text in ["one two", "three four five", "six"] {
+        add(&s, "a", text, &[]);
+    }
+    let observer = rusqlite::Connection::open(&file).unwrap();
+    let rows = |table: &str| -> Vec<(i64, i64, i64)> {
+        let sql = format!("SELECT seq, branch, tokens FROM {table} ORDER BY seq");
+        let mut statement = observer.prepare(&sql).unwrap();
+        let rows = statement.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).unwrap();
+        rows.map(Result::unwrap).collect()
+    };
+    let mirrored = || {
+        assert_eq!(rows("archival_lengths"), rows("archival"));
+        rows("archival").len()
+    };
+    assert_eq!(mirrored(), 3);
+    observer
+        .execute_batch(
+            "UPDATE archival SET tokens = tokens + 1;
+             UPDATE archival SET branch = (SELECT bid FROM branches WHERE id = 'b') WHERE text = 'six';
+             UPDATE archival SET seq = seq + 1000 WHERE text = 'one two';",
+        )
+        .unwrap();
+    assert_eq!(mirrored(), 3);
+    observer.execute("DELETE FROM archival WHERE text = 'three four five'", []).unwrap();
+    assert_eq!(mirrored(), 2);
+}
