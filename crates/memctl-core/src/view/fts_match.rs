@@ -59,29 +59,30 @@ const SAMPLE: usize = 64;
 
 /// The view's matches of `query` whose rows carry the phrases of `tags` (a prefilter), every
 /// version of a record that matches, in no particular order: those in the index, and those
-/// past its end.
+/// past its end. `holds_most`: whether the path holds most branches (`path::holds_most_branches`).
 pub(super) fn view_matches(
     store: &Store,
     path: &Rc<BranchPath>,
     query: &Query,
     tags: &[String],
+    holds_most: bool,
 ) -> Result<Vec<Match>> {
     let conn = store.conn.fts5()?;
     register(store, conn)?;
-    let mut matches = indexed_matches(store, conn, path, query, tags)?;
+    let mut matches = indexed_matches(conn, path, query, tags, holds_most)?;
     matches.extend(unindexed_matches(store, conn, path, query)?);
     Ok(matches)
 }
 
 /// The view's matches that FTS5 finds, by words or by branches (module comment).
 fn indexed_matches(
-    store: &Store,
     conn: &Connection,
     path: &Rc<BranchPath>,
     query: &Query,
     tags: &[String],
+    holds_most: bool,
 ) -> Result<Vec<Match>> {
-    if path::holds_most_branches(store, path)? {
+    if holds_most {
         let by_words = query.fts_expression(tags, &[]);
         if let Some(matches) = walk(conn, path, &by_words, query.word_count(), Some(SAMPLE))? {
             return Ok(matches);
@@ -313,7 +314,8 @@ mod tests {
     /// Every match `view_matches` finds on `branch`, sorted by seq.
     fn found(s: &Store, branch: &str, query: &str) -> Counted {
         let path = s.path(branch).unwrap();
-        let mut pairs: Counted = view_matches(s, &path, &Query::parse(query), &[])
+        let holds_most = path::holds_most_branches(s, &path).unwrap();
+        let mut pairs: Counted = view_matches(s, &path, &Query::parse(query), &[], holds_most)
             .unwrap()
             .into_iter()
             .map(|m| (m.seq, m.counts))
@@ -405,7 +407,8 @@ mod tests {
         let query = Query::parse("mpi");
         let by_words = query.fts_expression(&[], &[]);
         assert!(walk(conn, &path, &by_words, 1, Some(SAMPLE)).unwrap().is_none());
-        let matches = view_matches(&s, &path, &query, &[]).unwrap();
+        let holds_most = path::holds_most_branches(&s, &path).unwrap();
+        let matches = view_matches(&s, &path, &query, &[], holds_most).unwrap();
         assert_eq!(matches.iter().map(|m| m.seq).collect::<Vec<_>>(), [seen]);
         // The busy branch's view holds all of them: the walk by words goes to the end.
         let path = s.path("busy").unwrap();

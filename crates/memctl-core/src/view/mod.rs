@@ -527,7 +527,18 @@ fn scanned_or_probed<M, T>(
     scan: impl FnOnce(&mut M) -> Result<Option<T>>,
     probes: impl FnOnce(&mut M) -> Result<T>,
 ) -> Result<T> {
-    if path::holds_most_branches(store, path)? {
+    scanned_or_probed_as(path::holds_most_branches(store, path)?, map, scan, probes)
+}
+
+/// [`scanned_or_probed`] told whether the path holds most branches, by a caller that makes
+/// several reads of one view (on PostgreSQL each asking is a round trip).
+fn scanned_or_probed_as<M, T>(
+    holds_most: bool,
+    map: &mut M,
+    scan: impl FnOnce(&mut M) -> Result<Option<T>>,
+    probes: impl FnOnce(&mut M) -> Result<T>,
+) -> Result<T> {
+    if holds_most {
         if let Some(rows) = scan(map)? {
             return Ok(rows);
         }
@@ -1408,14 +1419,14 @@ fn every_current_version<T>(
     mut map: impl RowMapper<T>,
 ) -> Result<Vec<T>> {
     store.read(|| {
-        let superseded = superseded_versions(store, path)?;
+        let holds_most = path::holds_most_branches(store, path)?;
+        let superseded = superseded_versions(store, path, holds_most)?;
         let mut current = |row: &Row<'_>, first, seq, branch: &Arc<str>| match superseded.is_superseded(seq) {
             true => Ok(None),
             false => map(row, first, seq, branch),
         };
-        scanned_or_probed(
-            store,
-            path,
+        scanned_or_probed_as(
+            holds_most,
             &mut current,
             |map| versions_by_scan(store, path, versions, map),
             |map| versions_by_probes(store, path, versions, map),
@@ -1552,8 +1563,9 @@ pub(crate) fn archival_fts_matches(
     query: &Query,
     tags: &[String],
 ) -> Result<Vec<Match>> {
-    let mut matches = fts_match::view_matches(store, path, query, tags)?;
-    let superseded = superseded_versions(store, path)?;
+    let holds_most = path::holds_most_branches(store, path)?;
+    let mut matches = fts_match::view_matches(store, path, query, tags, holds_most)?;
+    let superseded = superseded_versions(store, path, holds_most)?;
     matches.retain(|m| !superseded.is_superseded(m.seq));
     if !tags.is_empty() {
         let tagged = seqs_with_tags(store, matches.iter().map(|m| m.seq), tags)?;
@@ -1581,10 +1593,9 @@ impl Superseded {
 /// The visible updates and deletes, read through their partial index: by one scan of it
 /// ([`scanned`]) where the path holds most branches ([`scanned_or_probed`]) — a whole view then needs no
 /// path table — else, or if the scan gave up, by one range scan of it per path branch.
-fn superseded_versions(store: &Store, path: &BranchPath) -> Result<Superseded> {
-    let later = scanned_or_probed(
-        store,
-        path,
+fn superseded_versions(store: &Store, path: &BranchPath, holds_most: bool) -> Result<Superseded> {
+    let later = scanned_or_probed_as(
+        holds_most,
         &mut (),
         |_| later_versions_by_scan(store, path),
         |_| later_versions_by_probes(store, path),
@@ -2445,7 +2456,8 @@ mod tests {
                 let path = s.path(branch).unwrap();
                 let every_event = every_event_by_probes(&s, &path).unwrap();
                 let every_record = versions_by_probes_built(&s, &path).unwrap();
-                let superseded = superseded_versions(&s, &path).unwrap();
+                let holds_most = path::holds_most_branches(&s, &path).unwrap();
+                let superseded = superseded_versions(&s, &path, holds_most).unwrap();
                 let current: Vec<&Record> =
                     every_record.iter().filter(|r| !superseded.is_superseded(r.seq)).collect();
                 for n in [0, 1, 3, 8, 1000] {
