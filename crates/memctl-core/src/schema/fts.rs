@@ -22,7 +22,8 @@ pub(crate) fn indexed_until(conn: &Connection) -> Result<i64> {
 
 /// After a write of version `newest`: indexes the versions past the index's end once they are
 /// `batch` or more. Every version counts toward a batch, deletes too (counted from
-/// `archival_lengths`, without reading a row), so that fewer than `batch` are ever past the end.
+/// `archival_lengths`, without reading a version's row), so that fewer than `batch` are ever
+/// past the end.
 /// There are no more of them than seqs past the end, so most writes need no count.
 pub(crate) fn index_when_due(conn: &Connection, newest: i64, batch: u32) -> Result<()> {
     let until = indexed_until(conn)?;

@@ -685,8 +685,9 @@ pub(crate) struct RunTable {
 }
 
 /// The tables a run is made of (the same on both backends), each before the tables whose rows
-/// name its rows. `meta` (counters) and the FTS5 index are not rows of a run: the copy sets
-/// the one and rebuilds the other.
+/// name its rows. `meta` (counters), the FTS5 index and `archival_lengths` are not rows of a
+/// run: the copy sets the first, rebuilds the second, and the triggers on `archival` fill the
+/// third as its rows are copied (a copy of it would meet them, a conflict).
 pub(crate) const RUN_TABLES: &[RunTable] = &[
     RunTable {
         name: "branches",
@@ -850,6 +851,8 @@ mod tests {
             found.sort_unstable();
             assert_eq!(listed, found, "columns of {}", table.name);
         }
+        // Not rows of a run (see RUN_TABLES): the counters, the FTS5 index, SQLite's own, and
+        // what triggers derive from `archival`.
         let tables: i64 = conn
             .query_row(
                 "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'archival_fts%'

@@ -10,7 +10,9 @@
 //!   tokenizer (the one FTS5 is configured to match), as a `tsvector` under a GIN index. A
 //!   search asks it for the view's records holding any query word, then counts and ranks them
 //!   as the keyword search does: the same matches and bm25 as on SQLite. A version whose words
-//!   an entry cannot hold is indexed as `query::UNINDEXED`, which every search asks for.
+//!   an entry cannot hold is indexed as `query::UNINDEXED`, which every search asks for. Nor
+//!   is there `archival_lengths`, from which the walk over FTS5's matches reads their branches
+//!   and lengths.
 
 use super::{newer_error, Creation, SCHEMA_VERSION};
 use crate::db::{params, Conn};
