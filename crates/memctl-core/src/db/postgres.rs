@@ -88,6 +88,10 @@ pub(crate) struct PgClient {
     /// (see [`PgClient::set_argument`]).
     arguments: RefCell<Vec<(&'static str, String)>>,
     in_transaction: Cell<bool>,
+    /// How many times `gc` had collected branches when the call's first batch read it
+    /// (schema/postgres.rs), until the view's first check of its path cache takes it
+    /// (view/path.rs).
+    collections_at_start: Cell<Option<i64>>,
 }
 
 /// A statement of the engine, for this connection.
@@ -133,6 +137,7 @@ impl PgClient {
             substitutions: RefCell::new(Vec::new()),
             arguments: RefCell::new(Vec::new()),
             in_transaction: Cell::new(false),
+            collections_at_start: Cell::new(None),
         })
     }
 
@@ -337,6 +342,16 @@ impl PgClient {
                 })
                 .collect()
         }))
+    }
+
+    /// Keeps the collection count the call's first batch read, for [`PgClient::take_collections_at_start`].
+    pub fn note_collections_at_start(&self, collections: i64) {
+        self.collections_at_start.set(Some(collections));
+    }
+
+    /// The collection count the call's first batch read, once.
+    pub fn take_collections_at_start(&self) -> Option<i64> {
+        self.collections_at_start.take()
     }
 
     pub fn batch(&self, sql: &str) -> Result<()> {

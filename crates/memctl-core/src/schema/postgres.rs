@@ -264,19 +264,27 @@ fn version_sql() -> String {
 }
 
 /// The schema's version: 0 when it has none. The first request of a call, one round trip: a
-/// batch, which takes the session's settings along (db/postgres.rs), read whether the table is
-/// there or not (then the batch fails, undone whole).
+/// batch, which takes the session's settings along (db/postgres.rs), read whether the tables
+/// are there or not (then the batch fails, undone whole). The batch also reads how many times
+/// `gc` has collected branches, which the client keeps: the view's first check of its path
+/// cache takes it as its baseline, older than anything the call reads after it (view/path.rs),
+/// instead of asking the server in a round trip of its own.
 fn version(conn: &Conn) -> Result<i64> {
     let client = conn.postgres().ok_or_else(|| Error::internal("PostgreSQL's schema on another database"))?;
-    match client.batch_rows_if_present(&version_sql())? {
-        None => Ok(0),
-        Some(rows) => rows
-            .first()
+    let sql = format!(
+        "{}; SELECT coalesce((SELECT value FROM {SCHEMA}.meta WHERE key = 'gc_collections'), 0)",
+        version_sql()
+    );
+    let Some(rows) = client.batch_rows_if_present(&sql)? else { return Ok(0) };
+    let number = |at: usize, what: &str| {
+        rows.get(at)
             .cloned()
             .flatten()
-            .and_then(|version| version.parse().ok())
-            .ok_or_else(|| Error::internal("no schema version in memctl.migrations")),
-    }
+            .and_then(|value| value.parse::<i64>().ok())
+            .ok_or_else(|| Error::internal(format!("no {what} in the schema {SCHEMA}")))
+    };
+    client.note_collections_at_start(number(1, "collection count")?);
+    number(0, "version")
 }
 
 fn migrate(conn: &Conn) -> Result<()> {

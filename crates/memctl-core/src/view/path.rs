@@ -423,7 +423,8 @@ impl Store {
     /// Forgets the cached paths, branches and scan when another handle's `gc` has collected
     /// branches since they were checked: a write must never go to a collected branch. Costs a
     /// data-version read per call and, after another connection's commit, one read of the
-    /// collection count.
+    /// collection count (on PostgreSQL, which has no data version, a read per check but the
+    /// first).
     fn drop_paths_if_collected(&self) -> Result<()> {
         let version = self.data_version()?;
         let own = self.own_commit();
@@ -440,7 +441,15 @@ impl Store {
         if current {
             return Ok(());
         }
-        let collections = self.gc_collections()?;
+        // On PostgreSQL the call's first batch read the count (schema/postgres.rs): taken by
+        // the first check, it is older than anything the handle has cached since.
+        let first = self.memo(|state: &mut PathState| state.checked.is_none());
+        let at_start =
+            first.then(|| self.conn.postgres().and_then(|c| c.take_collections_at_start())).flatten();
+        let collections = match at_start {
+            Some(collections) => collections,
+            None => self.gc_collections()?,
+        };
         self.memo(|state: &mut PathState| {
             if state.checked.is_some_and(|(_, c)| c != collections) {
                 state.paths.clear();
