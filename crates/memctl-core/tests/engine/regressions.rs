@@ -1215,9 +1215,10 @@ fn a_kept_branch_scan_does_not_outlive_another_handles_mark() {
 /// A handle that kept a branch's path, its path to an anchor or the branch alone (for its
 /// writes) learns that another handle's gc collected the branch: its next write there is
 /// not-found, never rows in a collected branch. Its own commits in between do not hide the
-/// other handle's collection. On SQLite and on PostgreSQL (which has no data version: each
-/// check but the first reads the collection count; the first takes the count the handle's
-/// first batch read).
+/// other handle's collection, nor does one made before its first check. On SQLite and on
+/// PostgreSQL (which has no data version: each check but the first reads the collection count;
+/// the first takes the count the handle's first batch read, which a collection made before
+/// that check leaves behind).
 #[test]
 fn a_cached_path_does_not_outlive_another_handles_gc() {
     cached_paths_do_not_outlive_another_handles_gc(|| {
@@ -1240,9 +1241,18 @@ fn cached_paths_do_not_outlive_another_handles_gc(
     let step = Step::new(StepType::User, serde_json::json!({"text": "too late"})).unwrap();
     // What b keeps of the branch, and b's first write after the gc, which goes through it (a
     // write that fails rolls back, and a rollback clears all b keeps).
-    for keep in ["whole path", "branch", "path to its anchor"] {
+    let cases = ["whole path", "branch", "path to its anchor"]
+        .into_iter()
+        .flat_map(|keep| [(keep, false), (keep, true)]);
+    for (keep, collected_first) in cases {
         // Below the anchor that every 16th level keeps (depth 16).
         let (_dir, a, b, parent) = handles();
+        if collected_first {
+            // Before b's first check: b's count from its start is behind from then on.
+            a.fork(&parent, Some("early")).unwrap();
+            a.mark_branch("early", BranchStatus::Dead, None, false).unwrap();
+            assert_eq!(a.gc(&GcRequest::default()).unwrap().collected, ["early"]);
+        }
         a.fork(&parent, Some("doomed")).unwrap();
         let core_write = || b.core_set("doomed", "k", "too late", CoreWrite::default()).map(drop);
         let append = || b.recall_append("doomed", "note", "too late", &[]).map(drop);
@@ -1270,8 +1280,8 @@ fn cached_paths_do_not_outlive_another_handles_gc(
         assert_eq!(
             kinds,
             [Err(ErrorKind::NotFound); 8],
-            "kept its {keep}: the first write, archival add, step add, apply, core set, core del, \
-             recall exclude, view"
+            "kept its {keep} (a collection before its first check: {collected_first}): the first \
+             write, archival add, step add, apply, core set, core del, recall exclude, view"
         );
     }
 }
