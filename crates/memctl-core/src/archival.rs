@@ -3,6 +3,7 @@
 
 use crate::db::{params, Backend};
 use crate::error::{Error, Result};
+use crate::journal;
 use crate::query::{index_words, ranked, token_count, Query};
 use crate::rows::{AppendOutcome, Record};
 use crate::schema;
@@ -110,7 +111,8 @@ impl Tx<'_> {
         let (text, tags) = (self.redacted(text), normalize_tags(self, tags)?);
         let outcome = self.insert_record(bid, &text, &tags)?;
         if !outcome.skipped {
-            self.journal(Some(bid), "archival.add", json!({"id": outcome.id, "text": text, "tags": tags}))?;
+            let args = journal::RecordArgs::new(outcome.id, None, &text, &tags);
+            self.insert_op(Some(bid), "archival.add", &serde_json::to_string(&args)?)?;
         }
         Ok(outcome)
     }

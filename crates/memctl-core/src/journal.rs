@@ -72,6 +72,26 @@ pub(crate) fn cap(value: &mut Value) {
     cap_strings(value, MAX_ARG_CHARS);
 }
 
+/// The journal arguments of a write of one row with a text and tags (a recall append, with
+/// its kind; an archival add), capped, serialized straight from the borrowed values as
+/// [`Tx::journal`] would serialize them (keys in order, a missing kind left out): the hottest
+/// writes, which would otherwise build a [`Value`] of their text and walk it to cap it.
+#[derive(Serialize)]
+pub(crate) struct RecordArgs<'a> {
+    id: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kind: Option<Cow<'a, str>>,
+    tags: Vec<Cow<'a, str>>,
+    text: Cow<'a, str>,
+}
+
+impl<'a> RecordArgs<'a> {
+    pub(crate) fn new(id: i64, kind: Option<&'a str>, text: &'a str, tags: &'a [String]) -> Self {
+        let tags = tags.iter().map(|tag| capped(tag)).collect();
+        RecordArgs { id, kind: kind.map(capped), tags, text: capped(text) }
+    }
+}
+
 /// One string argument as journalled (see [`cap`]).
 pub(crate) fn capped(s: &str) -> Cow<'_, str> {
     cut(s, MAX_ARG_CHARS)
@@ -181,6 +201,29 @@ fn op_from_row_at(row: &Row<'_>, first: usize) -> Result<Op> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// The arguments serialized from borrowed values are the bytes `Tx::journal` writes,
+    /// strings past the cap included, with a kind or without.
+    #[test]
+    fn record_args_serialize_as_the_journal_would() {
+        let (long_text, long_kind, long_tag) = ("é".repeat(700), "k".repeat(600), "t".repeat(501));
+        let cases = [
+            (Some("note"), "short text", vec!["phase:draft".to_string()]),
+            (Some("plan"), long_text.as_str(), vec![]),
+            (Some(long_kind.as_str()), "\"quoted\"\n\ttext", vec![long_tag.clone(), "y".to_string()]),
+            (None, long_text.as_str(), vec!["BENCH".to_string(), long_tag.clone()]),
+            (None, "a", vec![]),
+        ];
+        for (kind, text, tags) in cases {
+            let mut expected = match kind {
+                Some(kind) => serde_json::json!({"id": 7, "kind": kind, "text": text, "tags": tags}),
+                None => serde_json::json!({"id": 7, "text": text, "tags": tags}),
+            };
+            cap(&mut expected);
+            let args = RecordArgs::new(7, kind, text, &tags);
+            assert_eq!(serde_json::to_string(&args).unwrap(), expected.to_string());
+        }
+    }
 
     proptest! {
         /// A cut keeps the first `max` characters, whatever their widths.

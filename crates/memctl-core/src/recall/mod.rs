@@ -17,25 +17,7 @@ use crate::stored_text::{content_hash, normalize_tags};
 use crate::view::{self, Counted};
 use serde::Serialize;
 use serde_json::json;
-use std::borrow::Cow;
 use std::sync::LazyLock;
-
-/// An append's journal arguments, capped, serialized straight from the borrowed values as
-/// [`Tx::journal`] would serialize them (keys in order): appends are the hottest write.
-#[derive(Serialize)]
-struct AppendArgs<'a> {
-    id: i64,
-    kind: Cow<'a, str>,
-    tags: Vec<Cow<'a, str>>,
-    text: Cow<'a, str>,
-}
-
-impl<'a> AppendArgs<'a> {
-    fn new(id: i64, kind: &'a str, text: &'a str, tags: &'a [String]) -> Self {
-        let tags = tags.iter().map(|tag| journal::capped(tag)).collect();
-        AppendArgs { id, kind: journal::capped(kind), tags, text: journal::capped(text) }
-    }
-}
 
 /// Which visible events to evict.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -124,7 +106,7 @@ impl Tx<'_> {
         let tags = normalize_tags(self, tags)?;
         let outcome = self.insert_event(bid, kind, &text, &tags)?;
         if !outcome.skipped {
-            let args = AppendArgs::new(outcome.id, kind, &text, &tags);
+            let args = journal::RecordArgs::new(outcome.id, Some(kind), &text, &tags);
             self.insert_op(Some(bid), "recall.append", &serde_json::to_string(&args)?)?;
             self.auto_consolidate(&branch)?;
         }
@@ -328,24 +310,6 @@ impl Tx<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The arguments serialized from borrowed values are the bytes `Tx::journal` writes,
-    /// strings past the cap included.
-    #[test]
-    fn append_args_serialize_as_the_journal_would() {
-        let (long_text, long_kind, long_tag) = ("é".repeat(700), "k".repeat(600), "t".repeat(501));
-        let cases = [
-            ("note", "short text", vec!["phase:draft".to_string()]),
-            ("plan", long_text.as_str(), vec![]),
-            (long_kind.as_str(), "\"quoted\"\n\ttext", vec![long_tag.clone(), "y".to_string()]),
-        ];
-        for (kind, text, tags) in cases {
-            let mut expected = json!({"id": 7, "kind": kind, "text": text, "tags": tags});
-            journal::cap(&mut expected);
-            let args = AppendArgs::new(7, kind, text, &tags);
-            assert_eq!(serde_json::to_string(&args).unwrap(), expected.to_string());
-        }
-    }
 
     /// Summaries by hand fold nothing: a view keeping more than [`RECORDED_SUMMARIES`] of them
     /// gets rows that record nothing, and still reads every summary it keeps.
