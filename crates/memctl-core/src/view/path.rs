@@ -441,11 +441,9 @@ impl Store {
         if current {
             return Ok(());
         }
-        // On PostgreSQL the call's first batch read the count (schema/postgres.rs): taken by
-        // the first check, it is older than anything the handle has cached since.
-        let first = self.memo(|state: &mut PathState| state.checked.is_none());
-        let at_start =
-            first.then(|| self.conn.postgres().and_then(|c| c.take_collections_at_start())).flatten();
+        // On PostgreSQL the call's first batch read the count (schema/postgres.rs): taken once,
+        // by the handle's first check, it is older than anything the handle has cached since.
+        let at_start = self.conn.postgres().and_then(|c| c.take_collections_at_start());
         let collections = match at_start {
             Some(collections) => collections,
             None => self.gc_collections()?,
