@@ -1312,6 +1312,41 @@ fn upgraded_search_index_holds_no_deleted_versions() {
         .unwrap()
     };
     assert_eq!((entries(1), entries(2), entries(5)), (1, 2, 0));
+    assert_eq!(lengths_and_indexed_versions(&conn), (3, 3), "the lengths of those three alone");
+}
+
+#[test]
+fn upgraded_lengths_are_those_of_the_indexed_versions() {
+    // Schema 15 kept a length for every version; from schema 16 only for those the index holds,
+    // so the upgrade drops the delete's. Schema 11's memctl indexed every record it wrote.
+    let sb = Sandbox::new();
+    let db = sb.file("memory.sqlite");
+    std::fs::copy(fixture("schema_v11.sqlite"), &db).unwrap();
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    conn.execute(
+        "INSERT INTO archival(seq, record_id, branch, text, tags, text_hash, created_at)
+         VALUES (233, 188, 6, NULL, '[]', NULL, 0)",
+        [],
+    )
+    .unwrap();
+    sb.ok(&["branch", "list"]);
+    assert_eq!(lengths_and_indexed_versions(&conn), (5, 5));
+    let hits = sb.json(&["archival", "search", "c", "consolidated"]);
+    assert!(array(&hits, "results").iter().all(|r| int(r, "id") != 188), "the deleted record");
+}
+
+/// How many rows `archival_lengths` holds, and how many of them are the branch and length of
+/// a version the FTS5 index holds (those with text up to its end).
+fn lengths_and_indexed_versions(conn: &rusqlite::Connection) -> (i64, i64) {
+    conn.query_row(
+        "SELECT (SELECT count(*) FROM archival_lengths),
+                (SELECT count(*) FROM archival_lengths l JOIN archival a USING (seq, branch, tokens)
+                 WHERE a.text IS NOT NULL
+                   AND a.seq <= (SELECT value FROM meta WHERE key = 'fts_indexed_until'))",
+        [],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )
+    .unwrap()
 }
 
 #[test]

@@ -5,6 +5,10 @@
 //! exactly the versions with text up to a seq, [`indexed_until`]; a search counts the versions
 //! past it itself, as the keyword search counts (view/fts_match.rs), and `gc` removes from the
 //! index only versions it holds.
+//!
+//! `archival_lengths` holds the seq, branch and length of each version the index holds, for
+//! the walk over its matches: written with the index's batches, and removed with the versions
+//! (a trigger on `archival`'s deletes, which only gc makes).
 
 use crate::error::{Error, Result};
 use rusqlite::{Connection, OptionalExtension};
@@ -21,9 +25,8 @@ pub(crate) fn indexed_until(conn: &Connection) -> Result<i64> {
 }
 
 /// After a write of version `newest`: indexes the versions past the index's end once they are
-/// `batch` or more. Every version counts toward a batch, deletes too (counted from
-/// `archival_lengths`, without reading a version's row), so that fewer than `batch` are ever
-/// past the end.
+/// `batch` or more. Every version counts toward a batch, deletes too, so that fewer than
+/// `batch` are ever past the end: a count of fewer than `batch` rows of the table's last pages.
 /// There are no more of them than seqs past the end, so most writes need no count.
 pub(crate) fn index_when_due(conn: &Connection, newest: i64, batch: u32) -> Result<()> {
     let until = indexed_until(conn)?;
@@ -31,7 +34,7 @@ pub(crate) fn index_when_due(conn: &Connection, newest: i64, batch: u32) -> Resu
         return Ok(());
     }
     let waiting: i64 = conn
-        .prepare_cached("SELECT count(*) FROM archival_lengths WHERE seq > ?1")?
+        .prepare_cached("SELECT count(*) FROM archival WHERE seq > ?1")?
         .query_row([until], |r| r.get(0))?;
     if waiting >= i64::from(batch) {
         index_past(conn, until)?;
@@ -39,16 +42,25 @@ pub(crate) fn index_when_due(conn: &Connection, newest: i64, batch: u32) -> Resu
     Ok(())
 }
 
-/// Fills the index from every archival version that has text, as after a migration or a copy.
+/// Fills the empty index, and its lengths, from every archival version that has text, as after
+/// a migration or a copy. The lengths may hold what the migration `20261128_archival_lengths`
+/// filled them with: they are filled anew.
 pub(crate) fn index_all(conn: &Connection) -> Result<()> {
+    conn.execute("DELETE FROM archival_lengths", [])?;
     index_past(conn, 0)
 }
 
-/// Indexes the versions with text past seq `until`, and notes the index's new end.
+/// Indexes the versions with text past seq `until`, with their lengths, and notes the index's
+/// new end.
 fn index_past(conn: &Connection, until: i64) -> Result<()> {
     conn.prepare_cached(
         "INSERT INTO archival_fts(rowid, text, tags, branch)
          SELECT seq, text, tags, branch FROM archival WHERE seq > ?1 AND text IS NOT NULL",
+    )?
+    .execute([until])?;
+    conn.prepare_cached(
+        "INSERT INTO archival_lengths(seq, branch, tokens)
+         SELECT seq, branch, tokens FROM archival WHERE seq > ?1 AND text IS NOT NULL",
     )?
     .execute([until])?;
     conn.prepare_cached(&format!(

@@ -506,6 +506,21 @@ DROP INDEX archival_seq_branch_tokens;
 "#,
         fts_sql: "",
     },
+    // `archival_lengths` is read only for the FTS5 index's matches, so it need hold only the
+    // versions the index holds. It is written with the index's batches (schema/fts.rs) instead
+    // of by a trigger at every write, a b-tree page less in each write's commit. A version is
+    // never updated (a new version is a new row), so only the delete trigger is kept.
+    Migration {
+        name: "20261128_lengths_with_index",
+        sql: r#"
+DROP TRIGGER archival_lengths_insert;
+DROP TRIGGER archival_lengths_update;
+DELETE FROM archival_lengths
+WHERE seq > (SELECT value FROM meta WHERE key = 'fts_indexed_until')
+   OR seq IN (SELECT seq FROM archival WHERE text IS NULL);
+"#,
+        fts_sql: "",
+    },
 ];
 
 /// SQL: event `kind` is a conversation step's (`step:<type>`), the condition of the partial index
@@ -686,8 +701,7 @@ pub(crate) struct RunTable {
 
 /// The tables a run is made of (the same on both backends), each before the tables whose rows
 /// name its rows. `meta` (counters), the FTS5 index and `archival_lengths` are not rows of a
-/// run: the copy sets the first, rebuilds the second, and the triggers on `archival` fill the
-/// third as its rows are copied (a copy of it would meet them, a conflict).
+/// run: the copy sets the first and rebuilds the other two (schema/fts.rs).
 pub(crate) const RUN_TABLES: &[RunTable] = &[
     RunTable {
         name: "branches",
@@ -851,8 +865,8 @@ mod tests {
             found.sort_unstable();
             assert_eq!(listed, found, "columns of {}", table.name);
         }
-        // Not rows of a run (see RUN_TABLES): the counters, the FTS5 index, SQLite's own, and
-        // what triggers derive from `archival`.
+        // Not rows of a run (see RUN_TABLES): the counters, the FTS5 index with its lengths, and
+        // SQLite's own.
         let tables: i64 = conn
             .query_row(
                 "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'archival_fts%'

@@ -222,6 +222,8 @@ CREATE INDEX archival_branch_seq_chars ON archival(branch, seq, chars);
         name: "20261128_archival_lengths",
         sql: "DROP INDEX archival_seq_branch_tokens;",
     },
+    // SQLite's `archival_lengths` is written with its FTS5 index's batches: nothing here.
+    Migration { version: 16, name: "20261128_lengths_with_index", sql: "" },
 ];
 
 /// The migration that adds `archival.chars`.
