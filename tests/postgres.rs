@@ -259,6 +259,8 @@ fn the_upgrade_counts_an_existing_run_as_on_sqlite() {
              ALTER TABLE memctl.archival DROP COLUMN chars;
              CREATE INDEX archival_branch_seq ON memctl.archival(branch, seq);
              CREATE INDEX archival_seq_branch_tokens ON memctl.archival(seq, branch, tokens);
+             DROP INDEX memctl.archival_record_versions;
+             CREATE INDEX archival_record_seq ON memctl.archival(record_id, seq);
              DELETE FROM memctl.migrations WHERE version >= 12;",
         );
         sb.ok(&["--db", &url, "branch", "list"]);

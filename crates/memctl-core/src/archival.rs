@@ -129,10 +129,13 @@ impl Tx<'_> {
         let hash = content_hash(&[text, &tags_json]);
         // An identical version of this branch that is still its record's current version.
         let existing: Option<i64> = self.conn.query_opt(
-            "SELECT t.record_id FROM archival t WHERE t.branch = ?1 AND t.text_hash = ?2
-                 AND NOT EXISTS (SELECT 1 FROM archival n WHERE n.record_id = t.record_id
-                                 AND n.seq > t.seq AND n.branch = ?1)
-                 LIMIT 1",
+            &format!(
+                "SELECT t.record_id FROM archival t WHERE t.branch = ?1 AND t.text_hash = ?2
+                     AND NOT EXISTS (SELECT 1 FROM archival n WHERE n.record_id = t.record_id
+                                     AND n.seq > t.seq AND n.branch = ?1 AND {})
+                     LIMIT 1",
+                schema::later_version("n")
+            ),
             params![bid, hash],
             |r| r.get(0),
         )?;

@@ -521,6 +521,19 @@ WHERE seq > (SELECT value FROM meta WHERE key = 'fts_indexed_until')
 "#,
         fts_sql: "",
     },
+    // The index of versions by record served "is there a newer version of this record?" and
+    // "the versions of record r". A newer version is never a record's first, and a record's
+    // first is the row whose seq is its id: an index of the later versions alone serves both,
+    // and a new record, most archival writes, writes no entry to it (a b-tree page less in its
+    // commit).
+    Migration {
+        name: "20261128_record_versions",
+        sql: r#"
+DROP INDEX archival_record_seq;
+CREATE INDEX archival_record_versions ON archival(record_id, seq) WHERE record_id != seq;
+"#,
+        fts_sql: "",
+    },
 ];
 
 /// SQL: event `kind` is a conversation step's (`step:<type>`), the condition of the partial index
@@ -529,6 +542,25 @@ WHERE seq > (SELECT value FROM meta WHERE key = 'fts_indexed_until')
 /// names it has one table with a `kind` column (the steps' reads join `events` to the path and
 /// the exclusions, which have none).
 pub(crate) const STEP_EVENT: &str = "substr(kind, 1, 5) = 'step:'";
+
+/// SQL: archival version `t` (a table alias) is not its record's first, whose seq is the
+/// record's id: the condition of the partial indexes `archival_later_versions` and
+/// `archival_record_versions`, which only a query whose WHERE holds it can use.
+pub(crate) fn later_version(t: &str) -> String {
+    format!("{t}.record_id != {t}.seq")
+}
+
+/// SQL: archival version `t` is a version of record `id` (an SQL expression): the first one
+/// by its seq, a later one through `archival_record_versions`, which holds no first version (a
+/// new record writes no entry to it). Both backends read the two arms by their indexes. The
+/// first arm does not name `record_id = id`: PostgreSQL would take a condition common to both
+/// arms out of the OR and join on it by a scan of the table.
+pub(crate) fn version_of(t: &str, id: &str) -> String {
+    format!(
+        "(({t}.seq = {id} AND {t}.record_id = {t}.seq) OR ({t}.record_id = {id} AND {}))",
+        later_version(t)
+    )
+}
 
 /// The page size of new databases. A commit writes whole pages to the WAL (an append: three), and
 /// the disk writes them back at each checkpoint; 2 KiB pages halve those bytes against SQLite's

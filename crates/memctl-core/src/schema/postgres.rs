@@ -224,6 +224,15 @@ CREATE INDEX archival_branch_seq_chars ON archival(branch, seq, chars);
     },
     // SQLite's `archival_lengths` is written with its FTS5 index's batches: nothing here.
     Migration { version: 16, name: "20261128_lengths_with_index", sql: "" },
+    // As on SQLite: the versions of a record past its first are indexed by record alone.
+    Migration {
+        version: 17,
+        name: "20261128_record_versions",
+        sql: r#"
+DROP INDEX archival_record_seq;
+CREATE INDEX archival_record_versions ON archival(record_id, seq) WHERE record_id != seq;
+"#,
+    },
 ];
 
 /// The migration that adds `archival.chars`.

@@ -6,7 +6,7 @@
 use crate::db::{Row, Value};
 use crate::error::Result;
 use crate::rows::{BranchPath, Event, Summary};
-use crate::schema::event_rid;
+use crate::schema::{event_rid, version_of};
 use crate::store::Store;
 use serde::Serialize;
 use std::collections::{BTreeSet, HashMap};
@@ -137,7 +137,7 @@ pub(crate) fn record(store: &Store, path: &BranchPath, id: i64) -> Result<Vec<Pl
         store,
         path,
         "archival t JOIN branches b ON b.bid = t.branch",
-        "t.record_id = ?1",
+        &version_of("t", "?1"),
         id.into(),
         "t.text, t.tags",
         |r| Ok(Version { text: r.get(FIRST)?, tags: super::tags_at(r, FIRST + 1)? }),

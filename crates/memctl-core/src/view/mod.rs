@@ -68,7 +68,7 @@ use crate::db::{named, params, Backend, Params, Row, ValueRef};
 use crate::error::{Error, Result};
 use crate::query::{Match, Query};
 use crate::rows::{is_step, Branch, BranchPath, CoreEntry, Event, Record, Summary};
-use crate::schema::{event_rid, STEP_EVENT};
+use crate::schema::{event_rid, later_version, version_of, STEP_EVENT};
 use crate::store::Store;
 use serde::Serialize;
 use smallvec::{smallvec, SmallVec};
@@ -1517,14 +1517,10 @@ fn counting_versions(query: &Query) -> impl RowMapper<Match> + '_ {
 pub(crate) fn archival_record(store: &Store, path: &BranchPath, id: i64) -> Result<Option<Record>> {
     // The record's id is the seq of its first version, which all its other versions come after.
     load_from(store, path, id)?;
-    let sql = format!(
-        "SELECT {RECORD_COLUMNS} FROM archival t JOIN temp.view_path p ON {}
-         WHERE t.record_id = ?1 ORDER BY t.seq DESC LIMIT 1",
-        visible_through("p", "t")
-    );
     // The newest visible version is a tombstone when its text is NULL: deleted in this view.
     let mut shared = Shared::default();
     let mut building = building_records(&mut shared);
+    let sql = newest_version_of_record();
     let mut newest =
         mapped_rows(store, path, &sql, params![id], &mut |row: &Row<'_>, first, seq, branch: &Arc<str>| {
             match row.value(first + 1)? {
@@ -1535,6 +1531,16 @@ pub(crate) fn archival_record(store: &Store, path: &BranchPath, id: i64) -> Resu
     Ok(newest.pop())
 }
 
+/// SQL: the newest visible version of record `?1`, with [`RECORD_COLUMNS`].
+fn newest_version_of_record() -> String {
+    format!(
+        "SELECT {RECORD_COLUMNS} FROM archival t JOIN temp.view_path p ON {}
+         WHERE {} ORDER BY t.seq DESC LIMIT 1",
+        visible_through("p", "t"),
+        version_of("t", "?1")
+    )
+}
+
 /// The visible versions of those of records `ids` the view holds, newest version first.
 pub(crate) fn records_among(store: &Store, path: &BranchPath, ids: &[i64]) -> Result<Vec<Record>> {
     // A record's id is the seq of its first version, which all its other versions come after;
@@ -1543,15 +1549,21 @@ pub(crate) fn records_among(store: &Store, path: &BranchPath, ids: &[i64]) -> Re
         return Ok(Vec::new());
     };
     load_from(store, path, oldest)?;
-    let sql = format!(
-        "SELECT {RECORD_COLUMNS} FROM {} j JOIN archival t ON t.record_id = j.value
+    records_of(store, path, &current_versions_among(store.backend()), params![serde_json::to_string(ids)?])
+}
+
+/// SQL: the current visible versions of the records in JSON array `?1`, with
+/// [`RECORD_COLUMNS`], newest first.
+fn current_versions_among(backend: Backend) -> String {
+    format!(
+        "SELECT {RECORD_COLUMNS} FROM {} j JOIN archival t ON {}
          JOIN temp.view_path p ON {}
          WHERE {NOT_DELETED} AND {} ORDER BY t.seq DESC",
-        store.backend().json_ints("?1"),
+        backend.json_ints("?1"),
+        version_of("t", "j.value"),
         visible_through("p", "t"),
         current_version()
-    );
-    records_of(store, path, &sql, params![serde_json::to_string(ids)?])
+    )
 }
 
 /// FTS5: the visible, current versions matching `query` and carrying all `tags`. FTS5 finds
@@ -1612,9 +1624,11 @@ fn superseded_versions(store: &Store, path: &BranchPath, holds_most: bool) -> Re
 /// The seq and record id of each visible version that is not a record's first, from one scan
 /// of their partial index ([`scanned`]); None if it gave up.
 fn later_versions_by_scan(store: &Store, path: &BranchPath) -> Result<Option<Vec<(i64, i64)>>> {
-    let sql = "SELECT t.seq, t.branch, t.record_id FROM archival t INDEXED BY archival_later_versions
-               WHERE t.record_id != t.seq";
-    Ok(scanned(store, path, sql, params![], Place::Columns(0, 1), |row, held| {
+    let sql = format!(
+        "SELECT t.seq, t.branch, t.record_id FROM archival t INDEXED BY archival_later_versions WHERE {}",
+        later_version("t")
+    );
+    Ok(scanned(store, path, &sql, params![], Place::Columns(0, 1), |row, held| {
         Ok(Some((held.seq, row.get(2)?)))
     })?
     .whole())
@@ -1630,7 +1644,7 @@ fn later_versions_by_probes(store: &Store, path: &BranchPath) -> Result<Vec<(i64
             "archival",
             "INDEXED BY archival_later_versions",
             None,
-            "t.record_id != t.seq",
+            &later_version("t"),
             None
         )
     );
@@ -2172,6 +2186,34 @@ mod tests {
         // What hides the steps a scan found is looked up by their ids.
         let hidden = plan(exclusions_of(Backend::Sqlite), params!["[1, 2]"]);
         assert!(hidden.contains("SEARCH x USING INDEX inherited_exclusions_event (event_id=?)"), "{hidden}");
+    }
+
+    /// A record's versions are found by their indexes, the first by its seq and the later ones
+    /// by record (a partial index, which holds no first version), and so is a newer version of
+    /// a record, never by a scan.
+    #[test]
+    fn record_versions_are_read_by_their_indexes() {
+        assert_eq!(later_version("t"), "t.record_id != t.seq", "the partial indexes' condition");
+        let s = Store::scratch();
+        s.create_root("root").unwrap();
+        path::load(&s, &s.path("root").unwrap()).unwrap();
+        let plan = |sql: String, params: Params<'_>| {
+            let plan = s.conn.query(&format!("EXPLAIN QUERY PLAN {sql}"), params, |r| r.get::<String>(3));
+            plan.unwrap().join("\n")
+        };
+        for plan in [
+            plan(newest_version_of_record(), params![1i64]),
+            plan(current_versions_among(Backend::Sqlite), params!["[1, 2]"]),
+        ] {
+            assert!(plan.contains("SEARCH t USING INTEGER PRIMARY KEY (rowid=?)"), "{plan}");
+            assert!(plan.contains("SEARCH t USING INDEX archival_record_versions (record_id=?)"), "{plan}");
+            assert!(!plan.contains("SCAN t") && !plan.contains("SCAN n"), "{plan}");
+        }
+        let newer = plan(current_versions_among(Backend::Sqlite), params!["[1, 2]"]);
+        assert!(
+            newer.contains("SEARCH n USING INDEX archival_record_versions (record_id=? AND seq>?)"),
+            "{newer}"
+        );
     }
 
     #[test]

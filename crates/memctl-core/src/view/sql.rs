@@ -3,7 +3,7 @@
 //! row that …", is built from it over `temp.view_path` (path.rs).
 
 use crate::db::Backend;
-use crate::schema::event_rid;
+use crate::schema::{event_rid, later_version};
 
 /// Row `t` of a layer table is visible through path entry `p`: it belongs to that path branch
 /// and is not newer than the branch's cutoff (SPEC §2).
@@ -132,8 +132,9 @@ pub(super) fn live_core(t: &str) -> String {
 pub(super) fn current_version() -> String {
     format!(
         "NOT EXISTS (SELECT 1 FROM archival n JOIN temp.view_path q ON {}
-                     WHERE n.record_id = t.record_id AND n.seq > t.seq)",
-        visible_through("q", "n")
+                     WHERE n.record_id = t.record_id AND n.seq > t.seq AND {})",
+        visible_through("q", "n"),
+        later_version("n")
     )
 }
 
