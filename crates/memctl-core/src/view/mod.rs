@@ -281,10 +281,12 @@ const CORE_SCAN_MIN_ROWS: usize = 32;
 /// branch, which [`core_by_key`] skips at about two and a half rows' cost per pair.
 const CORE_ROWS_PER_PAIR: usize = 3;
 
-/// The live core rows of the path down to its nearest anchor and the anchor's rows (see
-/// [`load_to_anchor`]), every version of every key; None if `may_give_up` and they are many
-/// versions of few keys ([`CORE_SCAN_MIN_ROWS`]). Each of a key's versions costs a row read here,
-/// which is cheapest while most are current.
+/// Per key, the newest of the live core rows of the path down to its nearest anchor and the
+/// anchor's rows (see [`load_to_anchor`]); None if `may_give_up` and they are many versions of
+/// few keys ([`CORE_SCAN_MIN_ROWS`]). Each of a key's versions costs a row read here, which is
+/// cheapest while most are current; a row older than its key's newest so far is passed over
+/// after reading its key and seq, unbuilt (in a tree, most rows read are older values of a key
+/// that a nearer branch set again).
 fn core_by_scan(
     store: &Store,
     path: &BranchPath,
@@ -296,25 +298,38 @@ fn core_by_scan(
         anchored(store.backend(), "core", CORE_COLUMNS),
         live_core("")
     );
-    let (mut rows, mut check_at, mut given_up) = (Vec::new(), CORE_SCAN_MIN_ROWS + 1, false);
+    let mut rows: Vec<(CoreEntry, bool)> = Vec::new();
+    // Each key's place in `rows`, and the (branch, place) of every row read.
+    let mut places: HashMap<Vec<u8>, usize> = HashMap::new();
+    let mut read: Vec<(i64, usize)> = Vec::new();
+    let (mut check_at, mut given_up) = (CORE_SCAN_MIN_ROWS + 1, false);
     store.conn.each(&sql, params, |row| {
-        rows.push(core_entry(path, row)?);
+        let key = row.text_bytes(0)?;
+        let place = match places.get(key) {
+            Some(&place) => {
+                if row.get::<i64>(3)? > rows[place].0.seq {
+                    rows[place] = core_entry(path, row)?;
+                }
+                place
+            }
+            None => {
+                places.insert(key.to_vec(), rows.len());
+                rows.push(core_entry(path, row)?);
+                rows.len() - 1
+            }
+        };
+        read.push((row.get(2)?, place));
         // Counted at doubling row counts: nothing for the few rows of most reads.
-        if may_give_up && rows.len() == check_at {
-            given_up = rows.len() > CORE_ROWS_PER_PAIR * branch_key_pairs(&rows);
+        if may_give_up && read.len() == check_at {
+            let mut pairs = read.clone();
+            pairs.sort_unstable();
+            pairs.dedup();
+            given_up = read.len() > CORE_ROWS_PER_PAIR * pairs.len();
             check_at *= 2;
         }
         Ok(if given_up { ControlFlow::Break(()) } else { ControlFlow::Continue(()) })
     })?;
     Ok((!given_up).then_some(rows))
-}
-
-/// How many (branch, key) pairs `rows` hold.
-fn branch_key_pairs(rows: &[(CoreEntry, bool)]) -> usize {
-    let mut pairs: Vec<(&str, &str)> = rows.iter().map(|(e, _)| (&*e.branch, e.key.as_str())).collect();
-    pairs.sort_unstable();
-    pairs.dedup();
-    pairs.len()
 }
 
 /// What [`core_by_scan`] reads that can be a key's newest live row: per branch and key one
