@@ -2187,13 +2187,8 @@ mod tests {
     #[test]
     fn steps_are_read_from_their_index() {
         assert_eq!(STEP_EVENT, format!("substr(kind, 1, {}) = '{STEP_KIND}'", STEP_KIND.len()));
-        let s = Store::scratch();
-        s.create_root("root").unwrap();
-        path::load(&s, &s.path("root").unwrap()).unwrap();
-        let plan = |sql: String, params: Params<'_>| {
-            let plan = s.conn.query(&format!("EXPLAIN QUERY PLAN {sql}"), params, |r| r.get::<String>(3));
-            plan.unwrap().join("\n")
-        };
+        let s = planning_store();
+        let plan = |sql: String, params: Params<'_>| plan_of(&s, &sql, params);
         let scan = plan(STEP_ROWS.every_one(), params![]);
         assert!(scan.contains("SCAN t USING INDEX events_steps") && !scan.contains("TEMP B-TREE"), "{scan}");
         let probes = plan(STEP_ROWS.past_rid(Backend::Sqlite), params![-1i64]);
@@ -2209,13 +2204,8 @@ mod tests {
     #[test]
     fn record_versions_are_read_by_their_indexes() {
         assert_eq!(later_version("t"), "t.record_id != t.seq", "the partial indexes' condition");
-        let s = Store::scratch();
-        s.create_root("root").unwrap();
-        path::load(&s, &s.path("root").unwrap()).unwrap();
-        let plan = |sql: String, params: Params<'_>| {
-            let plan = s.conn.query(&format!("EXPLAIN QUERY PLAN {sql}"), params, |r| r.get::<String>(3));
-            plan.unwrap().join("\n")
-        };
+        let s = planning_store();
+        let plan = |sql: String, params: Params<'_>| plan_of(&s, &sql, params);
         for plan in [
             plan(newest_version_of_record(), params![1i64]),
             plan(current_versions_among(Backend::Sqlite), params!["[1, 2]"]),
@@ -2229,6 +2219,20 @@ mod tests {
             newer.contains("SEARCH n USING INDEX archival_record_versions (record_id=? AND seq>?)"),
             "{newer}"
         );
+    }
+
+    /// A store with a root whose path is loaded, to plan the view's statements on.
+    fn planning_store() -> Store {
+        let s = Store::scratch();
+        s.create_root("root").unwrap();
+        path::load(&s, &s.path("root").unwrap()).unwrap();
+        s
+    }
+
+    /// SQLite's plan of `sql`, one line per step.
+    fn plan_of(s: &Store, sql: &str, params: Params<'_>) -> String {
+        let plan = s.conn.query(&format!("EXPLAIN QUERY PLAN {sql}"), params, |r| r.get::<String>(3));
+        plan.unwrap().join("\n")
     }
 
     #[test]
