@@ -1335,6 +1335,44 @@ fn upgraded_lengths_are_those_of_the_indexed_versions() {
     assert!(array(&hits, "results").iter().all(|r| int(r, "id") != 188), "the deleted record");
 }
 
+#[test]
+fn upgraded_lengths_leave_out_the_versions_past_the_index() {
+    // Schema 15 kept a length for every version, those past the index's end too (fewer than a
+    // batch): the upgrade drops theirs, which the next batch writes.
+    let sb = Sandbox::initialized();
+    sb.ok(&["branch", "create", "root"]);
+    let batch = [("MEMCTL_SEARCH__FTS_BATCH", "2")];
+    let add = |i: usize| {
+        sb.run_env(&["archival", "add", "root", &format!("tiling note {i}")], &batch).success();
+    };
+    // Two indexed, the third past the index's end.
+    (0..3).for_each(add);
+    let conn = rusqlite::Connection::open(sb.file("memory.sqlite")).unwrap();
+    // Back to schema 15: a length for every version, its triggers, its index by record.
+    conn.execute_batch(
+        "DELETE FROM archival_lengths;
+         INSERT INTO archival_lengths(seq, branch, tokens) SELECT seq, branch, tokens FROM archival;
+         CREATE TRIGGER archival_lengths_insert AFTER INSERT ON archival BEGIN
+             INSERT INTO archival_lengths(seq, branch, tokens) VALUES (new.seq, new.branch, new.tokens);
+         END;
+         CREATE TRIGGER archival_lengths_update AFTER UPDATE OF seq, branch, tokens ON archival BEGIN
+             DELETE FROM archival_lengths WHERE seq = old.seq;
+             INSERT INTO archival_lengths(seq, branch, tokens) VALUES (new.seq, new.branch, new.tokens);
+         END;
+         DROP INDEX archival_record_versions;
+         CREATE INDEX archival_record_seq ON archival(record_id, seq);
+         DELETE FROM meta WHERE key IN ('migration:16', 'migration:17');
+         PRAGMA user_version = 15;",
+    )
+    .unwrap();
+    assert_eq!(lengths_and_indexed_versions(&conn), (3, 2));
+    // The upgrade, then a batch of the third and fourth.
+    add(3);
+    assert_eq!(lengths_and_indexed_versions(&conn), (4, 4));
+    let hits = sb.json(&["archival", "search", "root", "tiling", "-k", "10"]);
+    assert_eq!(array(&hits, "results").len(), 4);
+}
+
 /// How many rows `archival_lengths` holds, and how many of them are the branch and length of
 /// a version the FTS5 index holds (those with text up to its end).
 fn lengths_and_indexed_versions(conn: &rusqlite::Connection) -> (i64, i64) {

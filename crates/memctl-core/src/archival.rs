@@ -90,6 +90,18 @@ impl Store {
     }
 }
 
+/// SQL: the record of a version of branch `?1` with content hash `?2` that is still its
+/// record's current version there.
+fn identical_current_version() -> String {
+    format!(
+        "SELECT t.record_id FROM archival t WHERE t.branch = ?1 AND t.text_hash = ?2
+             AND NOT EXISTS (SELECT 1 FROM archival n WHERE n.record_id = t.record_id
+                             AND n.seq > t.seq AND n.branch = ?1 AND {})
+             LIMIT 1",
+        schema::later_version("n")
+    )
+}
+
 fn unknown_record(id: i64, branch: &str) -> Error {
     Error::not_found(format!("archival record {id} is not in the view of branch '{branch}'"))
 }
@@ -127,18 +139,8 @@ impl Tx<'_> {
     fn insert_record(&self, bid: i64, text: &str, tags: &[String]) -> Result<AppendOutcome> {
         let tags_json = serde_json::to_string(tags)?;
         let hash = content_hash(&[text, &tags_json]);
-        // An identical version of this branch that is still its record's current version.
-        let existing: Option<i64> = self.conn.query_opt(
-            &format!(
-                "SELECT t.record_id FROM archival t WHERE t.branch = ?1 AND t.text_hash = ?2
-                     AND NOT EXISTS (SELECT 1 FROM archival n WHERE n.record_id = t.record_id
-                                     AND n.seq > t.seq AND n.branch = ?1 AND {})
-                     LIMIT 1",
-                schema::later_version("n")
-            ),
-            params![bid, hash],
-            |r| r.get(0),
-        )?;
+        let existing: Option<i64> =
+            self.conn.query_opt(&identical_current_version(), params![bid, hash], |r| r.get(0))?;
         if let Some(id) = existing {
             return Ok(AppendOutcome { id, skipped: true });
         }
@@ -230,5 +232,26 @@ impl Tx<'_> {
         self.insert_version(seq, id, bid, None, "[]", None)?;
         self.journal(Some(bid), "archival.delete", json!({"id": id, "seq": seq}))?;
         Ok(seq)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The duplicate check finds an identical version by its hash and a newer version of its
+    /// record by the index of later versions, never by a scan.
+    #[test]
+    fn the_duplicate_check_reads_by_its_indexes() {
+        let s = Store::scratch();
+        let plan = s.conn.query_plan(&identical_current_version(), params![1i64, vec![0u8; 32]]);
+        assert!(
+            plan.contains("SEARCH t USING INDEX archival_branch_hash (branch=? AND text_hash=?)"),
+            "{plan}"
+        );
+        assert!(
+            plan.contains("SEARCH n USING INDEX archival_record_versions (record_id=? AND seq>?)"),
+            "{plan}"
+        );
     }
 }

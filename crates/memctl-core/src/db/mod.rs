@@ -124,6 +124,13 @@ impl Conn {
         }
     }
 
+    /// SQLite's plan of `sql`, a line per step (tests hold statements to their indexes).
+    #[cfg(test)]
+    pub(crate) fn query_plan<'a>(&self, sql: &str, params: impl Into<Params<'a>>) -> String {
+        let plan = self.query(&format!("EXPLAIN QUERY PLAN {sql}"), params, |r| r.get::<String>(3));
+        plan.unwrap().join("\n")
+    }
+
     /// Runs one query and maps each row with `f`.
     pub fn query<'a, T>(
         &self,

@@ -509,7 +509,9 @@ DROP INDEX archival_seq_branch_tokens;
     // `archival_lengths` is read only for the FTS5 index's matches, so it need hold only the
     // versions the index holds. It is written with the index's batches (schema/fts.rs) instead
     // of by a trigger at every write, a b-tree page less in each write's commit. A version is
-    // never updated (a new version is a new row), so only the delete trigger is kept.
+    // never updated (a new version is a new row), so only the delete trigger is kept. Dropped:
+    // the rows of the versions past the index's end, which its next batch writes, and of the
+    // deletes (`chars` is NULL for them alone since schema 13; read from the narrow index).
     Migration {
         name: "20261128_lengths_with_index",
         sql: r#"
@@ -517,7 +519,7 @@ DROP TRIGGER archival_lengths_insert;
 DROP TRIGGER archival_lengths_update;
 DELETE FROM archival_lengths
 WHERE seq > (SELECT value FROM meta WHERE key = 'fts_indexed_until')
-   OR seq IN (SELECT seq FROM archival WHERE text IS NULL);
+   OR seq IN (SELECT seq FROM archival WHERE chars IS NULL);
 "#,
         fts_sql: "",
     },

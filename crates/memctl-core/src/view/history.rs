@@ -52,25 +52,17 @@ pub(crate) struct Version {
     pub tags: Vec<String>,
 }
 
-/// The rows of `from` (a FROM clause naming the branch `b` and the layer row `t`) matching
-/// `filter`, oldest first, placed against `path` by the view's rule (sql.rs's
-/// `visible_through`, here in Rust): in the view when their branch is on the path and they are
-/// at or below its cutoff, after the fork when above it, else off the path.
+/// The rows `sql` reads ([`placed_sql`]), oldest first, placed against `path` by the view's
+/// rule (sql.rs's `visible_through`, here in Rust): in the view when their branch is on the
+/// path and they are at or below its cutoff, after the fork when above it, else off the path.
 fn placed<T>(
     store: &Store,
     path: &BranchPath,
-    from: &str,
-    filter: &str,
+    sql: &str,
     param: Value<'_>,
-    columns: &str,
     row: impl Fn(&Row<'_>) -> Result<T>,
 ) -> Result<Vec<Placed<T>>> {
-    let sql = format!(
-        "SELECT b.id, b.parent, t.seq, t.created_at, t.branch, {columns}
-         FROM {from}
-         WHERE {filter}"
-    );
-    let mut rows = store.conn.query(&sql, [param], |r| {
+    let mut rows = store.conn.query(sql, [param], |r| {
         let seq = r.get(2)?;
         let cutoff = path.position(r.get(4)?).map(|p| path.cutoff(p));
         let reach = match cutoff {
@@ -115,33 +107,38 @@ fn name_parents_off_path<T>(store: &Store, rows: &mut [(Placed<T>, Option<i64>)]
     Ok(())
 }
 
+/// SQL: the rows of `from` (a FROM clause naming the branch `b` and the layer row `t`) matching
+/// `filter`, with the columns [`placed`] reads first and then `columns`.
+fn placed_sql(from: &str, filter: &str, columns: &str) -> String {
+    format!(
+        "SELECT b.id, b.parent, t.seq, t.created_at, t.branch, {columns}
+         FROM {from}
+         WHERE {filter}"
+    )
+}
+
 /// Columns after the fixed ones of [`placed`] start here.
 const FIRST: usize = 5;
 
 /// Every write of core key `key`, in any branch: one index probe per branch.
 pub(crate) fn core_key(store: &Store, path: &BranchPath, key: &str) -> Result<Vec<Placed<CoreRow>>> {
-    placed(
-        store,
-        path,
-        "branches b CROSS JOIN core t ON t.branch = b.bid AND t.key = ?1",
-        "1 = 1",
-        key.into(),
-        "t.value, t.importance, t.ttl_s",
-        |r| Ok(CoreRow { value: r.get(FIRST)?, importance: r.get(FIRST + 1)?, ttl: r.get(FIRST + 2)? }),
-    )
+    let from = "branches b CROSS JOIN core t ON t.branch = b.bid AND t.key = ?1";
+    let sql = placed_sql(from, "1 = 1", "t.value, t.importance, t.ttl_s");
+    placed(store, path, &sql, key.into(), |r| {
+        Ok(CoreRow { value: r.get(FIRST)?, importance: r.get(FIRST + 1)?, ttl: r.get(FIRST + 2)? })
+    })
 }
 
 /// Every version of archival record `id`, in any branch.
 pub(crate) fn record(store: &Store, path: &BranchPath, id: i64) -> Result<Vec<Placed<Version>>> {
-    placed(
-        store,
-        path,
-        "archival t JOIN branches b ON b.bid = t.branch",
-        &version_of("t", "?1"),
-        id.into(),
-        "t.text, t.tags",
-        |r| Ok(Version { text: r.get(FIRST)?, tags: super::tags_at(r, FIRST + 1)? }),
-    )
+    placed(store, path, &record_sql(), id.into(), |r| {
+        Ok(Version { text: r.get(FIRST)?, tags: super::tags_at(r, FIRST + 1)? })
+    })
+}
+
+/// SQL: what [`record`] reads of record `?1`.
+pub(super) fn record_sql() -> String {
+    placed_sql("archival t JOIN branches b ON b.bid = t.branch", &version_of("t", "?1"), "t.text, t.tags")
 }
 
 /// Event `id`, wherever it was written (its rowid holds its branch: one probe per branch).
@@ -150,7 +147,8 @@ pub(crate) fn event(store: &Store, path: &BranchPath, id: i64) -> Result<Option<
         "branches b CROSS JOIN events t ON t.rid = {} AND t.seq = ?1",
         event_rid::sql_of("b.bid", "?1")
     );
-    let mut rows = placed(store, path, &from, "1 = 1", id.into(), "t.kind, t.text, t.tags", |r| {
+    let sql = placed_sql(&from, "1 = 1", "t.kind, t.text, t.tags");
+    let mut rows = placed(store, path, &sql, id.into(), |r| {
         Ok(Event {
             id,
             branch: r.get(0)?,
@@ -166,32 +164,29 @@ pub(crate) fn event(store: &Store, path: &BranchPath, id: i64) -> Result<Option<
 /// Every exclusion of event `id` (evictions and consolidations write them), in any branch.
 pub(crate) fn exclusions(store: &Store, path: &BranchPath, id: i64) -> Result<Vec<Placed<()>>> {
     let from = "inherited_exclusions t JOIN branches b ON b.bid = t.branch";
-    placed(store, path, from, "t.event_id = ?1", id.into(), "NULL", |_| Ok(()))
+    placed(store, path, &placed_sql(from, "t.event_id = ?1", "NULL"), id.into(), |_| Ok(()))
 }
 
 /// Every summary that names event `id` among those it stands for, in any branch.
 pub(crate) fn summaries(store: &Store, path: &BranchPath, id: i64) -> Result<Vec<Placed<Summary>>> {
-    placed(
-        store,
-        path,
+    let sql = placed_sql(
         "inherited_summaries t JOIN branches b ON b.bid = t.branch",
         &format!(
             "EXISTS (SELECT 1 FROM {} e WHERE e.value = ?1)",
             store.backend().json_ints("t.summarized_event_ids")
         ),
-        id.into(),
         "t.kind, t.summary_text, t.summarized_event_ids",
-        |r| {
-            Ok(Summary {
-                id: r.get(2)?,
-                branch: r.get(0)?,
-                kind: r.get(FIRST)?,
-                text: r.get(FIRST + 1)?,
-                event_ids: super::parse_ids(r.value(FIRST + 2)?.as_str()?),
-                ts: r.get(3)?,
-            })
-        },
-    )
+    );
+    placed(store, path, &sql, id.into(), |r| {
+        Ok(Summary {
+            id: r.get(2)?,
+            branch: r.get(0)?,
+            kind: r.get(FIRST)?,
+            text: r.get(FIRST + 1)?,
+            event_ids: super::parse_ids(r.value(FIRST + 2)?.as_str()?),
+            ts: r.get(3)?,
+        })
+    })
 }
 
 impl CoreRow {

@@ -2188,7 +2188,7 @@ mod tests {
     fn steps_are_read_from_their_index() {
         assert_eq!(STEP_EVENT, format!("substr(kind, 1, {}) = '{STEP_KIND}'", STEP_KIND.len()));
         let s = planning_store();
-        let plan = |sql: String, params: Params<'_>| plan_of(&s, &sql, params);
+        let plan = |sql: String, params: Params<'_>| s.conn.query_plan(&sql, params);
         let scan = plan(STEP_ROWS.every_one(), params![]);
         assert!(scan.contains("SCAN t USING INDEX events_steps") && !scan.contains("TEMP B-TREE"), "{scan}");
         let probes = plan(STEP_ROWS.past_rid(Backend::Sqlite), params![-1i64]);
@@ -2205,10 +2205,11 @@ mod tests {
     fn record_versions_are_read_by_their_indexes() {
         assert_eq!(later_version("t"), "t.record_id != t.seq", "the partial indexes' condition");
         let s = planning_store();
-        let plan = |sql: String, params: Params<'_>| plan_of(&s, &sql, params);
+        let plan = |sql: String, params: Params<'_>| s.conn.query_plan(&sql, params);
         for plan in [
             plan(newest_version_of_record(), params![1i64]),
             plan(current_versions_among(Backend::Sqlite), params!["[1, 2]"]),
+            plan(history::record_sql(), params![1i64]),
         ] {
             assert!(plan.contains("SEARCH t USING INTEGER PRIMARY KEY (rowid=?)"), "{plan}");
             assert!(plan.contains("SEARCH t USING INDEX archival_record_versions (record_id=?)"), "{plan}");
@@ -2227,12 +2228,6 @@ mod tests {
         s.create_root("root").unwrap();
         path::load(&s, &s.path("root").unwrap()).unwrap();
         s
-    }
-
-    /// SQLite's plan of `sql`, one line per step.
-    fn plan_of(s: &Store, sql: &str, params: Params<'_>) -> String {
-        let plan = s.conn.query(&format!("EXPLAIN QUERY PLAN {sql}"), params, |r| r.get::<String>(3));
-        plan.unwrap().join("\n")
     }
 
     #[test]
