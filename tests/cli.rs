@@ -1290,16 +1290,7 @@ fn upgraded_records_are_measured_in_characters_as_a_write_measures_them() {
 fn upgraded_search_index_holds_no_deleted_versions() {
     // A schema-1 database with a delete: record 35 deleted in g2 (bid 5) at seq 47.
     let sb = Sandbox::new();
-    let db = sb.file("memory.sqlite");
-    std::fs::copy(fixture("schema_v1.sqlite"), &db).unwrap();
-    let conn = rusqlite::Connection::open(&db).unwrap();
-    conn.execute_batch(
-        "INSERT INTO archival(seq, record_id, branch, text, tags, text_hash, created_at)
-             VALUES (47, 35, 5, NULL, '[]', NULL, 0);
-         UPDATE meta SET value = 48 WHERE key = 'next_seq';",
-    )
-    .unwrap();
-    drop(conn);
+    let db = fixture_with_a_delete(&sb, "schema_v1.sqlite", Delete { seq: 47, record: 35, bid: 5 });
     let hits = sb.json(&["archival", "search", "g2", "consolidated"]);
     assert_eq!(array(&hits, "results").iter().map(|r| int(r, "id")).collect::<Vec<_>>(), vec![41]);
     // The upgrade indexed what a write indexes: versions with text, none for g2's delete.
@@ -1320,16 +1311,9 @@ fn upgraded_lengths_are_those_of_the_indexed_versions() {
     // Schema 15 kept a length for every version; from schema 16 only for those the index holds,
     // so the upgrade drops the delete's. Schema 11's memctl indexed every record it wrote.
     let sb = Sandbox::new();
-    let db = sb.file("memory.sqlite");
-    std::fs::copy(fixture("schema_v11.sqlite"), &db).unwrap();
-    let conn = rusqlite::Connection::open(&db).unwrap();
-    conn.execute(
-        "INSERT INTO archival(seq, record_id, branch, text, tags, text_hash, created_at)
-         VALUES (233, 188, 6, NULL, '[]', NULL, 0)",
-        [],
-    )
-    .unwrap();
+    let db = fixture_with_a_delete(&sb, "schema_v11.sqlite", Delete { seq: 233, record: 188, bid: 6 });
     sb.ok(&["branch", "list"]);
+    let conn = rusqlite::Connection::open(&db).unwrap();
     assert_eq!(lengths_and_indexed_versions(&conn), (5, 5));
     let hits = sb.json(&["archival", "search", "c", "consolidated"]);
     assert!(array(&hits, "results").iter().all(|r| int(r, "id") != 188), "the deleted record");
@@ -1339,38 +1323,39 @@ fn upgraded_lengths_are_those_of_the_indexed_versions() {
 fn upgraded_lengths_leave_out_the_versions_past_the_index() {
     // Schema 15 kept a length for every version, those past the index's end too (fewer than a
     // batch): the upgrade drops theirs, which the next batch writes.
-    let sb = Sandbox::initialized();
-    sb.ok(&["branch", "create", "root"]);
-    let batch = [("MEMCTL_SEARCH__FTS_BATCH", "2")];
-    let add = |i: usize| {
-        sb.run_env(&["archival", "add", "root", &format!("tiling note {i}")], &batch).success();
-    };
-    // Two indexed, the third past the index's end.
-    (0..3).for_each(add);
+    let sb = Sandbox::new();
+    std::fs::copy(fixture("schema_v15.sqlite"), sb.file("memory.sqlite")).unwrap();
     let conn = rusqlite::Connection::open(sb.file("memory.sqlite")).unwrap();
-    // Back to schema 15: a length for every version, its triggers, its index by record.
-    conn.execute_batch(
-        "DELETE FROM archival_lengths;
-         INSERT INTO archival_lengths(seq, branch, tokens) SELECT seq, branch, tokens FROM archival;
-         CREATE TRIGGER archival_lengths_insert AFTER INSERT ON archival BEGIN
-             INSERT INTO archival_lengths(seq, branch, tokens) VALUES (new.seq, new.branch, new.tokens);
-         END;
-         CREATE TRIGGER archival_lengths_update AFTER UPDATE OF seq, branch, tokens ON archival BEGIN
-             DELETE FROM archival_lengths WHERE seq = old.seq;
-             INSERT INTO archival_lengths(seq, branch, tokens) VALUES (new.seq, new.branch, new.tokens);
-         END;
-         DROP INDEX archival_record_versions;
-         CREATE INDEX archival_record_seq ON archival(record_id, seq);
-         DELETE FROM meta WHERE key IN ('migration:16', 'migration:17');
-         PRAGMA user_version = 15;",
-    )
-    .unwrap();
-    assert_eq!(lengths_and_indexed_versions(&conn), (3, 2));
-    // The upgrade, then a batch of the third and fourth.
-    add(3);
+    assert_eq!(lengths_and_indexed_versions(&conn), (3, 2), "as schema 15 left them");
+    // The upgrade, then a batch of the third record and a fourth.
+    let batch = [("MEMCTL_SEARCH__FTS_BATCH", "2")];
+    sb.run_env(&["archival", "add", "root", "tiling note 3"], &batch).success();
     assert_eq!(lengths_and_indexed_versions(&conn), (4, 4));
     let hits = sb.json(&["archival", "search", "root", "tiling", "-k", "10"]);
     assert_eq!(array(&hits, "results").len(), 4);
+}
+
+/// A delete version written by hand: record `record` deleted in branch `bid` at seq `seq`.
+struct Delete {
+    seq: i64,
+    record: i64,
+    bid: i64,
+}
+
+/// A copy of fixture `name` as the sandbox's database, with `delete` added (the next seq after
+/// it), as the memctl that wrote the fixture would have written it; the database's path.
+fn fixture_with_a_delete(sb: &Sandbox, name: &str, delete: Delete) -> std::path::PathBuf {
+    let db = sb.file("memory.sqlite");
+    std::fs::copy(fixture(name), &db).unwrap();
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    conn.execute(
+        "INSERT INTO archival(seq, record_id, branch, text, tags, text_hash, created_at)
+         VALUES (?1, ?2, ?3, NULL, '[]', NULL, 0)",
+        [delete.seq, delete.record, delete.bid],
+    )
+    .unwrap();
+    conn.execute("UPDATE meta SET value = ?1 WHERE key = 'next_seq'", [delete.seq + 1]).unwrap();
+    db
 }
 
 /// How many rows `archival_lengths` holds, and how many of them are the branch and length of

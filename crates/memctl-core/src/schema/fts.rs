@@ -33,13 +33,17 @@ pub(crate) fn index_when_due(conn: &Connection, newest: i64, batch: u32) -> Resu
     if newest - until < i64::from(batch) {
         return Ok(());
     }
-    let waiting: i64 = conn
-        .prepare_cached("SELECT count(*) FROM archival WHERE seq > ?1")?
-        .query_row([until], |r| r.get(0))?;
-    if waiting >= i64::from(batch) {
+    if waiting(conn, until)? >= i64::from(batch) {
         index_past(conn, until)?;
     }
     Ok(())
+}
+
+/// How many versions, deletes too, are past seq `until`.
+pub(crate) fn waiting(conn: &Connection, until: i64) -> Result<i64> {
+    Ok(conn
+        .prepare_cached("SELECT count(*) FROM archival WHERE seq > ?1")?
+        .query_row([until], |r| r.get(0))?)
 }
 
 /// Fills the empty index, and its lengths, from every archival version that has text, as after
@@ -53,15 +57,15 @@ pub(crate) fn index_all(conn: &Connection) -> Result<()> {
 /// Indexes the versions with text past seq `until`, with their lengths, and notes the index's
 /// new end.
 fn index_past(conn: &Connection, until: i64) -> Result<()> {
-    conn.prepare_cached(
-        "INSERT INTO archival_fts(rowid, text, tags, branch)
-         SELECT seq, text, tags, branch FROM archival WHERE seq > ?1 AND text IS NOT NULL",
-    )?
+    // The same versions for both: those with text past `until`.
+    let to_index = "FROM archival WHERE seq > ?1 AND text IS NOT NULL";
+    conn.prepare_cached(&format!(
+        "INSERT INTO archival_fts(rowid, text, tags, branch) SELECT seq, text, tags, branch {to_index}"
+    ))?
     .execute([until])?;
-    conn.prepare_cached(
-        "INSERT INTO archival_lengths(seq, branch, tokens)
-         SELECT seq, branch, tokens FROM archival WHERE seq > ?1 AND text IS NOT NULL",
-    )?
+    conn.prepare_cached(&format!(
+        "INSERT INTO archival_lengths(seq, branch, tokens) SELECT seq, branch, tokens {to_index}"
+    ))?
     .execute([until])?;
     conn.prepare_cached(&format!(
         "INSERT OR REPLACE INTO meta(key, value) VALUES ('{INDEXED_UNTIL}', (SELECT coalesce(max(seq), 0) FROM archival))"

@@ -474,11 +474,7 @@ mod tests {
     #[test]
     fn fewer_than_a_batch_are_ever_past_the_index() {
         let (batched, every) = (Store::scratch_indexing_by(3), Store::scratch_indexing_by(1));
-        let past = |s: &Store| -> i64 {
-            let conn = s.conn.sqlite().unwrap();
-            conn.query_row("SELECT count(*) FROM archival WHERE seq > ?1", [indexed_until(s)], |r| r.get(0))
-                .unwrap()
-        };
+        let past = |s: &Store| schema::fts::waiting(s.conn.sqlite().unwrap(), indexed_until(s)).unwrap();
         for s in [&batched, &every] {
             s.create_root("root").unwrap();
             let ids: Vec<i64> =

@@ -740,22 +740,29 @@ fn recall_search_covers_the_whole_visible_timeline_with_the_same_semantics() {
     });
 }
 
+/// A store on a file in a new directory (kept while it lives), its FTS5 index taking new
+/// records `batch` at a time, and a second connection to look at its tables.
+fn on_file_indexing_by(batch: u32) -> (tempfile::TempDir, Store, rusqlite::Connection) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("memory.sqlite");
+    let mut config = Config::default();
+    config.search.fts_batch = std::num::NonZeroU32::new(batch).unwrap();
+    let store = Store::open(&file, config, Clock::Fixed(T0)).unwrap();
+    let observer = rusqlite::Connection::open(&file).unwrap();
+    (dir, store, observer)
+}
+
 /// The FTS5 index takes records a batch at a time; gc removes from it only what it holds.
 /// After a collection of records on both sides of its end, the next batch leaves an index that
 /// matches the table (FTS5's own check), and every write and search goes on.
 #[test]
 fn gc_removes_from_the_index_only_what_it_holds() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("memory.sqlite");
-    let mut config = Config::default();
-    config.search.fts_batch = std::num::NonZeroU32::new(4).unwrap();
-    let s = Store::open(&file, config, Clock::Fixed(T0)).unwrap();
+    let (_dir, s, observer) = on_file_indexing_by(4);
     s.create_root("root").unwrap();
     s.fork("root", Some("doomed")).unwrap();
     for i in 0..6 {
         add(&s, "doomed", &format!("mpi doomed {i}"), &[]);
     }
-    let observer = rusqlite::Connection::open(&file).unwrap();
     let indexed_until: i64 = observer
         .query_row("SELECT value FROM meta WHERE key = 'fts_indexed_until'", [], |r| r.get(0))
         .unwrap();
@@ -776,13 +783,8 @@ fn gc_removes_from_the_index_only_what_it_holds() {
 /// model test holds it to every write and collection).
 #[test]
 fn archival_lengths_follow_the_index() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("memory.sqlite");
-    let mut config = Config::default();
-    config.search.fts_batch = std::num::NonZeroU32::new(2).unwrap();
-    let s = Store::open(&file, config, Clock::Fixed(T0)).unwrap();
+    let (_dir, s, observer) = on_file_indexing_by(2);
     s.create_root("a").unwrap();
-    let observer = rusqlite::Connection::open(&file).unwrap();
     let rows = |sql: &str| -> Vec<(i64, i64, i64)> {
         let mut statement = observer.prepare(sql).unwrap();
         let rows = statement.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).unwrap();
