@@ -3,8 +3,9 @@
 //! machine's speed than the figures themselves.
 
 use anyhow::{ensure, Result};
-use rusqlite::Connection;
+use rusqlite::{Connection, OptionalExtension};
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::io::Write;
 use std::path::Path;
 use std::process::Command;
@@ -365,6 +366,84 @@ pub fn print_history(db: &Path, key: &str) -> Result<()> {
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     for (_, line) in lines {
         writeln!(out, "{line}")?;
+    }
+    out.flush()?;
+    Ok(())
+}
+
+/// The floor of `path`: `runs` times, a process that starts, opens memctl's database `db` and
+/// prints the path of branch `branch` with what each node wrote up to the next node's fork
+/// ([`print_path`], `xtask floor-path`); the times in ms.
+pub fn process_path(db: &Path, branch: &str, runs: usize) -> Result<Vec<f64>> {
+    time_runs(runs, |xtask| xtask.arg("floor-path").arg(db).arg(branch))
+}
+
+/// What [`process_path`] measures, for the table's floor notes.
+pub const PATH: &str = "a process that starts, opens the database, reads the path up its parent links, one scan \
+     of each layer's table keeping each path node's rows up to the next node's fork (of its events, the first \
+     and the last), and prints them, a line each";
+
+/// `xtask floor-path DB BRANCH`: the path of branch `branch` (its id) of memctl's database
+/// `db`, read up the parent links in one recursive statement; then one scan of each table
+/// (core, exclusions, summaries, archival versions) keeping the rows a path node wrote up to
+/// the next node's fork, and per node the first and the last of its events (with the last
+/// one's running count, `ordinal`, as `path` reads them); printed root first, a line per node
+/// and per row, with none of memctl's anchors, overrides, view or layout.
+pub fn print_path(db: &Path, branch: &str) -> Result<()> {
+    let conn = Connection::open(db)?;
+    let nodes: Vec<(i64, String, i64, f64)> = conn
+        .prepare(
+            "WITH RECURSIVE up(bid, step) AS (
+                 SELECT bid, 0 FROM branches WHERE id = ?1
+                 UNION ALL
+                 SELECT b.parent, up.step + 1 FROM up JOIN branches b ON b.bid = up.bid
+                 WHERE b.parent IS NOT NULL)
+             SELECT b.bid, b.id, b.fork_seq, b.created_at FROM up JOIN branches b ON b.bid = up.bid
+             ORDER BY up.step DESC",
+        )?
+        .query_map([branch], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
+        .collect::<rusqlite::Result<_>>()?;
+    ensure!(!nodes.is_empty(), "no branch {branch}");
+    // Each node's place and cutoff (the fork of the next node; none for the branch itself).
+    let cutoffs: Vec<i64> = nodes.iter().skip(1).map(|n| n.2).chain([i64::MAX]).collect();
+    let place: HashMap<i64, (usize, i64)> =
+        nodes.iter().zip(&cutoffs).enumerate().map(|(i, (node, &cutoff))| (node.0, (i, cutoff))).collect();
+    let mut lines: Vec<Vec<String>> = vec![Vec::new(); nodes.len()];
+    let tables = [
+        "SELECT branch, seq, 'core ' || key || ' = ' || coalesce(value, '') FROM core",
+        "SELECT branch, seq, 'excluded #' || event_id FROM inherited_exclusions",
+        "SELECT branch, seq, 'summary #' || seq || ' [' || kind || '] ' || summarized_event_ids FROM inherited_summaries",
+        "SELECT branch, seq, 'record #' || record_id || ' version ' || seq || ' deleted ' || (text IS NULL) FROM archival",
+    ];
+    for sql in tables {
+        let mut stmt = conn.prepare(sql)?;
+        let mut rows = stmt.query([])?;
+        while let Some(r) = rows.next()? {
+            if let Some(&(i, cutoff)) = place.get(&r.get::<_, i64>(0)?) {
+                if r.get::<_, i64>(1)? <= cutoff {
+                    lines[i].push(r.get(2)?);
+                }
+            }
+        }
+    }
+    let mut last_event = conn
+        .prepare("SELECT ordinal, seq FROM events WHERE rid BETWEEN ?1 AND ?2 ORDER BY rid DESC LIMIT 1")?;
+    let mut first_event =
+        conn.prepare("SELECT seq FROM events WHERE rid BETWEEN ?1 AND ?2 ORDER BY rid LIMIT 1")?;
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    for (((bid, id, _, created_at), cutoff), lines) in nodes.into_iter().zip(cutoffs).zip(lines) {
+        writeln!(out, "{id} {created_at} up to {cutoff}")?;
+        // An event's rowid holds its branch, then its seq (schema.md).
+        let rids = rusqlite::params![bid << 40, (bid << 40) + cutoff.min((1 << 40) - 1)];
+        let last: Option<(i64, i64)> =
+            last_event.query_row(rids, |r| Ok((r.get(0)?, r.get(1)?))).optional()?;
+        if let Some((count, last)) = last {
+            let first: i64 = first_event.query_row(rids, |r| r.get(0))?;
+            writeln!(out, "events {count} #{first} … #{last}")?;
+        }
+        for line in lines {
+            writeln!(out, "{line}")?;
+        }
     }
     out.flush()?;
     Ok(())

@@ -90,8 +90,8 @@ pub fn inspection(quick: bool, out_dir: &Path) -> Result<(Vec<Row>, Value)> {
         ("diff of leaves 200 levels apart", vec!["diff", a, b], ab_prints),
         ("why of a key written at every level", vec!["why", &deepest, WHY_KEY], CallFloor::History(WHY_KEY)),
         ("why --json", vec!["--json", "why", &deepest, WHY_KEY], CallFloor::History(WHY_KEY)),
-        ("path", vec!["path", &deepest], CallFloor::Insert),
-        ("path --json", vec!["--json", "path", &deepest], CallFloor::Insert),
+        ("path", vec!["path", &deepest], CallFloor::Path),
+        ("path --json", vec!["--json", "path", &deepest], CallFloor::Path),
         // The conversation's read, of a path whose 99,600 events hold no step.
         ("messages, no step among the events", vec!["messages", &deepest], CallFloor::Insert),
         // Calls an agent makes at every step: its core, and how full its memory is (the
@@ -114,7 +114,8 @@ pub fn inspection(quick: bool, out_dir: &Path) -> Result<(Vec<Row>, Value)> {
     // In rounds of every call and every floor, so that a ratio (`why / read`, a call to its
     // floor) compares times taken in the same phase of the machine, not minutes apart. A call
     // that prints a whole view is held to a process printing as many rows, `why` to one
-    // printing the key's writes with their journal rows.
+    // printing the key's writes with their journal rows, `path` to one printing each node's
+    // rows.
     let (mut process_floor, mut timings) = (Vec::with_capacity(runs), vec![Vec::new(); calls.len()]);
     let mut own_floors = vec![Vec::new(); calls.len()];
     for _ in 0..runs {
@@ -127,6 +128,7 @@ pub fn inspection(quick: bool, out_dir: &Path) -> Result<(Vec<Row>, Value)> {
                     own.extend(crate::floor::process_printing(&path, events, records, 1)?)
                 }
                 CallFloor::History(key) => own.extend(crate::floor::process_history(&path, key, 1)?),
+                CallFloor::Path => own.extend(crate::floor::process_path(&path, &deepest, 1)?),
             }
         }
     }
@@ -138,6 +140,7 @@ pub fn inspection(quick: bool, out_dir: &Path) -> Result<(Vec<Row>, Value)> {
                 Floor::new(median(&own), crate::floor::printing(events, records))
             }
             CallFloor::History(key) => Floor::new(median(&own), crate::floor::history(key)),
+            CallFloor::Path => Floor::new(median(&own), crate::floor::PATH),
         };
         let (row, m) = cli_row(&label, name, &times, &floor);
         rows.push(row);
@@ -224,6 +227,8 @@ enum CallFloor {
     Printing(usize, usize),
     /// Prints every write of the core key with its journal row, as `why` of it lists them.
     History(&'static str),
+    /// Prints the path of the deepest node with each node's rows, as `path` reads them.
+    Path,
 }
 
 /// The row of one kind of CLI call timed `times` (ms), and its median.

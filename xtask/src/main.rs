@@ -208,6 +208,13 @@ fn run(args: &[String]) -> Result<ExitCode> {
             floor::print_history(db.as_ref(), key)?;
             Ok(ExitCode::SUCCESS)
         }
+        // The floor of `path` (workload j): start, open the database, print the path's nodes
+        // and the rows each wrote up to the next one's fork, exit.
+        "floor-path" => {
+            let [db, branch] = rest else { bail!("floor-path needs a database path and a branch id") };
+            floor::print_path(db.as_ref(), branch)?;
+            Ok(ExitCode::SUCCESS)
+        }
         // The floor of a recall search of a whole timeline (workload j): start, open the
         // database, scan every event for a query word, exit.
         "floor-scan" => {
