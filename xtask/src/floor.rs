@@ -6,6 +6,7 @@ use anyhow::{ensure, Result};
 use rusqlite::{Connection, OptionalExtension};
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::fmt::Write as _;
 use std::io::Write;
 use std::path::Path;
 use std::process::Command;
@@ -380,49 +381,95 @@ pub fn process_path(db: &Path, branch: &str, runs: usize) -> Result<Vec<f64>> {
 
 /// What [`process_path`] measures, for the table's floor notes.
 pub const PATH: &str = "a process that starts, opens the database, reads the path up its parent links, one scan \
-     of each layer's table keeping each path node's rows up to the next node's fork (of its events, the first \
-     and the last), and prints them, a line each";
+     of each layer's table keeping each path node's rows up to the next node's fork, each node's first and last \
+     event, and prints them, a line each";
+
+/// A branch of the path [`print_path`] reads.
+struct PathNode {
+    bid: i64,
+    id: String,
+    depth: i64,
+    fork_seq: i64,
+    created_at: f64,
+}
+
+/// How many low bits of an event's rowid hold its seq; the bits above hold its branch
+/// (docs/schema.md, `events`).
+const EVENT_SEQ_BITS: u32 = 40;
 
 /// `xtask floor-path DB BRANCH`: the path of branch `branch` (its id) of memctl's database
 /// `db`, read up the parent links in one recursive statement; then one scan of each table
 /// (core, exclusions, summaries, archival versions) keeping the rows a path node wrote up to
 /// the next node's fork, and per node the first and the last of its events (with the last
 /// one's running count, `ordinal`, as `path` reads them); printed root first, a line per node
-/// and per row, with none of memctl's anchors, overrides, view or layout.
+/// and per row, with none of memctl's anchors, overrides, view or layout. In one read
+/// transaction, as memctl reads: one snapshot, and no lock taken and dropped per statement.
 pub fn print_path(db: &Path, branch: &str) -> Result<()> {
     let conn = Connection::open(db)?;
-    let nodes: Vec<(i64, String, i64, f64)> = conn
+    let _read = conn.unchecked_transaction()?;
+    let mut nodes: Vec<PathNode> = conn
         .prepare(
-            "WITH RECURSIVE up(bid, step) AS (
-                 SELECT bid, 0 FROM branches WHERE id = ?1
+            "WITH RECURSIVE up(bid, id, parent, depth, fork_seq, created_at) AS (
+                 SELECT bid, id, parent, depth, fork_seq, created_at FROM branches WHERE id = ?1
                  UNION ALL
-                 SELECT b.parent, up.step + 1 FROM up JOIN branches b ON b.bid = up.bid
-                 WHERE b.parent IS NOT NULL)
-             SELECT b.bid, b.id, b.fork_seq, b.created_at FROM up JOIN branches b ON b.bid = up.bid
-             ORDER BY up.step DESC",
+                 SELECT b.bid, b.id, b.parent, b.depth, b.fork_seq, b.created_at
+                 FROM up JOIN branches b ON b.bid = up.parent)
+             SELECT bid, id, depth, fork_seq, created_at FROM up",
         )?
-        .query_map([branch], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
+        .query_map([branch], |r| {
+            Ok(PathNode {
+                bid: r.get(0)?,
+                id: r.get(1)?,
+                depth: r.get(2)?,
+                fork_seq: r.get(3)?,
+                created_at: r.get(4)?,
+            })
+        })?
         .collect::<rusqlite::Result<_>>()?;
     ensure!(!nodes.is_empty(), "no branch {branch}");
-    // Each node's place and cutoff (the fork of the next node; none for the branch itself).
-    let cutoffs: Vec<i64> = nodes.iter().skip(1).map(|n| n.2).chain([i64::MAX]).collect();
-    let place: HashMap<i64, (usize, i64)> =
-        nodes.iter().zip(&cutoffs).enumerate().map(|(i, (node, &cutoff))| (node.0, (i, cutoff))).collect();
-    let mut lines: Vec<Vec<String>> = vec![Vec::new(); nodes.len()];
+    nodes.sort_unstable_by_key(|node| node.depth);
+    // Each node's cutoff: the fork of the next node; none for the branch itself.
+    let cutoffs: Vec<Option<i64>> =
+        nodes.iter().skip(1).map(|next| Some(next.fork_seq)).chain([None]).collect();
+    let place: HashMap<i64, (usize, i64)> = nodes
+        .iter()
+        .zip(&cutoffs)
+        .enumerate()
+        .map(|(i, (node, cutoff))| (node.bid, (i, cutoff.unwrap_or(i64::MAX))))
+        .collect();
+    // Each node's rows, as the lines to print.
+    let mut rows_of = vec![String::new(); nodes.len()];
     let tables = [
-        "SELECT branch, seq, 'core ' || key || ' = ' || coalesce(value, '') FROM core",
-        "SELECT branch, seq, 'excluded #' || event_id FROM inherited_exclusions",
-        "SELECT branch, seq, 'summary #' || seq || ' [' || kind || '] ' || summarized_event_ids FROM inherited_summaries",
-        "SELECT branch, seq, 'record #' || record_id || ' version ' || seq || ' deleted ' || (text IS NULL) FROM archival",
+        "SELECT branch, seq, key, value FROM core",
+        "SELECT branch, seq, event_id FROM inherited_exclusions",
+        "SELECT branch, seq, kind, summarized_event_ids FROM inherited_summaries",
+        "SELECT branch, seq, record_id, text IS NULL FROM archival",
     ];
-    for sql in tables {
+    for (table, sql) in tables.iter().enumerate() {
         let mut stmt = conn.prepare(sql)?;
         let mut rows = stmt.query([])?;
         while let Some(r) = rows.next()? {
-            if let Some(&(i, cutoff)) = place.get(&r.get::<_, i64>(0)?) {
-                if r.get::<_, i64>(1)? <= cutoff {
-                    lines[i].push(r.get(2)?);
+            let Some(&(i, cutoff)) = place.get(&r.get::<_, i64>(0)?) else { continue };
+            let seq: i64 = r.get(1)?;
+            if seq > cutoff {
+                continue;
+            }
+            let out = &mut rows_of[i];
+            match table {
+                0 => {
+                    let value = r.get_ref(3)?.as_str_or_null()?.unwrap_or_default();
+                    writeln!(out, "core {} = {value} #{seq}", r.get_ref(2)?.as_str()?)?
                 }
+                1 => writeln!(out, "excluded #{}", r.get::<_, i64>(2)?)?,
+                2 => {
+                    writeln!(out, "summary #{seq} [{}] {}", r.get_ref(2)?.as_str()?, r.get_ref(3)?.as_str()?)?
+                }
+                _ => writeln!(
+                    out,
+                    "record #{} version {seq} deleted {}",
+                    r.get::<_, i64>(2)?,
+                    r.get::<_, bool>(3)?
+                )?,
             }
         }
     }
@@ -431,19 +478,26 @@ pub fn print_path(db: &Path, branch: &str) -> Result<()> {
     let mut first_event =
         conn.prepare("SELECT seq FROM events WHERE rid BETWEEN ?1 AND ?2 ORDER BY rid LIMIT 1")?;
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    for (((bid, id, _, created_at), cutoff), lines) in nodes.into_iter().zip(cutoffs).zip(lines) {
-        writeln!(out, "{id} {created_at} up to {cutoff}")?;
-        // An event's rowid holds its branch, then its seq (schema.md).
-        let rids = rusqlite::params![bid << 40, (bid << 40) + cutoff.min((1 << 40) - 1)];
+    for ((node, cutoff), rows) in nodes.iter().zip(cutoffs).zip(rows_of) {
+        let first_rid = node.bid << EVENT_SEQ_BITS;
+        let last_rid = match cutoff {
+            Some(cutoff) => {
+                writeln!(out, "{} {} up to {cutoff}", node.id, node.created_at)?;
+                first_rid + cutoff
+            }
+            None => {
+                writeln!(out, "{} {} all", node.id, node.created_at)?;
+                first_rid + (1 << EVENT_SEQ_BITS) - 1
+            }
+        };
+        let rids = rusqlite::params![first_rid, last_rid];
         let last: Option<(i64, i64)> =
             last_event.query_row(rids, |r| Ok((r.get(0)?, r.get(1)?))).optional()?;
         if let Some((count, last)) = last {
             let first: i64 = first_event.query_row(rids, |r| r.get(0))?;
             writeln!(out, "events {count} #{first} … #{last}")?;
         }
-        for line in lines {
-            writeln!(out, "{line}")?;
-        }
+        out.write_all(rows.as_bytes())?;
     }
     out.flush()?;
     Ok(())
