@@ -12,6 +12,7 @@ use crate::stored_text::{content_hash, normalize_tags};
 use crate::view;
 use serde::Serialize;
 use serde_json::json;
+use std::sync::LazyLock;
 
 /// A search over a branch's archival view.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -91,8 +92,8 @@ impl Store {
 }
 
 /// SQL: the record of a version of branch `?1` with content hash `?2` that is still its
-/// record's current version there.
-fn identical_current_version() -> String {
+/// record's current version there. Built once: every archival write runs it.
+static IDENTICAL_CURRENT_VERSION: LazyLock<String> = LazyLock::new(|| {
     format!(
         "SELECT t.record_id FROM archival t WHERE t.branch = ?1 AND t.text_hash = ?2
              AND NOT EXISTS (SELECT 1 FROM archival n WHERE n.record_id = t.record_id
@@ -100,7 +101,7 @@ fn identical_current_version() -> String {
              LIMIT 1",
         schema::later_version("n")
     )
-}
+});
 
 fn unknown_record(id: i64, branch: &str) -> Error {
     Error::not_found(format!("archival record {id} is not in the view of branch '{branch}'"))
@@ -140,7 +141,7 @@ impl Tx<'_> {
         let tags_json = serde_json::to_string(tags)?;
         let hash = content_hash(&[text, &tags_json]);
         let existing: Option<i64> =
-            self.conn.query_opt(&identical_current_version(), params![bid, hash], |r| r.get(0))?;
+            self.conn.query_opt(&IDENTICAL_CURRENT_VERSION, params![bid, hash], |r| r.get(0))?;
         if let Some(id) = existing {
             return Ok(AppendOutcome { id, skipped: true });
         }
@@ -244,7 +245,7 @@ mod tests {
     #[test]
     fn the_duplicate_check_reads_by_its_indexes() {
         let s = Store::scratch();
-        let plan = s.conn.query_plan(&identical_current_version(), params![1i64, vec![0u8; 32]]);
+        let plan = s.conn.query_plan(&IDENTICAL_CURRENT_VERSION, params![1i64, vec![0u8; 32]]);
         assert!(
             plan.contains("SEARCH t USING INDEX archival_branch_hash (branch=? AND text_hash=?)"),
             "{plan}"
