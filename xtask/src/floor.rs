@@ -393,10 +393,6 @@ struct PathNode {
     created_at: f64,
 }
 
-/// How many low bits of an event's rowid hold its seq; the bits above hold its branch
-/// (docs/schema.md, `events`).
-const EVENT_SEQ_BITS: u32 = 40;
-
 /// `xtask floor-path DB BRANCH`: the path of branch `branch` (its id) of memctl's database
 /// `db`, read up the parent links in one recursive statement; then one scan of each table
 /// (core, exclusions, summaries, archival versions) keeping the rows a path node wrote up to
@@ -479,7 +475,7 @@ pub fn print_path(db: &Path, branch: &str) -> Result<()> {
         conn.prepare("SELECT seq FROM events WHERE rid BETWEEN ?1 AND ?2 ORDER BY rid LIMIT 1")?;
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     for ((node, cutoff), rows) in nodes.iter().zip(cutoffs).zip(rows_of) {
-        let first_rid = node.bid << EVENT_SEQ_BITS;
+        let first_rid = node.bid << memctl_core::EVENT_ROWID_SEQ_BITS;
         let last_rid = match cutoff {
             Some(cutoff) => {
                 writeln!(out, "{} {} up to {cutoff}", node.id, node.created_at)?;
@@ -487,7 +483,7 @@ pub fn print_path(db: &Path, branch: &str) -> Result<()> {
             }
             None => {
                 writeln!(out, "{} {} all", node.id, node.created_at)?;
-                first_rid + (1 << EVENT_SEQ_BITS) - 1
+                first_rid + (1 << memctl_core::EVENT_ROWID_SEQ_BITS) - 1
             }
         };
         let rids = rusqlite::params![first_rid, last_rid];

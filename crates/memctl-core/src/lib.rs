@@ -86,6 +86,7 @@ pub use rows::{
     is_step, AppendOutcome, Branch, BranchPath, BranchStatus, CoreEntry, Event, PathBranch, Record, Summary,
     STEP_KIND,
 };
+pub use schema::event_rid::SEQ_BITS as EVENT_ROWID_SEQ_BITS;
 pub use schema::{PAGE_SIZE, SCHEMA_VERSION};
 pub use store::{OpContext, Store, Tx};
 pub use summarizer::{Request as SummarizerRequest, Task as SummarizerTask};

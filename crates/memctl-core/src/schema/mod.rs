@@ -28,8 +28,9 @@ pub(crate) enum Creation {
 pub(crate) mod event_rid {
     use crate::error::{Error, Result};
 
-    /// Bits of a rowid that hold the seq.
-    const SEQ_BITS: u32 = 40;
+    /// Bits of a rowid that hold the seq (public for readers of the file that are not memctl,
+    /// such as the bench's floors).
+    pub const SEQ_BITS: u32 = 40;
     /// The largest seq the encoding can hold; bids stay below 2^23 so a rowid fits an i64.
     const MAX_SEQ: i64 = (1 << SEQ_BITS) - 1;
     const MAX_BID: i64 = (1 << (63 - SEQ_BITS)) - 1;
