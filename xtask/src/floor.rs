@@ -117,6 +117,79 @@ impl PlainDb {
         })
     }
 
+    /// The floor of `import legacy` (workload i): reads the Python store's file `legacy` (its
+    /// branches, core values, events and archival texts) and writes them in one transaction: a
+    /// node row per branch with its 4 index entries, a row with a hash index entry per core
+    /// value and event, a record per archival text and, in one statement at the end, their
+    /// FTS5 entries. How many rows it wrote.
+    pub fn import_legacy(&self, legacy: &Path) -> Result<usize> {
+        let source = Connection::open_with_flags(legacy, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)?;
+        let mut written = 0;
+        self.transaction(|conn| {
+            let mut nids: HashMap<String, i64> = HashMap::new();
+            let mut branches =
+                source.prepare("SELECT id, parent_id, node_uid FROM branches ORDER BY rowid")?;
+            let mut rows = branches.query([])?;
+            let mut insert = conn.prepare_cached(
+                "INSERT INTO nodes(nid, id, uid, parent, fork) VALUES (?1, ?2, ?3, ?4, ?1)",
+            )?;
+            while let Some(r) = rows.next()? {
+                let (id, parent, uid): (String, Option<String>, Option<String>) =
+                    (r.get(0)?, r.get(1)?, r.get(2)?);
+                let nid = nids.len() as i64 + 1;
+                let parent = parent.and_then(|p| nids.get(&p).copied());
+                insert.execute(rusqlite::params![nid, id, uid, parent])?;
+                nids.insert(id, nid);
+                written += 1;
+            }
+            let mut insert =
+                conn.prepare_cached("INSERT INTO rows(rid, branch, text, hash) VALUES (?1, ?2, ?3, ?4)")?;
+            for sql in ["SELECT branch_id, value FROM core_kv", "SELECT branch_id, text FROM events"] {
+                let mut stmt = source.prepare(sql)?;
+                let mut rows = stmt.query([])?;
+                while let Some(r) = rows.next()? {
+                    let (branch, text): (String, Option<String>) = (r.get(0)?, r.get(1)?);
+                    let text = text.unwrap_or_default();
+                    // Unique per row whatever the text, as memctl's hash of a row is.
+                    let hash = spread_hash(&format!("{written} {text}"));
+                    insert.execute(rusqlite::params![written as i64, nids.get(&branch), text, hash])?;
+                    written += 1;
+                }
+            }
+            let mut stmt = source.prepare("SELECT text, tags FROM archival")?;
+            let mut rows = stmt.query([])?;
+            let mut insert =
+                conn.prepare_cached("INSERT INTO records(seq, text, tags) VALUES (?1, ?2, ?3)")?;
+            while let Some(r) = rows.next()? {
+                let (text, tags): (String, Option<String>) = (r.get(0)?, r.get(1)?);
+                insert.execute(rusqlite::params![written as i64, text, tags])?;
+                written += 1;
+            }
+            conn.execute(
+                "INSERT INTO records_fts(rowid, text, tags) SELECT seq, text, tags FROM records",
+                [],
+            )?;
+            Ok(())
+        })?;
+        Ok(written)
+    }
+
+    /// Writes `records` (texts and JSON tags) and their FTS5 entries in one transaction (setup
+    /// for [`PlainDb::search`], not timed).
+    pub fn fill_records<'a>(&self, records: impl Iterator<Item = (&'a str, String)>) -> Result<()> {
+        self.transaction(|conn| {
+            for (seq, (text, tags)) in records.enumerate() {
+                conn.prepare_cached("INSERT INTO records(seq, text, tags) VALUES (?1, ?2, ?3)")?
+                    .execute(rusqlite::params![seq as i64, text, tags])?;
+            }
+            conn.execute(
+                "INSERT INTO records_fts(rowid, text, tags) SELECT seq, text, tags FROM records",
+                [],
+            )?;
+            Ok(())
+        })
+    }
+
     /// Inserts a record, and the FTS5 entries of the records waiting for one when they make a
     /// batch.
     fn insert_record(&self, seq: i64, text: &str, tags: &str) -> Result<()> {
@@ -192,6 +265,17 @@ impl PlainDb {
         read_rows(&Connection::open(self.dir.path().join(FILE))?)
     }
 
+    /// Reads the newest `n` rows into owned values: what a windowed read returns (the core,
+    /// the newest events and records), read by one scan of one table.
+    pub fn read_newest(&self, n: usize) -> Result<usize> {
+        let mut stmt =
+            self.conn.prepare_cached("SELECT rid, branch, text FROM rows ORDER BY rid DESC LIMIT ?1")?;
+        let rows = stmt.query_map([n as i64], |r| {
+            Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, String>(2)?))
+        })?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?.len())
+    }
+
     fn transaction(&self, f: impl FnOnce(&Connection) -> Result<()>) -> Result<()> {
         self.conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
         f(&self.conn)?;
@@ -199,6 +283,11 @@ impl PlainDb {
         Ok(())
     }
 }
+
+/// What [`PlainDb::import_legacy`] measures, for the table's floor notes.
+pub const IMPORT_LEGACY: &str = "plain SQLite reading the legacy file's branches, core values, events and \
+     archival texts and writing them in one transaction: a node row per branch (4 index entries), a row \
+     with a hash index entry per core value and event, a record per text with its FTS5 entry";
 
 /// How many records memctl's FTS5 index takes at a time (`[search] fts_batch`), which the
 /// floors' FTS5 entries follow.
@@ -280,6 +369,25 @@ pub fn process_on_copy(db: &Path, runs: usize) -> Result<Vec<f64>> {
 
 /// What [`process`] measures, for the table's floor notes.
 pub const PROCESS: &str = "a process that starts, opens the database, inserts one row and exits";
+
+/// The floor of many CLI calls at once (workload p): `workers` threads, each running `calls`
+/// [`process`] floors on `db` one after another, all threads at once, so that the inserts wait
+/// for each other's locks (with SQLite's own busy handler); each call's time in ms, and the
+/// wall time of them all in s.
+pub fn processes_at_once(db: &Path, workers: usize, calls: usize) -> Result<(Vec<f64>, f64)> {
+    let start = Instant::now();
+    let times: Vec<Result<Vec<f64>>> = std::thread::scope(|scope| {
+        let threads: Vec<_> = (0..workers).map(|_| scope.spawn(|| process(db, calls))).collect();
+        threads.into_iter().map(|t| t.join().expect("floor thread")).collect()
+    });
+    let wall = start.elapsed().as_secs_f64();
+    Ok((times.into_iter().collect::<Result<Vec<_>>>()?.concat(), wall))
+}
+
+/// What [`processes_at_once`] measures, for the table's floor notes.
+pub fn at_once(workers: usize, calls: usize) -> String {
+    format!("{workers} threads each running {calls} times, all at once, {PROCESS} (waiting for the lock with SQLite's busy handler)")
+}
 
 /// The floor of a CLI call whose output is many rows: `runs` times, a process that starts,
 /// opens memctl's database `db`, reads `events` events and `records` archival versions of the
@@ -528,6 +636,66 @@ pub fn scan_events(db: &Path, query: &str) -> Result<()> {
     println!("{found}");
     Ok(())
 }
+
+/// The floor of `gc` (workload k): in memctl's database `db`, plain SQL deleting every row of
+/// the branches marked dead, in one transaction: a set-based delete per table (events by each
+/// branch's range of rowids), the FTS5 entries of their indexed archival versions with them,
+/// and the branches marked collected; none of memctl's checks of which branches may go. How
+/// many rows it deleted (the branch rows stay, as memctl's do).
+pub fn delete_dead(db: &Path) -> Result<usize> {
+    let conn = Connection::open(db)?;
+    conn.execute_batch(
+        "BEGIN IMMEDIATE;
+         CREATE TEMP TABLE gone(bid INTEGER PRIMARY KEY);
+         INSERT INTO gone SELECT bid FROM branches WHERE status = 'dead';",
+    )?;
+    let mut deleted = 0;
+    let seq_bits = memctl_core::EVENT_ROWID_SEQ_BITS;
+    deleted += conn.execute(
+        &format!(
+            "DELETE FROM events WHERE rid IN (SELECT e.rid FROM gone g JOIN events e
+                 ON e.rid BETWEEN g.bid << {seq_bits} AND (g.bid << {seq_bits}) + (1 << {seq_bits}) - 1)"
+        ),
+        [],
+    )?;
+    conn.execute(
+        "INSERT INTO archival_fts(archival_fts, rowid, text, tags, branch)
+         SELECT 'delete', seq, text, tags, branch FROM archival
+         WHERE branch IN gone AND text IS NOT NULL
+           AND seq <= (SELECT value FROM meta WHERE key = 'fts_indexed_until')",
+        [],
+    )?;
+    for table in
+        ["core", "archival", "inherited_exclusions", "inherited_summaries", "anchor_rows", "promoted"]
+    {
+        deleted += conn.execute(&format!("DELETE FROM {table} WHERE branch IN gone"), [])?;
+    }
+    conn.execute_batch(
+        "UPDATE branches SET collected_at = 0 WHERE bid IN gone;
+         DROP TABLE gone;
+         COMMIT;",
+    )?;
+    Ok(deleted)
+}
+
+/// What [`delete_dead`] measures, for the table's floor notes.
+pub const DELETE_DEAD: &str = "plain SQL deleting the rows of the branches marked dead from each table, one \
+     statement a table, in one transaction, with their FTS5 entries (no check of which branches may go)";
+
+/// The floor of `gc --vacuum` (workload k): SQLite's incremental vacuum of `db` run to its end,
+/// then the WAL written back and truncated.
+pub fn vacuum(db: &Path) -> Result<()> {
+    let conn = Connection::open(db)?;
+    let mut stmt = conn.prepare("PRAGMA incremental_vacuum")?;
+    let mut steps = stmt.query([])?;
+    while steps.next()?.is_some() {}
+    conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+    Ok(())
+}
+
+/// What [`vacuum`] measures, for the table's floor notes.
+pub const VACUUM: &str =
+    "SQLite's incremental vacuum run to its end after the floor's deletes, and the WAL written back";
 
 /// Runs `target/release/xtask` with the arguments `args` gives, `runs` times; each run's time
 /// in ms, its output read through a pipe.

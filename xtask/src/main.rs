@@ -186,6 +186,10 @@ fn run(args: &[String]) -> Result<ExitCode> {
                 )?;
             } else {
                 let conn = rusqlite::Connection::open(db)?;
+                // Waiting for the lock as long as memctl does, with SQLite's own busy handler
+                // (workload p runs many at once).
+                let wait = memctl_core::SqliteConfig::default().busy_timeout_ms;
+                conn.busy_timeout(std::time::Duration::from_millis(wait))?;
                 conn.execute_batch(
                     "CREATE TABLE IF NOT EXISTS bench_floor(x); INSERT INTO bench_floor VALUES (1);",
                 )?;

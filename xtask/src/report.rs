@@ -8,6 +8,11 @@ pub fn median(values: &[f64]) -> f64 {
     percentile(values, 50.0)
 }
 
+/// Arithmetic mean of a sample; NaN when empty.
+pub fn mean(values: &[f64]) -> f64 {
+    values.iter().sum::<f64>() / values.len() as f64
+}
+
 /// Linear-interpolated percentile `p` (0..=100) of a sample; NaN when empty.
 pub fn percentile(values: &[f64], p: f64) -> f64 {
     if values.is_empty() {
