@@ -183,7 +183,7 @@ impl Tx<'_> {
                 )?
             }
         };
-        if self.fts_table()? {
+        if !self.fts_at_end.get() && self.fts_table()? {
             schema::fts::index_when_due(self.conn.fts5()?, seq, self.config.search.fts_batch.get())?;
         }
         Ok(())

@@ -157,7 +157,7 @@ impl Store {
     /// Imports a legacy database into this one, in one transaction: on any error (a branch id
     /// that already exists here, say) nothing is written.
     pub fn import_legacy(&self, legacy: LegacyDatabase) -> Result<ImportReport> {
-        self.write(|tx| tx.import_legacy(legacy))
+        self.write(|tx| tx.indexing_at_end(|| tx.import_legacy(legacy)))
     }
 }
 

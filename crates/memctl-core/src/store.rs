@@ -263,6 +263,7 @@ impl Store {
             journalled: Cell::new(None),
             now: Cell::new(self.clock.now()),
             locked: Cell::new(None),
+            fts_at_end: Cell::new(false),
         };
         let before = match &self.conn {
             Conn::Sqlite(_) => {
@@ -448,6 +449,9 @@ pub struct Tx<'s> {
     now: Cell<f64>,
     /// PostgreSQL: the counter as the transaction locked it.
     locked: Cell<Option<i64>>,
+    /// Whether archival writes leave the FTS5 index's batches to the end of a bulk write
+    /// ([`Tx::indexing_at_end`]).
+    pub(crate) fts_at_end: Cell<bool>,
 }
 
 impl<'s> std::ops::Deref for Tx<'s> {
@@ -459,6 +463,22 @@ impl<'s> std::ops::Deref for Tx<'s> {
 }
 
 impl Tx<'_> {
+    /// Runs the bulk write `f` with the FTS5 index's batches left to its end, where one
+    /// statement indexes every version `f` wrote: FTS5 writes one segment for them all, not one
+    /// per batch (an import's batches flushed and merged 64 records at a time, a third of its
+    /// work). A search inside `f` still sees every version: those past the index's end are
+    /// counted as they are read (view/fts_match.rs).
+    pub(crate) fn indexing_at_end<T>(&self, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        self.fts_at_end.set(true);
+        let done = f();
+        self.fts_at_end.set(false);
+        let done = done?;
+        if self.fts_table()? {
+            schema::fts::index_waiting(self.conn.fts5()?)?;
+        }
+        Ok(done)
+    }
+
     /// The timestamp rows written now get.
     pub(crate) fn now(&self) -> f64 {
         self.now.get()

@@ -46,6 +46,11 @@ pub(crate) fn waiting(conn: &Connection, until: i64) -> Result<i64> {
         .query_row([until], |r| r.get(0))?)
 }
 
+/// Indexes every version past the index's end, however few (a bulk write's, at its end).
+pub(crate) fn index_waiting(conn: &Connection) -> Result<()> {
+    index_past(conn, indexed_until(conn)?)
+}
+
 /// Fills the empty index, and its lengths, from every archival version that has text, as after
 /// a migration or a copy. The lengths may hold what the migration `20261128_archival_lengths`
 /// filled them with: they are filled anew.
