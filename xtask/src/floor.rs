@@ -3,7 +3,8 @@
 //! machine's speed than the figures themselves.
 
 use anyhow::{ensure, Result};
-use rusqlite::{Connection, OptionalExtension};
+use rusqlite::types::Value;
+use rusqlite::{Connection, OpenFlags, OptionalExtension};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -47,7 +48,13 @@ impl PlainDb {
              CREATE TABLE hidden (rid INTEGER PRIMARY KEY, branch INTEGER, event INTEGER);
              CREATE INDEX hidden_branch ON hidden(branch, rid);
              CREATE INDEX hidden_event ON hidden(event);
-             CREATE VIRTUAL TABLE records_fts USING fts5(text, tags, content='records', content_rowid='seq');",
+             CREATE VIRTUAL TABLE records_fts USING fts5(text, tags, content='records', content_rowid='seq');
+             CREATE TABLE core_rows (seq INTEGER PRIMARY KEY, branch INTEGER, key TEXT, value TEXT,
+                                     importance INTEGER, ttl TEXT, created_at REAL);
+             CREATE INDEX core_rows_key ON core_rows(branch, key);
+             CREATE TABLE event_rows (rid INTEGER PRIMARY KEY, branch INTEGER, kind TEXT, text TEXT,
+                                      tags TEXT, created_at REAL, hash BLOB);
+             CREATE UNIQUE INDEX event_rows_hash ON event_rows(branch, hash);",
         )?;
         // FTS5's leaves fitted to the pages, as memctl fits its own (schema.rs).
         conn.execute(
@@ -117,76 +124,105 @@ impl PlainDb {
         })
     }
 
-    /// The floor of `import legacy` (workload i): reads the Python store's file `legacy` (its
-    /// branches, core values, events and archival texts) and writes them in one transaction: a
-    /// node row per branch with its 4 index entries, a row with a hash index entry per core
-    /// value and event, a record per archival text and, in one statement at the end, their
-    /// FTS5 entries. How many rows it wrote.
+    /// The floor of `import legacy` (workload i): reads from the Python store's file `legacy`,
+    /// opened immutable as memctl opens it, the columns memctl reads of its branches, core
+    /// values (with their importance and TTL), events and archival texts, and writes them in
+    /// one transaction: a node row per branch with its 4 index entries, a core row per value
+    /// with its (branch, key) index entry, an event row per event with its hash index entry, a
+    /// record per text and, in one statement at the end, their FTS5 entries. Rows of branches
+    /// the file does not have, and archival rows without text, are left out, as memctl leaves
+    /// them out. How many rows it wrote. (`legacy` must be a path that needs no escaping in a
+    /// URI, as a temporary directory's is.)
     pub fn import_legacy(&self, legacy: &Path) -> Result<usize> {
-        let source = Connection::open_with_flags(legacy, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)?;
+        let source = Connection::open_with_flags(
+            format!("file:{}?immutable=1", legacy.display()),
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI,
+        )?;
         let mut written = 0;
         self.transaction(|conn| {
-            let mut nids: HashMap<String, i64> = HashMap::new();
-            let mut branches =
-                source.prepare("SELECT id, parent_id, node_uid FROM branches ORDER BY rowid")?;
-            let mut rows = branches.query([])?;
+            // Node ids in the file's order; a parent may come after its child.
+            let mut branches = Vec::new();
+            let mut stmt =
+                source.prepare("SELECT id, parent_id, node_uid, created_at FROM branches ORDER BY rowid")?;
+            let mut rows = stmt.query([])?;
+            while let Some(r) = rows.next()? {
+                let row: (String, Option<String>, Option<String>, Value) =
+                    (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?);
+                branches.push(row);
+            }
+            let nids: HashMap<&str, i64> =
+                branches.iter().enumerate().map(|(i, b)| (b.0.as_str(), i as i64 + 1)).collect();
             let mut insert = conn.prepare_cached(
                 "INSERT INTO nodes(nid, id, uid, parent, fork) VALUES (?1, ?2, ?3, ?4, ?1)",
             )?;
-            while let Some(r) = rows.next()? {
-                let (id, parent, uid): (String, Option<String>, Option<String>) =
-                    (r.get(0)?, r.get(1)?, r.get(2)?);
-                let nid = nids.len() as i64 + 1;
-                let parent = parent.and_then(|p| nids.get(&p).copied());
-                insert.execute(rusqlite::params![nid, id, uid, parent])?;
-                nids.insert(id, nid);
+            for (id, parent, uid, _) in &branches {
+                let parent = parent.as_deref().and_then(|p| nids.get(p));
+                insert.execute(rusqlite::params![nids[id.as_str()], id, uid, parent])?;
                 written += 1;
             }
-            let mut insert =
-                conn.prepare_cached("INSERT INTO rows(rid, branch, text, hash) VALUES (?1, ?2, ?3, ?4)")?;
-            for sql in ["SELECT branch_id, value FROM core_kv", "SELECT branch_id, text FROM events"] {
-                let mut stmt = source.prepare(sql)?;
-                let mut rows = stmt.query([])?;
-                while let Some(r) = rows.next()? {
-                    let (branch, text): (String, Option<String>) = (r.get(0)?, r.get(1)?);
-                    let text = text.unwrap_or_default();
-                    // Unique per row whatever the text, as memctl's hash of a row is.
-                    let hash = spread_hash(&format!("{written} {text}"));
-                    insert.execute(rusqlite::params![written as i64, nids.get(&branch), text, hash])?;
-                    written += 1;
-                }
+            let mut stmt = source.prepare(
+                "SELECT k.branch_id, k.updated_at, k.rowid, k.key, k.value, m.importance, m.ttl
+                 FROM core_kv k LEFT JOIN core_meta m ON m.branch_id = k.branch_id AND m.key = k.key",
+            )?;
+            let mut rows = stmt.query([])?;
+            let mut insert = conn.prepare_cached(
+                "INSERT INTO core_rows(seq, branch, key, value, importance, ttl, created_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            )?;
+            while let Some(r) = rows.next()? {
+                let Some(branch) = nids.get(r.get_ref(0)?.as_str()?) else { continue };
+                // Values as the file holds them, whatever their types.
+                let (ts, _id, key, value): (Value, i64, String, Option<String>) =
+                    (r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?);
+                let (importance, ttl): (Value, Value) = (r.get(5)?, r.get(6)?);
+                insert.execute(rusqlite::params![written as i64, branch, key, value, importance, ttl, ts])?;
+                written += 1;
             }
-            let mut stmt = source.prepare("SELECT text, tags FROM archival")?;
+            let mut stmt =
+                source.prepare("SELECT branch_id, created_at, id, kind, text, tags FROM events")?;
+            let mut rows = stmt.query([])?;
+            let mut insert = conn.prepare_cached(
+                "INSERT INTO event_rows(rid, branch, kind, text, tags, created_at, hash)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            )?;
+            while let Some(r) = rows.next()? {
+                let Some(branch) = nids.get(r.get_ref(0)?.as_str()?) else { continue };
+                let (ts, _id, kind, text, tags): (Value, i64, String, String, Option<String>) =
+                    (r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?);
+                let params =
+                    rusqlite::params![written as i64, branch, kind, text, tags, ts, unique_key(written)];
+                insert.execute(params)?;
+                written += 1;
+            }
+            let mut stmt = source.prepare("SELECT branch_id, created_at, id, text, tags FROM archival")?;
             let mut rows = stmt.query([])?;
             let mut insert =
                 conn.prepare_cached("INSERT INTO records(seq, text, tags) VALUES (?1, ?2, ?3)")?;
             while let Some(r) = rows.next()? {
-                let (text, tags): (String, Option<String>) = (r.get(0)?, r.get(1)?);
-                insert.execute(rusqlite::params![written as i64, text, tags])?;
-                written += 1;
+                if !nids.contains_key(r.get_ref(0)?.as_str()?) {
+                    continue;
+                }
+                let (_ts, _id, text, tags): (Value, i64, Option<String>, Option<String>) =
+                    (r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?);
+                if let Some(text) = text {
+                    insert.execute(rusqlite::params![written as i64, text, tags])?;
+                    written += 1;
+                }
             }
-            conn.execute(
-                "INSERT INTO records_fts(rowid, text, tags) SELECT seq, text, tags FROM records",
-                [],
-            )?;
-            Ok(())
+            index_records(conn)
         })?;
         Ok(written)
     }
 
     /// Writes `records` (texts and JSON tags) and their FTS5 entries in one transaction (setup
     /// for [`PlainDb::search`], not timed).
-    pub fn fill_records<'a>(&self, records: impl Iterator<Item = (&'a str, String)>) -> Result<()> {
+    pub fn fill_records<'a>(&self, records: impl Iterator<Item = (&'a str, &'a str)>) -> Result<()> {
         self.transaction(|conn| {
             for (seq, (text, tags)) in records.enumerate() {
                 conn.prepare_cached("INSERT INTO records(seq, text, tags) VALUES (?1, ?2, ?3)")?
                     .execute(rusqlite::params![seq as i64, text, tags])?;
             }
-            conn.execute(
-                "INSERT INTO records_fts(rowid, text, tags) SELECT seq, text, tags FROM records",
-                [],
-            )?;
-            Ok(())
+            index_records(conn)
         })
     }
 
@@ -254,26 +290,16 @@ impl PlainDb {
         })
     }
 
-    /// Reads every row into owned values, newest first: what a whole view returns, read by one
-    /// scan of one table.
-    pub fn read_rows(&self) -> Result<usize> {
-        read_rows(&self.conn)
+    /// Reads the newest `limit` rows (None: every row) into owned values, newest first: what a
+    /// view returns, read by one scan of one table.
+    pub fn read_rows(&self, limit: Option<usize>) -> Result<usize> {
+        read_rows(&self.conn, limit)
     }
 
-    /// [`PlainDb::read_rows`] on a connection opened for it, as a new memctl handle reads.
+    /// [`PlainDb::read_rows`] of every row on a connection opened for it, as a new memctl
+    /// handle reads.
     pub fn read_rows_on_new_connection(&self) -> Result<usize> {
-        read_rows(&Connection::open(self.dir.path().join(FILE))?)
-    }
-
-    /// Reads the newest `n` rows into owned values: what a windowed read returns (the core,
-    /// the newest events and records), read by one scan of one table.
-    pub fn read_newest(&self, n: usize) -> Result<usize> {
-        let mut stmt =
-            self.conn.prepare_cached("SELECT rid, branch, text FROM rows ORDER BY rid DESC LIMIT ?1")?;
-        let rows = stmt.query_map([n as i64], |r| {
-            Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, String>(2)?))
-        })?;
-        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?.len())
+        read_rows(&Connection::open(self.dir.path().join(FILE))?, None)
     }
 
     fn transaction(&self, f: impl FnOnce(&Connection) -> Result<()>) -> Result<()> {
@@ -286,8 +312,9 @@ impl PlainDb {
 
 /// What [`PlainDb::import_legacy`] measures, for the table's floor notes.
 pub const IMPORT_LEGACY: &str = "plain SQLite reading the legacy file's branches, core values, events and \
-     archival texts and writing them in one transaction: a node row per branch (4 index entries), a row \
-     with a hash index entry per core value and event, a record per text with its FTS5 entry";
+     archival texts (the columns memctl reads) and writing them in one transaction: a node row per branch \
+     (4 index entries), a core row per value (1 index entry), an event row per event (a hash index entry), \
+     a record per text, their FTS5 entries in one statement";
 
 /// How many records memctl's FTS5 index takes at a time (`[search] fts_batch`), which the
 /// floors' FTS5 entries follow.
@@ -298,11 +325,19 @@ pub fn fts_batch() -> u32 {
 /// The plain database's file in its directory.
 const FILE: &str = "floor.sqlite";
 
-fn read_rows(conn: &Connection) -> Result<usize> {
-    let mut stmt = conn.prepare_cached("SELECT rid, branch, text FROM rows ORDER BY rid DESC")?;
+fn read_rows(conn: &Connection, limit: Option<usize>) -> Result<usize> {
+    let mut stmt = conn.prepare_cached("SELECT rid, branch, text FROM rows ORDER BY rid DESC LIMIT ?1")?;
+    // A negative LIMIT is none.
+    let limit = limit.map_or(-1, |n| n as i64);
     let rows =
-        stmt.query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, String>(2)?)))?;
+        stmt.query_map([limit], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, String>(2)?)))?;
     Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?.len())
+}
+
+/// Gives every record its FTS5 entry, in one statement.
+fn index_records(conn: &Connection) -> Result<()> {
+    conn.execute("INSERT INTO records_fts(rowid, text, tags) SELECT seq, text, tags FROM records", [])?;
+    Ok(())
 }
 
 /// What one of memctl's consolidations wrote, for the floor of the append that triggered it.
@@ -342,6 +377,12 @@ fn journal(conn: &Connection, seq: i64, text: &str) -> Result<()> {
     conn.prepare_cached("INSERT INTO ops(seq, args) VALUES (?1, ?2)")?
         .execute(rusqlite::params![seq, text])?;
     Ok(())
+}
+
+/// A 32-byte key spread like a hash, a different one for each `i`.
+fn unique_key(i: usize) -> Vec<u8> {
+    let mut rng = crate::gen::Rng::new(i as u64);
+    (0..4).flat_map(|_| rng.next_u64().to_le_bytes()).collect()
 }
 
 /// A 32-byte key spread like a hash (the floor must not depend on memctl's hashing code).
@@ -637,65 +678,81 @@ pub fn scan_events(db: &Path, query: &str) -> Result<()> {
     Ok(())
 }
 
-/// The floor of `gc` (workload k): in memctl's database `db`, plain SQL deleting every row of
-/// the branches marked dead, in one transaction: a set-based delete per table (events by each
-/// branch's range of rowids), the FTS5 entries of their indexed archival versions with them,
-/// and the branches marked collected; none of memctl's checks of which branches may go. How
-/// many rows it deleted (the branch rows stay, as memctl's do).
-pub fn delete_dead(db: &Path) -> Result<usize> {
+/// The floor of `gc` and `gc --vacuum` (workload k), on memctl's database `db`: the rows it
+/// deleted, and the times in ms of the deletes and of the vacuum.
+pub struct Collected {
+    pub rows: usize,
+    pub delete_ms: f64,
+    pub vacuum_ms: f64,
+}
+
+/// [`Collected`]: on one connection with memctl's `synchronous`, plain SQL deleting, in one
+/// transaction, every row of the branches marked dead or pruned and not collected yet (the
+/// events by each branch's range of rowids), the FTS5 entries of their indexed archival
+/// versions, and marking the branches collected, with none of memctl's checks of which
+/// branches may go; then SQLite's incremental vacuum run to its end and the WAL written back
+/// and truncated. The connection is opened and closed outside the times.
+pub fn collect_dead(db: &Path) -> Result<Collected> {
     let conn = Connection::open(db)?;
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    let start = Instant::now();
     conn.execute_batch(
         "BEGIN IMMEDIATE;
          CREATE TEMP TABLE gone(bid INTEGER PRIMARY KEY);
-         INSERT INTO gone SELECT bid FROM branches WHERE status = 'dead';",
+         INSERT INTO gone SELECT bid FROM branches
+             WHERE status IN ('dead', 'pruned') AND collected_at IS NULL;",
     )?;
-    let mut deleted = 0;
     let seq_bits = memctl_core::EVENT_ROWID_SEQ_BITS;
-    deleted += conn.execute(
-        &format!(
-            "DELETE FROM events WHERE rid IN (SELECT e.rid FROM gone g JOIN events e
-                 ON e.rid BETWEEN g.bid << {seq_bits} AND (g.bid << {seq_bits}) + (1 << {seq_bits}) - 1)"
-        ),
-        [],
-    )?;
-    conn.execute(
-        "INSERT INTO archival_fts(archival_fts, rowid, text, tags, branch)
-         SELECT 'delete', seq, text, tags, branch FROM archival
-         WHERE branch IN gone AND text IS NOT NULL
-           AND seq <= (SELECT value FROM meta WHERE key = 'fts_indexed_until')",
-        [],
-    )?;
+    let mut rows = 0;
+    let mut events = conn.prepare(&format!(
+        "DELETE FROM events WHERE rid BETWEEN ?1 << {seq_bits} AND (?1 << {seq_bits}) + (1 << {seq_bits}) - 1"
+    ))?;
+    for bid in conn.prepare("SELECT bid FROM gone")?.query_map([], |r| r.get::<_, i64>(0))? {
+        rows += events.execute([bid?])?;
+    }
+    let fts: bool =
+        conn.query_row("SELECT count(*) FROM sqlite_master WHERE name = 'archival_fts'", [], |r| r.get(0))?;
+    if fts {
+        conn.execute(
+            "INSERT INTO archival_fts(archival_fts, rowid, text, tags, branch)
+             SELECT 'delete', seq, text, tags, branch FROM archival
+             WHERE branch IN gone AND text IS NOT NULL
+               AND seq <= (SELECT value FROM meta WHERE key = 'fts_indexed_until')",
+            [],
+        )?;
+    }
     for table in
         ["core", "archival", "inherited_exclusions", "inherited_summaries", "anchor_rows", "promoted"]
     {
-        deleted += conn.execute(&format!("DELETE FROM {table} WHERE branch IN gone"), [])?;
+        rows += conn.execute(&format!("DELETE FROM {table} WHERE branch IN gone"), [])?;
     }
     conn.execute_batch(
         "UPDATE branches SET collected_at = 0 WHERE bid IN gone;
          DROP TABLE gone;
          COMMIT;",
     )?;
-    Ok(deleted)
-}
-
-/// What [`delete_dead`] measures, for the table's floor notes.
-pub const DELETE_DEAD: &str = "plain SQL deleting the rows of the branches marked dead from each table, one \
-     statement a table, in one transaction, with their FTS5 entries (no check of which branches may go)";
-
-/// The floor of `gc --vacuum` (workload k): SQLite's incremental vacuum of `db` run to its end,
-/// then the WAL written back and truncated.
-pub fn vacuum(db: &Path) -> Result<()> {
-    let conn = Connection::open(db)?;
+    let delete_ms = millis(start.elapsed());
+    let start = Instant::now();
     let mut stmt = conn.prepare("PRAGMA incremental_vacuum")?;
     let mut steps = stmt.query([])?;
     while steps.next()?.is_some() {}
+    drop(steps);
+    drop(stmt);
     conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
-    Ok(())
+    let vacuum_ms = millis(start.elapsed());
+    drop(events);
+    Ok(Collected { rows, delete_ms, vacuum_ms })
 }
 
-/// What [`vacuum`] measures, for the table's floor notes.
+/// What [`collect_dead`]'s deletes measure, for the table's floor notes.
+pub const COLLECT_DEAD: &str =
+    "plain SQL deleting the rows of the branches marked dead from each table, one \
+     statement a table (for the events, one a branch), with their FTS5 entries, in one transaction (no \
+     check of which branches may go)";
+
+/// What [`collect_dead`]'s vacuum measures, for the table's floor notes.
 pub const VACUUM: &str =
-    "SQLite's incremental vacuum run to its end after the floor's deletes, and the WAL written back";
+    "SQLite's incremental vacuum run to its end after the floor's deletes, then the WAL written back";
 
 /// Runs `target/release/xtask` with the arguments `args` gives, `runs` times; each run's time
 /// in ms, its output read through a pipe.

@@ -175,8 +175,8 @@ fn run(args: &[String]) -> Result<ExitCode> {
                 .context("running memctl man")?;
             Ok(if status.success() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
-        // The process floor of workloads h and q: start, open the database (an SQLite file or a
-        // PostgreSQL URL), insert one row, exit.
+        // The process floor of whole CLI calls (workloads h, j, m, p, q, s): start, open the
+        // database (an SQLite file or a PostgreSQL URL), insert one row, exit.
         "floor-insert" => {
             let db = rest.first().context("floor-insert needs a database path or URL")?;
             if db.starts_with("postgres") {
