@@ -778,6 +778,46 @@ fn gc_removes_from_the_index_only_what_it_holds() {
     assert_eq!(ids(&s, "root", "mpi", 10, &[]).len(), 4);
 }
 
+/// A collection of many branches removes all their index entries at once: afterwards the index
+/// matches the table (FTS5's own check), the survivors' searches find what they found before,
+/// and none finds a collected record.
+#[test]
+fn gc_of_many_branches_removes_their_index_entries() {
+    let (_dir, s, observer) = on_file_indexing_by(4);
+    s.create_root("root").unwrap();
+    add(&s, "root", "mpi root", &[]);
+    s.fork("root", Some("kept")).unwrap();
+    add(&s, "kept", "mpi kept", &[]);
+    for b in 0..3 {
+        let doomed = format!("doomed-{b}");
+        s.fork("root", Some(&doomed)).unwrap();
+        s.fork(&doomed, Some(&format!("{doomed}-child"))).unwrap();
+        for i in 0..5 {
+            add(&s, &doomed, &format!("mpi {doomed} {i}"), &[]);
+            add(&s, &format!("{doomed}-child"), &format!("mpi {doomed} child {i}"), &[]);
+        }
+    }
+    // 33 records, taken 4 at a time: the newest, a collected one, is past the index's end.
+    add(&s, "doomed-2-child", "mpi doomed-2 child last", &[]);
+    let before = ids(&s, "kept", "mpi", 10, &[]);
+    let request = GcRequest {
+        branches: vec!["doomed-0".into(), "doomed-1".into(), "doomed-2".into()],
+        subtree: true,
+        ..Default::default()
+    };
+    let report = s.gc(&request).unwrap();
+    assert_eq!(report.collected.len(), 6);
+    assert_eq!(report.rows.archival, 31);
+    observer.execute("INSERT INTO archival_fts(archival_fts) VALUES ('integrity-check')", []).unwrap();
+    assert_eq!(ids(&s, "kept", "mpi", 10, &[]), before);
+    assert_eq!(ids(&s, "root", "mpi", 10, &[]).len(), 1);
+    for i in 0..4 {
+        add(&s, "kept", &format!("mpi later {i}"), &[]);
+    }
+    observer.execute("INSERT INTO archival_fts(archival_fts) VALUES ('integrity-check')", []).unwrap();
+    assert_eq!(ids(&s, "kept", "mpi", 10, &[]).len(), 6);
+}
+
 /// `archival_lengths`, from which a search reads each match's branch and length, holds the
 /// versions the FTS5 index holds: written with each of its batches, removed with a version (the
 /// model test holds it to every write and collection).
