@@ -686,51 +686,60 @@ pub struct Collected {
     pub vacuum_ms: f64,
 }
 
-/// [`Collected`]: on one connection with memctl's `synchronous`, plain SQL deleting, in one
-/// transaction, every row of the branches marked dead or pruned and not collected yet (the
-/// events by each branch's range of rowids), the FTS5 entries of their indexed archival
-/// versions, and marking the branches collected, with none of memctl's checks of which
-/// branches may go; then SQLite's incremental vacuum run to its end and the WAL written back
-/// and truncated. The connection is opened and closed outside the times.
+/// [`Collected`]: on one connection with memctl's `synchronous` and no checkpoint inside a
+/// commit (memctl's are off the write path), plain SQL deleting, in one
+/// transaction, the FTS5 entries of the indexed archival versions of the branches marked dead
+/// or pruned and not collected yet (one statement), then per branch its rows of each table
+/// (the events by the branch's range of rowids) and marking it collected, with none of
+/// memctl's checks of which branches may go; then SQLite's incremental vacuum run to its end
+/// and the WAL written back and truncated. The connection is opened and closed outside the
+/// times, with a first read that memctl's handle has made too.
 pub fn collect_dead(db: &Path) -> Result<Collected> {
     let conn = Connection::open(db)?;
     conn.pragma_update(None, "synchronous", "NORMAL")?;
+    // memctl checkpoints off the write path (checkpoint.rs): the deletes' commit leaves its
+    // pages to the vacuum's checkpoint, not to one of SQLite's inside the commit.
+    conn.pragma_update(None, "wal_autocheckpoint", 0)?;
+    // A first read, untimed, as memctl's handle has made: it reads the schema, and the WAL
+    // copied with the file.
+    conn.query_row("SELECT count(*) FROM branches", [], |_| Ok(()))?;
     let start = Instant::now();
-    conn.execute_batch(
-        "BEGIN IMMEDIATE;
-         CREATE TEMP TABLE gone(bid INTEGER PRIMARY KEY);
-         INSERT INTO gone SELECT bid FROM branches
-             WHERE status IN ('dead', 'pruned') AND collected_at IS NULL;",
-    )?;
-    let seq_bits = memctl_core::EVENT_ROWID_SEQ_BITS;
-    let mut rows = 0;
-    let mut events = conn.prepare(&format!(
-        "DELETE FROM events WHERE rid BETWEEN ?1 << {seq_bits} AND (?1 << {seq_bits}) + (1 << {seq_bits}) - 1"
-    ))?;
-    for bid in conn.prepare("SELECT bid FROM gone")?.query_map([], |r| r.get::<_, i64>(0))? {
-        rows += events.execute([bid?])?;
-    }
+    conn.execute("BEGIN IMMEDIATE", [])?;
+    let gone: Vec<i64> = conn
+        .prepare("SELECT bid FROM branches WHERE status IN ('dead', 'pruned') AND collected_at IS NULL")?
+        .query_map([], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
     let fts: bool =
         conn.query_row("SELECT count(*) FROM sqlite_master WHERE name = 'archival_fts'", [], |r| r.get(0))?;
     if fts {
+        // Before any other statement: FTS5 writes its pending changes out at each one.
         conn.execute(
             "INSERT INTO archival_fts(archival_fts, rowid, text, tags, branch)
-             SELECT 'delete', seq, text, tags, branch FROM archival
-             WHERE branch IN gone AND text IS NOT NULL
-               AND seq <= (SELECT value FROM meta WHERE key = 'fts_indexed_until')",
-            [],
+             SELECT 'delete', t.seq, t.text, t.tags, t.branch FROM json_each(?1) g
+             CROSS JOIN archival t ON t.branch = g.value
+             WHERE t.text IS NOT NULL AND t.seq <= (SELECT value FROM meta WHERE key = 'fts_indexed_until')",
+            [serde_json::to_string(&gone)?],
         )?;
     }
+    let seq_bits = memctl_core::EVENT_ROWID_SEQ_BITS;
+    let mut deletes = vec![conn.prepare(&format!(
+        "DELETE FROM events WHERE rid BETWEEN ?1 << {seq_bits} AND (?1 << {seq_bits}) + (1 << {seq_bits}) - 1"
+    ))?];
     for table in
         ["core", "archival", "inherited_exclusions", "inherited_summaries", "anchor_rows", "promoted"]
     {
-        rows += conn.execute(&format!("DELETE FROM {table} WHERE branch IN gone"), [])?;
+        deletes.push(conn.prepare(&format!("DELETE FROM {table} WHERE branch = ?1"))?);
     }
-    conn.execute_batch(
-        "UPDATE branches SET collected_at = 0 WHERE bid IN gone;
-         DROP TABLE gone;
-         COMMIT;",
-    )?;
+    let mut collected = conn.prepare("UPDATE branches SET collected_at = 0 WHERE bid = ?1")?;
+    let mut rows = 0;
+    for bid in &gone {
+        for delete in &mut deletes {
+            rows += delete.execute([bid])?;
+        }
+        collected.execute([bid])?;
+    }
+    drop((deletes, collected));
+    conn.execute("COMMIT", [])?;
     let delete_ms = millis(start.elapsed());
     let start = Instant::now();
     let mut stmt = conn.prepare("PRAGMA incremental_vacuum")?;
@@ -740,7 +749,6 @@ pub fn collect_dead(db: &Path) -> Result<Collected> {
     drop(stmt);
     conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
     let vacuum_ms = millis(start.elapsed());
-    drop(events);
     Ok(Collected { rows, delete_ms, vacuum_ms })
 }
 
