@@ -138,6 +138,9 @@ impl PlainDb {
             format!("file:{}?immutable=1", legacy.display()),
             OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI,
         )?;
+        // memctl checkpoints off the write path (checkpoint.rs): the commit leaves the WAL as
+        // it is, rather than copying it back inside the commit as SQLite's auto-checkpoint would.
+        self.conn.pragma_update(None, "wal_autocheckpoint", 0)?;
         let mut written = 0;
         self.transaction(|conn| {
             // Node ids in the file's order; a parent may come after its child.
