@@ -147,13 +147,15 @@ fn check_fixture_on(sb: &Sandbox, name: &str) {
     assert_eq!(ids(&fts), ids(&fallback), "same records with and without FTS5");
 
     // The import indexes every record it wrote, in one go at its end: none waits past the
-    // FTS5 index's end, and the index and its lengths match the table.
+    // FTS5 index's end, and the index (FTS5's check against the content, with rank 1) and its
+    // lengths match the table.
     if matches!(sb.db(), Db::Sqlite) {
         let conn = Connection::open(sb.file("memory.sqlite")).unwrap();
         let one = |sql: &str| -> i64 { conn.query_row(sql, [], |r| r.get(0)).unwrap() };
         let indexed_until = one("SELECT value FROM meta WHERE key = 'fts_indexed_until'");
         assert_eq!(indexed_until, one("SELECT max(seq) FROM archival"), "nothing past the index's end");
-        conn.execute("INSERT INTO archival_fts(archival_fts) VALUES ('integrity-check')", []).unwrap();
+        conn.execute("INSERT INTO archival_fts(archival_fts, rank) VALUES ('integrity-check', 1)", [])
+            .unwrap();
         assert_eq!(
             one("SELECT count(*) FROM archival_lengths"),
             one("SELECT count(*) FROM archival WHERE text IS NOT NULL"),

@@ -150,7 +150,8 @@ impl Tx<'_> {
         Ok(AppendOutcome { id: seq, skipped: false })
     }
 
-    /// Inserts one version row; the FTS5 index takes it with the next batch (schema/fts.rs).
+    /// Inserts one version row; the FTS5 index takes it with the next batch, or at the end of a
+    /// bulk write (schema/fts.rs).
     fn insert_version(
         &self,
         seq: i64,

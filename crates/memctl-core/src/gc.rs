@@ -154,21 +154,26 @@ impl Tx<'_> {
         let fts = self.fts_table()?;
         let fts_until = if fts { schema::fts::indexed_until(self.conn.fts5()?)? } else { 0 };
         let now = self.now();
+        self.progress().start("collecting branches", branches.len() as u64);
         if fts && !branches.is_empty() {
             // The index holds what each indexed version's insert gave it; the same values remove
-            // it. Versions past its end were never in it. One statement for every branch: FTS5
-            // writes its pending changes out at each statement after, so one per branch wrote a
-            // segment per branch and merged them (two thirds of a large collection's work).
+            // it. Versions past its end were never in it. One statement for every branch, in seq
+            // order: FTS5 writes its pending changes out at each statement after, and whenever
+            // a rowid comes lower than the one before, so one statement per branch, or
+            // branches' seqs interleaved, wrote a segment per branch and merged them (two thirds
+            // of a large collection's work).
             let bids = serde_json::to_string(&branches.iter().map(|b| b.bid).collect::<Vec<_>>())?;
             self.conn.execute(
-                "INSERT INTO archival_fts(archival_fts, rowid, text, tags, branch)
-                 SELECT 'delete', t.seq, t.text, t.tags, t.branch FROM json_each(?1) b
-                 CROSS JOIN archival t ON t.branch = b.value
-                 WHERE t.text IS NOT NULL AND t.seq <= ?2",
+                &format!(
+                    "INSERT INTO archival_fts(archival_fts, rowid, text, tags, branch)
+                     SELECT 'delete', t.seq, t.text, t.tags, t.branch FROM {} b
+                     CROSS JOIN archival t ON t.branch = b.value
+                     WHERE t.text IS NOT NULL AND t.seq <= ?2 ORDER BY t.seq",
+                    Backend::Sqlite.json_ints("?1")
+                ),
                 params![bids, fts_until],
             )?;
         }
-        self.progress().start("collecting branches", branches.len() as u64);
         for b in branches {
             let delete = |sql: &str| -> Result<usize> { self.conn.execute(sql, [b.bid]) };
             rows.core += delete("DELETE FROM core WHERE branch = ?1")?;

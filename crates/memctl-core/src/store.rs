@@ -468,15 +468,16 @@ impl Tx<'_> {
     /// per batch (an import's batches flushed and merged 64 records at a time, a third of its
     /// work). A search inside `f` still sees every version: those past the index's end are
     /// counted as they are read (view/fts_match.rs).
+    /// Nested, the outermost indexes.
     pub(crate) fn indexing_at_end<T>(&self, f: impl FnOnce() -> Result<T>) -> Result<T> {
-        self.fts_at_end.set(true);
-        let done = f();
-        self.fts_at_end.set(false);
-        let done = done?;
-        if self.fts_table()? {
+        let outer = self.fts_at_end.replace(true);
+        let outcome = f();
+        self.fts_at_end.set(outer);
+        let outcome = outcome?;
+        if !outer && self.fts_table()? {
             schema::fts::index_waiting(self.conn.fts5()?)?;
         }
-        Ok(done)
+        Ok(outcome)
     }
 
     /// The timestamp rows written now get.

@@ -1,7 +1,8 @@
 //! The FTS5 index of archival versions lags the `archival` table (`[search] fts_batch`): once
 //! the versions past its end are a batch or more, a write indexes those with text, in one
 //! statement, so that FTS5 writes one segment for them all rather than one per commit (that was
-//! half of an archival write's time). Versions are indexed in seq order, so the index holds
+//! half of an archival write's time); a bulk write (an import) indexes all of its versions in
+//! one statement at its end. Versions are indexed in seq order, so the index holds
 //! exactly the versions with text up to a seq, [`indexed_until`]; a search counts the versions
 //! past it itself, as the keyword search counts (view/fts_match.rs), and `gc` removes from the
 //! index only versions it holds.
@@ -26,7 +27,9 @@ pub(crate) fn indexed_until(conn: &Connection) -> Result<i64> {
 
 /// After a write of version `newest`: indexes the versions past the index's end once they are
 /// `batch` or more. Every version counts toward a batch, deletes too, so that fewer than
-/// `batch` are ever past the end: a count of fewer than `batch` rows of the table's last pages.
+/// `batch` are past the end at every commit (a bulk write, `Tx::indexing_at_end`, holds its
+/// versions past it until its own end, inside its transaction): a count of fewer than `batch`
+/// rows of the table's last pages.
 /// There are no more of them than seqs past the end, so most writes need no count.
 pub(crate) fn index_when_due(conn: &Connection, newest: i64, batch: u32) -> Result<()> {
     let until = indexed_until(conn)?;
