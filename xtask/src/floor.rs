@@ -715,12 +715,14 @@ pub fn collect_dead(db: &Path) -> Result<Collected> {
     let fts: bool =
         conn.query_row("SELECT count(*) FROM sqlite_master WHERE name = 'archival_fts'", [], |r| r.get(0))?;
     if fts {
-        // Before any other statement: FTS5 writes its pending changes out at each one.
+        // Before any other statement, in rowid order: FTS5 writes its pending changes out at
+        // each statement, and at each rowid lower than the one before.
         conn.execute(
             "INSERT INTO archival_fts(archival_fts, rowid, text, tags, branch)
              SELECT 'delete', t.seq, t.text, t.tags, t.branch FROM json_each(?1) g
              CROSS JOIN archival t ON t.branch = g.value
-             WHERE t.text IS NOT NULL AND t.seq <= (SELECT value FROM meta WHERE key = 'fts_indexed_until')",
+             WHERE t.text IS NOT NULL AND t.seq <= (SELECT value FROM meta WHERE key = 'fts_indexed_until')
+             ORDER BY t.seq",
             [serde_json::to_string(&gone)?],
         )?;
     }
