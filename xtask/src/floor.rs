@@ -758,10 +758,9 @@ pub fn collect_dead(db: &Path) -> Result<Collected> {
 }
 
 /// What [`collect_dead`]'s deletes measure, for the table's floor notes.
-pub const COLLECT_DEAD: &str =
-    "plain SQL deleting the rows of the branches marked dead from each table, one \
-     statement a table (for the events, one a branch), with their FTS5 entries, in one transaction (no \
-     check of which branches may go)";
+pub const COLLECT_DEAD: &str = "plain SQL deleting, in one transaction, the FTS5 entries of the branches \
+     marked dead (one statement, in rowid order), then per branch its rows of each table (no check of \
+     which branches may go)";
 
 /// What [`collect_dead`]'s vacuum measures, for the table's floor notes.
 pub const VACUUM: &str =
