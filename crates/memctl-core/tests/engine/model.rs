@@ -1624,16 +1624,7 @@ impl Harness {
         }
         let checked = file.execute("INSERT INTO archival_fts(archival_fts) VALUES ('integrity-check')", []);
         prop_assert!(checked.is_ok(), "the search index is damaged: {:?}", checked);
-        let mut collected = file.prepare("SELECT bid FROM branches WHERE collected_at IS NOT NULL").unwrap();
-        let bids: Vec<i64> = collected.query_map([], |r| r.get(0)).unwrap().map(Result::unwrap).collect();
-        for bid in bids {
-            let indexed: i64 = file
-                .query_row(
-                    "SELECT count(*) FROM archival_fts WHERE archival_fts MATCH ?1",
-                    [format!("branch : \"{bid}\"")],
-                    |r| r.get(0),
-                )
-                .unwrap();
+        for (bid, indexed) in crate::search::index_entries_of_collected_branches(&file) {
             prop_assert_eq!(indexed, 0, "search entries of collected branch {} left", bid);
         }
         Ok(())

@@ -778,6 +778,25 @@ fn gc_removes_from_the_index_only_what_it_holds() {
     assert_eq!(ids(&s, "root", "mpi", 10, &[]).len(), 4);
 }
 
+/// Per collected branch, its bid and how many entries the FTS5 index still holds for it (0 when
+/// `gc` removed them all).
+pub(crate) fn index_entries_of_collected_branches(file: &rusqlite::Connection) -> Vec<(i64, i64)> {
+    let mut collected = file.prepare("SELECT bid FROM branches WHERE collected_at IS NOT NULL").unwrap();
+    let bids: Vec<i64> = collected.query_map([], |r| r.get(0)).unwrap().map(Result::unwrap).collect();
+    bids.into_iter()
+        .map(|bid| {
+            let entries = file
+                .query_row(
+                    "SELECT count(*) FROM archival_fts WHERE archival_fts MATCH ?1",
+                    [format!("branch : \"{bid}\"")],
+                    |r| r.get(0),
+                )
+                .unwrap();
+            (bid, entries)
+        })
+        .collect()
+}
+
 /// A collection of many branches removes all their index entries at once: afterwards the index
 /// holds no entry of a collected branch and matches the table (FTS5's check against the
 /// content, with rank 1), the survivors' searches find what they found before, and the index
@@ -809,22 +828,9 @@ fn gc_of_many_branches_removes_their_index_entries() {
     let report = s.gc(&request).unwrap();
     assert_eq!(report.collected.len(), 6);
     assert_eq!(report.rows.archival, 31);
-    let collected: Vec<i64> = observer
-        .prepare("SELECT bid FROM branches WHERE collected_at IS NOT NULL")
-        .unwrap()
-        .query_map([], |r| r.get(0))
-        .unwrap()
-        .map(Result::unwrap)
-        .collect();
+    let collected = index_entries_of_collected_branches(&observer);
     assert_eq!(collected.len(), 6);
-    for bid in collected {
-        let entries: i64 = observer
-            .query_row(
-                "SELECT count(*) FROM archival_fts WHERE archival_fts MATCH ?1",
-                [format!("branch : \"{bid}\"")],
-                |r| r.get(0),
-            )
-            .unwrap();
+    for (bid, entries) in collected {
         assert_eq!(entries, 0, "branch {bid} collected, its entries gone");
     }
     // Nothing is past the index's end and no version is a delete: the whole check applies.
