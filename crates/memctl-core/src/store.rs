@@ -467,8 +467,7 @@ impl Tx<'_> {
     /// statement indexes every version `f` wrote: FTS5 writes one segment for them all, not one
     /// per batch (an import's batches flushed and merged 64 records at a time, a third of its
     /// work). A search inside `f` still sees every version: those past the index's end are
-    /// counted as they are read (view/fts_match.rs).
-    /// Nested, the outermost indexes.
+    /// counted as they are read (view/fts_match.rs). Nested, only the outermost indexes.
     pub(crate) fn indexing_at_end<T>(&self, f: impl FnOnce() -> Result<T>) -> Result<T> {
         let outer = self.fts_at_end.replace(true);
         let outcome = f();
