@@ -145,14 +145,16 @@ impl PlainDb {
         self.transaction(|conn| {
             // Node ids in the file's order; a parent may come after its child.
             let mut branches = Vec::new();
-            let mut stmt =
-                source.prepare("SELECT id, parent_id, node_uid, created_at FROM branches ORDER BY rowid")?;
-            let mut rows = stmt.query([])?;
-            while let Some(r) = rows.next()? {
-                let row: (String, Option<String>, Option<String>, Value) =
-                    (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?);
-                branches.push(row);
-            }
+            each_row(
+                &source,
+                "SELECT id, parent_id, node_uid, created_at FROM branches ORDER BY rowid",
+                |r| {
+                    let row: (String, Option<String>, Option<String>, Value) =
+                        (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?);
+                    branches.push(row);
+                    Ok(())
+                },
+            )?;
             let nids: HashMap<&str, i64> =
                 branches.iter().enumerate().map(|(i, b)| (b.0.as_str(), i as i64 + 1)).collect();
             let mut insert = conn.prepare_cached(
@@ -163,55 +165,51 @@ impl PlainDb {
                 insert.execute(rusqlite::params![nids[id.as_str()], id, uid, parent])?;
                 written += 1;
             }
-            let mut stmt = source.prepare(
-                "SELECT k.branch_id, k.updated_at, k.rowid, k.key, k.value, m.importance, m.ttl
-                 FROM core_kv k LEFT JOIN core_meta m ON m.branch_id = k.branch_id AND m.key = k.key",
-            )?;
-            let mut rows = stmt.query([])?;
+            // Each row's branch, if the file has it.
+            let branch_of = |r: &rusqlite::Row<'_>| -> Result<Option<i64>> {
+                Ok(nids.get(r.get_ref(0)?.as_str()?).copied())
+            };
             let mut insert = conn.prepare_cached(
                 "INSERT INTO core_rows(seq, branch, key, value, importance, ttl, created_at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
             )?;
-            while let Some(r) = rows.next()? {
-                let Some(branch) = nids.get(r.get_ref(0)?.as_str()?) else { continue };
+            let core = "SELECT k.branch_id, k.updated_at, k.rowid, k.key, k.value, m.importance, m.ttl
+                        FROM core_kv k LEFT JOIN core_meta m ON m.branch_id = k.branch_id AND m.key = k.key";
+            each_row(&source, core, |r| {
+                let Some(branch) = branch_of(r)? else { return Ok(()) };
                 // Values as the file holds them, whatever their types.
                 let (ts, _id, key, value): (Value, i64, String, Option<String>) =
                     (r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?);
                 let (importance, ttl): (Value, Value) = (r.get(5)?, r.get(6)?);
                 insert.execute(rusqlite::params![written as i64, branch, key, value, importance, ttl, ts])?;
                 written += 1;
-            }
-            let mut stmt =
-                source.prepare("SELECT branch_id, created_at, id, kind, text, tags FROM events")?;
-            let mut rows = stmt.query([])?;
+                Ok(())
+            })?;
             let mut insert = conn.prepare_cached(
                 "INSERT INTO event_rows(rid, branch, kind, text, tags, created_at, hash)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
             )?;
-            while let Some(r) = rows.next()? {
-                let Some(branch) = nids.get(r.get_ref(0)?.as_str()?) else { continue };
+            each_row(&source, "SELECT branch_id, created_at, id, kind, text, tags FROM events", |r| {
+                let Some(branch) = branch_of(r)? else { return Ok(()) };
                 let (ts, _id, kind, text, tags): (Value, i64, String, String, Option<String>) =
                     (r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?);
                 let params =
                     rusqlite::params![written as i64, branch, kind, text, tags, ts, unique_key(written)];
                 insert.execute(params)?;
                 written += 1;
-            }
-            let mut stmt = source.prepare("SELECT branch_id, created_at, id, text, tags FROM archival")?;
-            let mut rows = stmt.query([])?;
+                Ok(())
+            })?;
             let mut insert =
                 conn.prepare_cached("INSERT INTO records(seq, text, tags) VALUES (?1, ?2, ?3)")?;
-            while let Some(r) = rows.next()? {
-                if !nids.contains_key(r.get_ref(0)?.as_str()?) {
-                    continue;
-                }
+            each_row(&source, "SELECT branch_id, created_at, id, text, tags FROM archival", |r| {
                 let (_ts, _id, text, tags): (Value, i64, Option<String>, Option<String>) =
                     (r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?);
-                if let Some(text) = text {
+                if let (Some(_), Some(text)) = (branch_of(r)?, text) {
                     insert.execute(rusqlite::params![written as i64, text, tags])?;
                     written += 1;
                 }
-            }
+                Ok(())
+            })?;
             index_records(conn)
         })?;
         Ok(written)
@@ -335,6 +333,16 @@ fn read_rows(conn: &Connection, limit: Option<usize>) -> Result<usize> {
     let rows =
         stmt.query_map([limit], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, String>(2)?)))?;
     Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?.len())
+}
+
+/// Runs `f` on every row `sql` returns.
+fn each_row(conn: &Connection, sql: &str, mut f: impl FnMut(&rusqlite::Row<'_>) -> Result<()>) -> Result<()> {
+    let mut stmt = conn.prepare(sql)?;
+    let mut rows = stmt.query([])?;
+    while let Some(row) = rows.next()? {
+        f(row)?;
+    }
+    Ok(())
 }
 
 /// Gives every record its FTS5 entry, in one statement.
@@ -594,13 +602,11 @@ pub fn print_path(db: &Path, branch: &str) -> Result<()> {
         "SELECT branch, seq, record_id, text IS NULL FROM archival",
     ];
     for (table, sql) in tables.iter().enumerate() {
-        let mut stmt = conn.prepare(sql)?;
-        let mut rows = stmt.query([])?;
-        while let Some(r) = rows.next()? {
-            let Some(&(i, cutoff)) = place.get(&r.get::<_, i64>(0)?) else { continue };
+        each_row(&conn, sql, |r| {
+            let Some(&(i, cutoff)) = place.get(&r.get::<_, i64>(0)?) else { return Ok(()) };
             let seq: i64 = r.get(1)?;
             if seq > cutoff {
-                continue;
+                return Ok(());
             }
             let out = &mut rows_of[i];
             match table {
@@ -619,7 +625,8 @@ pub fn print_path(db: &Path, branch: &str) -> Result<()> {
                     r.get::<_, bool>(3)?
                 )?,
             }
-        }
+            Ok(())
+        })?;
     }
     let mut last_event = conn
         .prepare("SELECT ordinal, seq FROM events WHERE rid BETWEEN ?1 AND ?2 ORDER BY rid DESC LIMIT 1")?;
@@ -670,13 +677,12 @@ pub const SCANNING: &str =
 pub fn scan_events(db: &Path, query: &str) -> Result<()> {
     let words: Vec<&str> = query.split_whitespace().collect();
     let conn = Connection::open(db)?;
-    let mut stmt = conn.prepare("SELECT text, kind FROM events")?;
-    let mut rows = stmt.query([])?;
     let mut found = 0;
-    while let Some(row) = rows.next()? {
+    each_row(&conn, "SELECT text, kind FROM events", |row| {
         let (text, kind) = (row.get_ref(0)?.as_str()?, row.get_ref(1)?.as_str()?);
         found += usize::from(words.iter().any(|w| text.contains(w) || kind.contains(w)));
-    }
+        Ok(())
+    })?;
     println!("{found}");
     Ok(())
 }
@@ -747,11 +753,8 @@ pub fn collect_dead(db: &Path) -> Result<Collected> {
     conn.execute("COMMIT", [])?;
     let delete_ms = millis(start.elapsed());
     let start = Instant::now();
-    let mut stmt = conn.prepare("PRAGMA incremental_vacuum")?;
-    let mut steps = stmt.query([])?;
-    while steps.next()?.is_some() {}
-    drop(steps);
-    drop(stmt);
+    // Each step of the statement frees one page: run to its end.
+    each_row(&conn, "PRAGMA incremental_vacuum", |_| Ok(()))?;
     conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
     let vacuum_ms = millis(start.elapsed());
     Ok(Collected { rows, delete_ms, vacuum_ms })

@@ -9,7 +9,7 @@ use crate::report::{mean, median, micros, millis, percentile, table, timed, Floo
 use crate::tree::{apply, tree_ops, TreeOp, TREE_BRANCHES};
 use anyhow::{ensure, Context, Result};
 use memctl_core::{
-    BranchStatus, Budget, Clock, Config, CoreWrite, FtsMode, GcRequest, Search, Step, StepType, Store,
+    BranchStatus, Budget, Clock, Config, CoreWrite, FtsMode, GcRequest, Search, Step, StepType, Store, View,
 };
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
@@ -742,18 +742,15 @@ fn legacy_import(reps: &Reps) -> Result<(Vec<Row>, Value)> {
     let mut report = Value::Null;
     let mut floor_written = 0;
     for _ in 0..reps.imports {
-        // A copy, as memctl's below (which opens it immutable, and so does the floor).
-        let plain = PlainDb::new()?;
-        let dir = tempfile::Builder::new().prefix("memctl-bench-legacy-").tempdir()?;
-        let copy = dir.path().join("legacy.sqlite");
+        let db = Db::new(bench_config())?;
+        // A copy: opening the original would leave -wal/-shm files beside it. memctl and the
+        // floor both open it immutable, and leave it as it was.
+        let copy = db.dir.path().join("legacy.sqlite");
         std::fs::copy(&source, &copy).with_context(|| format!("copying {}", source.display()))?;
+        let plain = PlainDb::new()?;
         let t = Instant::now();
         floor_written = plain.import_legacy(&copy)?;
         floor_seconds.push(t.elapsed().as_secs_f64());
-        let db = Db::new(bench_config())?;
-        // A copy: opening the original would leave -wal/-shm files beside it.
-        let copy = db.dir.path().join("legacy.sqlite");
-        std::fs::copy(&source, &copy).with_context(|| format!("copying {}", source.display()))?;
         let t = Instant::now();
         let legacy = memctl_core::LegacyDatabase::read(&copy)?;
         let imported = db.store.import_legacy(legacy)?;
@@ -1252,9 +1249,7 @@ fn chain_read(reps: &Reps) -> Result<(Vec<Row>, Value)> {
         }
         // The floor: the view's texts as rows of one plain table, read by one scan.
         let plain = PlainDb::new()?;
-        let core = view.core.iter().map(|c| c.value.as_str());
-        let events = view.events.iter().map(|e| e.text.as_str());
-        plain.fill_rows(core.chain(events).chain(view.archival.iter().map(|r| r.text.as_str())))?;
+        plain.fill_rows(texts(&view))?;
         let mut plain_reads = Vec::with_capacity(reps.warm_reads);
         for _ in 0..reps.warm_reads {
             let start = Instant::now();
@@ -1285,15 +1280,10 @@ fn chain_read(reps: &Reps) -> Result<(Vec<Row>, Value)> {
         // Its floor: the same table with the window's texts as its newest rows, those read.
         let shown =
             db.store.view_window(&deepest, Some(config.recall_max_events), Some(config.retrieval_k))?;
-        let shown: Vec<&str> = (shown.core.iter().map(|c| c.value.as_str()))
-            .chain(shown.events.iter().map(|e| e.text.as_str()))
-            .chain(shown.archival.iter().map(|r| r.text.as_str()))
-            .collect();
+        let shown: Vec<&str> = texts(&shown).collect();
         let plain_shown = PlainDb::new()?;
-        let all = view.core.iter().map(|c| c.value.as_str());
-        let all = all.chain(view.events.iter().map(|e| e.text.as_str()));
-        let all = all.chain(view.archival.iter().map(|r| r.text.as_str()));
-        plain_shown.fill_rows(all.filter(|text| !shown.contains(text)).chain(shown.iter().copied()))?;
+        plain_shown
+            .fill_rows(texts(&view).filter(|text| !shown.contains(text)).chain(shown.iter().copied()))?;
         let mut plain_window = Vec::with_capacity(reps.warm_reads);
         for _ in 0..reps.warm_reads {
             let start = Instant::now();
@@ -1361,6 +1351,13 @@ fn chain_read(reps: &Reps) -> Result<(Vec<Row>, Value)> {
         );
     }
     Ok((rows, Value::Object(detail)))
+}
+
+/// The texts of a view's rows: its core values, events and records.
+fn texts(view: &View) -> impl Iterator<Item = &str> {
+    let core = view.core.iter().map(|c| c.value.as_str());
+    core.chain(view.events.iter().map(|e| e.text.as_str()))
+        .chain(view.archival.iter().map(|r| r.text.as_str()))
 }
 
 /// h. Whole `memctl` processes on the tree of b: one append, one fork, one core set, each a
