@@ -331,6 +331,33 @@ fn any_tag_filters_the_same_way() {
     });
 }
 
+/// FTS5 narrows a tag filter by the tag's words, which other tags can hold too, in another
+/// case, with other punctuation, inside a longer tag or across two tags: only whole, equal tags
+/// pass (as stored, escapes included).
+#[test]
+fn a_tag_filter_takes_only_whole_equal_tags() {
+    in_both_modes(|s| {
+        s.create_root("root").unwrap();
+        let exact = add(s, "root", "probe note one", &["kind:error"]);
+        let among_others = add(s, "root", "probe note two", &["kind-error", "kind:error", "x"]);
+        for near in [
+            &["kind-error"][..],
+            &["Kind:Error"],
+            &["a:kind", "error:b"],
+            &["kind:error:x"],
+            &["x kind:error"],
+        ] {
+            add(s, "root", "probe note near", near);
+        }
+        let quoted = add(s, "root", "probe note quoted", &["say \"kind:error\""]);
+        let m = mode(s);
+        assert_eq!(sorted(ids(s, "root", "probe", 20, &["kind:error"])), vec![exact, among_others], "{m}");
+        assert_eq!(ids(s, "root", "probe", 20, &["say \"kind:error\""]), vec![quoted], "{m}");
+        assert_eq!(ids(s, "root", "probe", 20, &["kind:error", "x"]), vec![among_others], "{m}");
+        assert!(ids(s, "root", "probe", 20, &["kind"]).is_empty(), "{m}");
+    });
+}
+
 #[test]
 fn other_branches_records_never_move_a_ranking() {
     in_both_modes(|s| {
