@@ -20,7 +20,8 @@ pub struct Search {
     /// Words OR-ed; blank lists newest first.
     pub query: String,
     pub k: usize,
-    /// Required tags (AND), applied before the limit.
+    /// Required tags (AND), applied before the limit; taken as writes take tags (trimmed; an
+    /// empty or multi-line one is invalid input).
     pub tags: Vec<String>,
 }
 
@@ -60,25 +61,21 @@ impl Store {
     /// newest first.
     pub fn archival_search(&self, branch: &str, search: &Search) -> Result<Vec<Record>> {
         let query = Query::parse(&search.query);
+        let tags = normalize_tags(self, &search.tags)?;
         if search.k == 0 || query.matches_nothing() {
             // (An unknown branch is still an error.)
             self.branch(branch)?;
             return Ok(vec![]);
         }
         if query.is_blank() {
-            return view::archival(
-                self,
-                &*self.window_path(branch, Some(search.k))?,
-                &search.tags,
-                Some(search.k),
-            );
+            return view::archival(self, &*self.window_path(branch, Some(search.k))?, &tags, Some(search.k));
         }
         let path = self.path(branch)?;
         self.read(|| {
             let matches = if self.uses_fts()? {
-                view::archival_fts_matches(self, &path, &query, &search.tags)?
+                view::archival_fts_matches(self, &path, &query, &tags)?
             } else {
-                view::archival_keyword_matches(self, &path, &query, &search.tags)?
+                view::archival_keyword_matches(self, &path, &query, &tags)?
             };
             let ranked = ranked(matches, search.k);
             let seqs: Vec<i64> = ranked.iter().map(|&(_, seq)| seq).collect();

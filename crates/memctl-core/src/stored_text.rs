@@ -3,9 +3,9 @@
 
 use crate::error::{Error, Result};
 use crate::redact::redact;
-use crate::store::Tx;
+use crate::store::Store;
 
-impl Tx<'_> {
+impl Store {
     /// Text as it will be stored: redacted when redaction is on.
     pub(crate) fn redacted(&self, text: &str) -> String {
         if self.config.redaction.enabled {
@@ -16,15 +16,16 @@ impl Tx<'_> {
     }
 }
 
-/// Tags as stored: trimmed, non-empty, one line, each once, order kept.
-pub(crate) fn normalize_tags(tx: &Tx<'_>, tags: &[String]) -> Result<Vec<String>> {
+/// Tags as stored: trimmed, non-empty, one line, each once, order kept. A search's tag filter
+/// is taken the same way, so that it names the tags that a write of it stored.
+pub(crate) fn normalize_tags(store: &Store, tags: &[String]) -> Result<Vec<String>> {
     let mut out: Vec<String> = Vec::with_capacity(tags.len());
     for tag in tags {
         let tag = tag.trim();
         if tag.is_empty() || tag.chars().any(char::is_control) {
             return Err(Error::invalid(format!("invalid tag {tag:?}: tags are non-empty single-line text")));
         }
-        let tag = tx.redacted(tag);
+        let tag = store.redacted(tag);
         if !out.contains(&tag) {
             out.push(tag);
         }

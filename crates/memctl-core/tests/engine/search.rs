@@ -355,6 +355,14 @@ fn a_tag_filter_takes_only_whole_equal_tags() {
         assert_eq!(ids(s, "root", "probe", 20, &["say \"kind:error\""]), vec![quoted], "{m}");
         assert_eq!(ids(s, "root", "probe", 20, &["kind:error", "x"]), vec![among_others], "{m}");
         assert!(ids(s, "root", "probe", 20, &["kind"]).is_empty(), "{m}");
+        // A filter is taken as a write takes tags: trimmed, and never empty.
+        assert_eq!(sorted(ids(s, "root", "probe", 20, &[" kind:error "])), vec![exact, among_others], "{m}");
+        assert_eq!(ids(s, "root", "", 1, &["\tx"]), vec![among_others], "{m}");
+        for bad in ["", "  ", "two\nlines"] {
+            let search = Search { query: "probe".into(), k: 5, tags: tags(&[bad]) };
+            let err = s.archival_search("root", &search).unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::InvalidInput, "{m}: {bad:?}");
+        }
     });
 }
 
