@@ -20,8 +20,9 @@ pub struct Search {
     /// Words OR-ed; blank lists newest first.
     pub query: String,
     pub k: usize,
-    /// Required tags (AND), applied before the limit; taken as writes take tags (trimmed; an
-    /// empty or multi-line one is invalid input).
+    /// Required tags (AND), applied before the limit; taken as writes take tags (trimmed and
+    /// redacted: a secret finds the records whose tag held one; an empty or multi-line tag is
+    /// invalid input).
     pub tags: Vec<String>,
 }
 

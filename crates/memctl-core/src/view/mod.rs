@@ -1667,7 +1667,8 @@ fn later_versions_by_probes(store: &Store, path: &BranchPath) -> Result<Vec<(i64
 }
 
 /// Those of `seqs` whose version carries every tag of `tags`, checked here on the tags as
-/// stored: SQL's JSON table functions, two of them run per row, cost four times as much.
+/// stored, as [`has_tags`] checks them in SQL (its two JSON table functions per row cost more
+/// than the row's read). The FTS5 and keyword searches must agree on every stored form.
 fn seqs_with_tags(store: &Store, seqs: impl Iterator<Item = i64>, tags: &[String]) -> Result<HashSet<i64>> {
     let seqs = serde_json::to_string(&seqs.collect::<Vec<_>>())?;
     let sql = format!(

@@ -333,7 +333,8 @@ fn any_tag_filters_the_same_way() {
 
 /// FTS5 narrows a tag filter by the tag's words, which other tags can hold too, in another
 /// case, with other punctuation, inside a longer tag or across two tags: only whole, equal tags
-/// pass (as stored, escapes included).
+/// pass (as stored, escapes included). A tag that is not ASCII is not narrowed by its words at
+/// all: the check alone decides.
 #[test]
 fn a_tag_filter_takes_only_whole_equal_tags() {
     in_both_modes(|s| {
@@ -350,14 +351,21 @@ fn a_tag_filter_takes_only_whole_equal_tags() {
             add(s, "root", "probe note near", near);
         }
         let quoted = add(s, "root", "probe note quoted", &["say \"kind:error\""]);
+        let accented = add(s, "root", "probe note accented", &["été"]);
+        add(s, "root", "probe note capital", &["Été"]);
+        let secret = add(s, "root", "probe note secret", &["key sk-abcdefghijklmnop1234"]);
         let m = mode(s);
         assert_eq!(sorted(ids(s, "root", "probe", 20, &["kind:error"])), vec![exact, among_others], "{m}");
         assert_eq!(ids(s, "root", "probe", 20, &["say \"kind:error\""]), vec![quoted], "{m}");
         assert_eq!(ids(s, "root", "probe", 20, &["kind:error", "x"]), vec![among_others], "{m}");
         assert!(ids(s, "root", "probe", 20, &["kind"]).is_empty(), "{m}");
-        // A filter is taken as a write takes tags: trimmed, and never empty.
+        assert_eq!(ids(s, "root", "probe", 20, &["été"]), vec![accented], "{m}");
+        // A filter is taken as a write takes tags: trimmed, redacted, and never empty.
         assert_eq!(sorted(ids(s, "root", "probe", 20, &[" kind:error "])), vec![exact, among_others], "{m}");
         assert_eq!(ids(s, "root", "", 1, &["\tx"]), vec![among_others], "{m}");
+        let found = hits(s, "root", "probe", 20, &["key sk-abcdefghijklmnop1234"]);
+        assert_eq!(found.iter().map(|r| r.id).collect::<Vec<_>>(), vec![secret], "{m}");
+        assert!(!found[0].tags[0].contains("abcdefghijklmnop1234"), "{m}: {:?}", found[0].tags);
         for bad in ["", "  ", "two\nlines"] {
             let search = Search { query: "probe".into(), k: 5, tags: tags(&[bad]) };
             let err = s.archival_search("root", &search).unwrap_err();
