@@ -78,7 +78,7 @@ Words are OR-ed (records with more, or rarer, words rank first); tags are AND-ed
         /// How many results [default: retrieval_k]
         #[arg(short)]
         k: Option<usize>,
-        /// Only records with this tag (repeatable, all required)
+        /// Only records with this tag, whole, as `add` stores it (repeatable, all required)
         #[arg(long = "tag", short = 't', value_name = "TAG")]
         tags: Vec<String>,
     },
