@@ -413,6 +413,7 @@ fn configure_sqlite(mut conn: Connection, config: &Config) -> Result<Connection>
     // The last connection to close would checkpoint the WAL and delete it, fsyncing twice on
     // every short-lived CLI call. Instead the WAL is kept, and shrunk when it grows (Drop).
     conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)?;
+    schema::tags::register(&conn)?;
     Ok(conn)
 }
 

@@ -6,6 +6,7 @@
 
 pub(crate) mod fts;
 mod postgres;
+pub(crate) mod tags;
 
 pub(crate) use postgres::{fill_archival, words_entry, SCHEMA as POSTGRES_SCHEMA};
 

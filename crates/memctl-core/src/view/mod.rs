@@ -68,7 +68,7 @@ use crate::db::{named, params, Backend, Params, Row, ValueRef};
 use crate::error::{Error, Result};
 use crate::query::{Match, Query};
 use crate::rows::{is_step, Branch, BranchPath, CoreEntry, Event, Record, Summary};
-use crate::schema::{event_rid, later_version, version_of, STEP_EVENT};
+use crate::schema::{event_rid, later_version, tags, version_of, STEP_EVENT};
 use crate::store::Store;
 use serde::Serialize;
 use smallvec::{smallvec, SmallVec};
@@ -177,36 +177,7 @@ fn tags_filter(tags: &[String]) -> Result<Option<String>> {
 
 /// The tags of column `index`, stored as a JSON array, read without copying the column.
 fn tags_at(row: &Row<'_>, index: usize) -> Result<Vec<String>> {
-    Ok(parse_tags(row.value(index)?.as_str()?))
-}
-
-/// Tags from their stored JSON array of strings: the common form directly (a whole view
-/// parses thousands), anything else through serde_json.
-fn parse_tags(json: &str) -> Vec<String> {
-    plain_tags(json).unwrap_or_else(|| serde_json::from_str(json).unwrap_or_default())
-}
-
-/// `["a","b"]`, as memctl writes tags that need no escapes: then every quote in the array
-/// delimits a tag, and the tags stand in it as they are. None for any other form.
-fn plain_tags(json: &str) -> Option<Vec<String>> {
-    if json == "[]" {
-        return Some(Vec::new());
-    }
-    let mut rest = json.strip_prefix("[\"")?.strip_suffix("\"]")?;
-    let mut tags = Vec::with_capacity(1);
-    loop {
-        match rest.bytes().position(|b| b == b'"' || b == b'\\' || b < 0x20) {
-            None => {
-                tags.push(rest.to_string());
-                return Some(tags);
-            }
-            Some(end) if rest[end..].starts_with("\",\"") => {
-                tags.push(rest[..end].to_string());
-                rest = &rest[end + 3..];
-            }
-            Some(_) => return None,
-        }
-    }
+    Ok(tags::parse(row.value(index)?.as_str()?))
 }
 
 /// Loads the branches an anchored read ([`anchored`]) of `path` reads — down to its nearest
@@ -1666,9 +1637,8 @@ fn later_versions_by_probes(store: &Store, path: &BranchPath) -> Result<Vec<(i64
     store.conn.query(&sql, params![], |row| Ok((row.get(0)?, row.get(1)?)))
 }
 
-/// Those of `seqs` whose version carries every tag of `tags`, checked here on the tags as
-/// stored, as [`has_tags`] checks them in SQL (its two JSON table functions per row cost more
-/// than the row's read). The FTS5 and keyword searches must agree on every stored form.
+/// Those of `seqs` whose version carries every tag of `tags`: [`tags::carries_all`] of the tags
+/// as stored, the test [`has_tags`] makes in SQLite's statements.
 fn seqs_with_tags(store: &Store, seqs: impl Iterator<Item = i64>, tags: &[String]) -> Result<HashSet<i64>> {
     let seqs = serde_json::to_string(&seqs.collect::<Vec<_>>())?;
     let sql = format!(
@@ -1677,8 +1647,7 @@ fn seqs_with_tags(store: &Store, seqs: impl Iterator<Item = i64>, tags: &[String
     );
     let mut tagged = HashSet::new();
     store.conn.each(&sql, params![seqs], |row| {
-        let carried = tags_at(row, 1)?;
-        if tags.iter().all(|tag| carried.contains(tag)) {
+        if tags::carries_all(row.value(1)?.as_str()?, tags) {
             tagged.insert(row.get(0)?);
         }
         Ok(ControlFlow::Continue(()))
@@ -2238,25 +2207,6 @@ mod tests {
         s
     }
 
-    #[test]
-    fn parses_tags_as_json_does() {
-        for json in [
-            r#"[]"#,
-            r#"[""]"#,
-            r#"["a"]"#,
-            r#"["a","b c"]"#,
-            r#"["a", "b"]"#,
-            r#"["a\"b"]"#,
-            r#"["é","x\ny"]"#,
-            "[\"a\tb\"]",
-            "nonsense",
-            r#"["a"],["b"]"#,
-        ] {
-            let expected: Vec<String> = serde_json::from_str(json).unwrap_or_default();
-            assert_eq!(parse_tags(json), expected, "{json}");
-        }
-    }
-
     /// Forks a child of `parent`, named after the branches so far, and adds it to them.
     fn fork_child(s: &Store, branches: &mut Vec<String>, parent: &str) {
         let child = format!("b{}", branches.len());
@@ -2657,12 +2607,6 @@ mod tests {
                     prop_assert_eq!(&read(branch), recorded, "{} with rows where {}", branch, unrecorded);
                 }
             }
-        }
-
-        /// Any tags, as memctl stores them, read back as they were.
-        #[test]
-        fn stored_tags_read_back(tags in prop::collection::vec(".{0,8}", 0..4)) {
-            prop_assert_eq!(parse_tags(&serde_json::to_string(&tags).unwrap()), tags);
         }
     }
 

@@ -3,9 +3,9 @@
 //! sharing their names saved (rows.rs). Values are made from a column's text alone, so a read
 //! may share them across its statements.
 
-use super::parse_tags;
 use crate::db::ValueRef;
 use crate::error::Result;
+use crate::schema::tags;
 use std::sync::Arc;
 
 /// Events' kinds and events' and records' tag lists, each made once per distinct stored text.
@@ -22,7 +22,7 @@ impl Shared {
 
     /// Tags from their stored JSON array.
     pub(super) fn tags(&mut self, value: ValueRef<'_>) -> Result<Arc<[String]>> {
-        Ok(self.tags.get(value.as_str()?, |json| parse_tags(json).into()))
+        Ok(self.tags.get(value.as_str()?, |json| tags::parse(json).into()))
     }
 }
 

@@ -139,19 +139,20 @@ pub(super) fn current_version() -> String {
 }
 
 /// Record `t` carries every tag of `filter`, a JSON array that the caller binds as `?1` (None:
-/// no filter, `?1` bound NULL). Without a filter the clause leaves the filter's two JSON scans
-/// out, a third of what compiling an archival window's statement costs (a CLI call compiles its
-/// statements anew), but still names `?1`: rusqlite refuses more parameters than a statement
-/// names, and PostgreSQL needs the cast to type the NULL.
+/// no filter, `?1` bound NULL): on SQLite by `memctl_has_tags` (schema/tags.rs), on PostgreSQL
+/// by its JSON functions. Without a filter the clause leaves the test out, which on PostgreSQL
+/// is two JSON scans to plan, but still names `?1`: rusqlite refuses more parameters than a
+/// statement names, and PostgreSQL needs the cast to type the NULL.
 pub(super) fn has_tags(backend: Backend, filter: Option<&str>) -> String {
-    if filter.is_none() {
-        return "CAST(?1 AS TEXT) IS NULL".to_string();
+    match (filter, backend) {
+        (None, _) => "CAST(?1 AS TEXT) IS NULL".to_string(),
+        (Some(_), Backend::Sqlite) => "memctl_has_tags(t.tags, ?1)".to_string(),
+        (Some(_), Backend::Postgres) => format!(
+            "NOT EXISTS (SELECT 1 FROM {} want WHERE want.value NOT IN (SELECT have.value FROM {} have))",
+            backend.json_texts("?1"),
+            backend.json_texts("t.tags")
+        ),
     }
-    format!(
-        "NOT EXISTS (SELECT 1 FROM {} want WHERE want.value NOT IN (SELECT have.value FROM {} have))",
-        backend.json_texts("?1"),
-        backend.json_texts("t.tags")
-    )
 }
 
 /// The rows of a small layer table (core, summaries) that can be visible, as `t`: those of the
