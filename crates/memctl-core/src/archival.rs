@@ -136,7 +136,7 @@ impl Tx<'_> {
 
     /// [`Tx::archival_insert`] of a text and tags as they are stored (redacted, normalized).
     fn insert_record(&self, bid: i64, text: &str, tags: &[String]) -> Result<AppendOutcome> {
-        let tags_json = serde_json::to_string(tags)?;
+        let tags_json = schema::tags::to_json(tags)?;
         let hash = content_hash(&[text, &tags_json]);
         let existing: Option<i64> =
             self.conn.query_opt(&IDENTICAL_CURRENT_VERSION, params![bid, hash], |r| r.get(0))?;
@@ -211,7 +211,7 @@ impl Tx<'_> {
             Some(tags) => normalize_tags(self, tags)?,
             None => current.tags.to_vec(),
         };
-        let tags_json = serde_json::to_string(&tags)?;
+        let tags_json = schema::tags::to_json(&tags)?;
         let hash = content_hash(&[&text, &tags_json]);
         let seq = self.next_seq()?;
         self.insert_version(seq, id, bid, Some(&text), &tags_json, Some(&hash))?;

@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 use crate::journal;
 use crate::query::{ranked, Query};
 use crate::rows::{is_step, AppendOutcome, BranchPath, Event, Summary};
-use crate::schema::event_rid;
+use crate::schema::{event_rid, tags};
 use crate::store::{Store, Tx};
 use crate::stored_text::{content_hash, normalize_tags};
 use crate::view::{self, Counted};
@@ -122,7 +122,7 @@ impl Tx<'_> {
         text: &str,
         tags: &[String],
     ) -> Result<AppendOutcome> {
-        let tags_json = serde_json::to_string(tags)?;
+        let tags_json = tags::to_json(tags)?;
         let hash = content_hash(&[kind, text, &tags_json]);
         // One statement in the common case: the unique (branch, text_hash) index turns a
         // duplicate into a no-op, and only then is the existing id looked up.

@@ -1,12 +1,20 @@
-//! Tags as the schema stores them: a JSON array of strings in a `tags` column. Whether a row
-//! carries a filter's tags is decided here alone on SQLite, for its statements
-//! (`memctl_has_tags`) and for reads that check rows themselves; PostgreSQL's statements spell
-//! the same test in SQL.
+//! Tags as the schema stores them: a JSON array of strings in a `tags` column, written by
+//! [`to_json`] and read by [`parse`]. Whether a row carries a filter's tags is decided here
+//! alone on SQLite, for its statements (`memctl_has_tags`) and for reads that check rows
+//! themselves; PostgreSQL's statements spell the same test in SQL (view/sql.rs `has_tags`),
+//! which a test here holds to the same answers.
 
 use crate::error::Result;
 use rusqlite::functions::FunctionFlags;
 use rusqlite::types::ValueRef;
 use rusqlite::Connection;
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Tags as stored (and as a filter is bound): a JSON array of strings.
+pub(crate) fn to_json(tags: &[String]) -> Result<String> {
+    Ok(serde_json::to_string(tags)?)
+}
 
 /// Tags from their stored JSON array of strings: the common form directly (a whole view
 /// parses thousands), anything else through serde_json (malformed: none).
@@ -52,14 +60,16 @@ fn plain(json: &str) -> Option<Vec<&str>> {
 }
 
 /// Registers `memctl_has_tags(tags, wanted)`: [`carries_all`] of a `tags` column (NULL: no
-/// tags) and a JSON array of the wanted tags, parsed once per statement. The same test in SQL,
+/// tags) and a JSON array of the wanted tags, parsed once per statement; a filter that is not
+/// one (NULL included: `has_tags` leaves the function out without a filter) is an error, never
+/// a filter that every row passes. The same test in SQL,
 /// two `json_each` scans a row, cost some 11,700 instructions a row: a listing by a tag that
 /// no record carries, which tests every record of the view, took 40% longer.
 pub(crate) fn register(conn: &Connection) -> Result<()> {
     let flags = FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC;
     conn.create_scalar_function("memctl_has_tags", 2, flags, |ctx| {
-        let wanted = ctx.get_or_create_aux(1, |filter| -> rusqlite::Result<Vec<String>> {
-            Ok(serde_json::from_str(filter.as_str()?).unwrap_or_default())
+        let wanted = ctx.get_or_create_aux(1, |filter| -> std::result::Result<Vec<String>, BoxError> {
+            Ok(serde_json::from_str(filter.as_str()?)?)
         })?;
         Ok(match ctx.get_raw(0) {
             ValueRef::Null => wanted.is_empty(),
@@ -109,9 +119,11 @@ mod tests {
         assert!(!has(Some(r#"["kind-error"]"#), r#"["kind:error"]"#));
         assert!(has(Some(r#"["a\"b","x\ny"]"#), r#"["x\ny"]"#));
         assert!(!has(Some(r#"["ab"]"#), r#"["a"]"#));
-        assert!(has(Some("[]"), "[]"));
-        assert!(has(None, "[]"));
         assert!(!has(None, r#"["a"]"#));
+        for bad in ["nonsense", r#"{"a":1}"#] {
+            let asked = conn.query_row("SELECT memctl_has_tags('[]', ?1)", [bad], |r| r.get::<_, bool>(0));
+            assert!(asked.is_err(), "{bad}");
+        }
     }
 
     proptest! {
@@ -119,6 +131,25 @@ mod tests {
         #[test]
         fn stored_tags_read_back(tags in prop::collection::vec(".{0,8}", 0..4)) {
             prop_assert_eq!(parse(&serde_json::to_string(&tags).unwrap()), tags);
+        }
+
+        /// On any tags memctl stores and any filter, the function answers as the test that
+        /// PostgreSQL's statements spell in SQL (view/sql.rs `has_tags`), run here on SQLite.
+        #[test]
+        fn the_function_agrees_with_the_sql_spelling(
+            tags in prop::collection::vec("[ab\"\\\\é\n:/ -]{0,3}", 0..4),
+            wanted in prop::collection::vec("[ab\"\\\\é\n:/ -]{0,3}", 1..3),
+        ) {
+            let conn = Connection::open_in_memory().unwrap();
+            register(&conn).unwrap();
+            let (tags, wanted) = (to_json(&tags).unwrap(), to_json(&wanted).unwrap());
+            let (function, spelled): (bool, bool) = conn.query_row(
+                "SELECT memctl_has_tags(?1, ?2), NOT EXISTS (SELECT 1 FROM json_each(?2) want
+                     WHERE want.value NOT IN (SELECT have.value FROM json_each(?1) have))",
+                [&tags, &wanted],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            ).unwrap();
+            prop_assert_eq!(function, spelled, "{} in {}", wanted, tags);
         }
 
         /// `carries_all` is a whole-tag subset test on any stored form.

@@ -172,7 +172,7 @@ fn name_writers_beyond<'r>(
 
 /// The `?1` of [`has_tags`].
 fn tags_filter(tags: &[String]) -> Result<Option<String>> {
-    Ok(if tags.is_empty() { None } else { Some(serde_json::to_string(tags)?) })
+    Ok(if tags.is_empty() { None } else { Some(tags::to_json(tags)?) })
 }
 
 /// The tags of column `index`, stored as a JSON array, read without copying the column.

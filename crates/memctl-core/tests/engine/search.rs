@@ -365,6 +365,7 @@ fn a_tag_filter_takes_only_whole_equal_tags() {
         assert_eq!(ids(s, "root", "", 20, &["say \"kind:error\""]), vec![quoted], "{m}");
         assert_eq!(ids(s, "root", "", 20, &["été"]), vec![accented], "{m}");
         assert!(ids(s, "root", "", 20, &["kind"]).is_empty(), "{m}");
+        assert_eq!(ids(s, "root", "", 20, &["kind:error", "x"]), vec![among_others], "{m}");
         // A filter is taken as a write takes tags: trimmed, redacted, and never empty.
         assert_eq!(sorted(ids(s, "root", "probe", 20, &[" kind:error "])), vec![exact, among_others], "{m}");
         assert_eq!(ids(s, "root", "", 1, &["\tx"]), vec![among_others], "{m}");
