@@ -62,6 +62,17 @@ fn init_creates_the_database_and_reports_it() {
     let value = sb.json_env(&["init"], &[("MEMCTL_DB", "from-env.sqlite")]);
     assert_eq!(string(&value, "db"), "from-env.sqlite");
     assert!(sb.file("from-env.sqlite").is_file());
+
+    // A variable set but empty counts as unset, as MEMCTL_NOW does: the default file, the
+    // built-in configuration, no actor (clap took each for its option given empty).
+    let empty = [("MEMCTL_DB", ""), ("MEMCTL_CONFIG", ""), ("MEMCTL_ACTOR", "")];
+    let value = sb.json_env(&["init"], &empty);
+    assert_eq!(string(&value, "db"), "memory.sqlite");
+    sb.run_env(&["branch", "create", "root"], &empty).success();
+    let log = sb.json(&["log", "root"]);
+    assert_eq!(array(&log, "ops")[0]["actor"], Value::Null);
+    // Given on the command line, an empty path is still refused.
+    sb.run_env(&["--db", "", "branch", "list"], &empty).text_error(2);
 }
 
 // ---- branches and forks (§4.1) ------------------------------------------------------------------

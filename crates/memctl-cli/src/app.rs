@@ -5,14 +5,14 @@ use crate::cli::Cli;
 use crate::failure;
 use crate::invocation::Context;
 use crate::output;
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 use memctl_core::{Error, ErrorKind};
 use std::process::ExitCode;
 
 pub fn main() -> ExitCode {
     // `--json` must shape even the errors of a command line that does not parse.
     let json = std::env::args().skip(1).take_while(|a| a != "--").any(|a| a == "--json");
-    let cli = match Cli::try_parse() {
+    let cli = match parse() {
         Ok(cli) => cli,
         Err(err) => return usage_error(err, json),
     };
@@ -27,6 +27,17 @@ pub fn main() -> ExitCode {
             ExitCode::from(failure::exit_code(error.kind()))
         }
     }
+}
+
+/// The command line, with an option's variable that is set but empty (`MEMCTL_DB=`) taken as
+/// unset, as `MEMCTL_NOW` is: clap would take it as the option given with an empty value, and
+/// refuse it as if `--db ''` had been typed.
+fn parse() -> Result<Cli, clap::Error> {
+    let command = Cli::command().mut_args(|arg| match arg.get_env() {
+        Some(name) if std::env::var_os(name).is_some_and(|value| value.is_empty()) => arg.env(None),
+        _ => arg,
+    });
+    Cli::from_arg_matches_mut(&mut command.try_get_matches()?).map_err(|e| e.format(&mut Cli::command()))
 }
 
 /// Help and version go to stdout (exit 0); a usage error becomes `Error: …` plus a hint with
