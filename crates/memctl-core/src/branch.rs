@@ -143,14 +143,15 @@ impl Tx<'_> {
             return Err(Error::invalid(format!("branch metadata must be a JSON object, not {meta}")));
         }
         let branch = self.branch(name)?;
-        if &branch.meta == meta {
+        let meta = self.redacted_value(meta);
+        if branch.meta == meta {
             return Ok(branch);
         }
         self.conn
             .execute("UPDATE branches SET meta = ?1 WHERE bid = ?2", params![meta.to_string(), branch.bid])?;
         self.forget();
         self.journal(Some(branch.bid), "branch.set_meta", json!({ "meta": meta }))?;
-        Ok(Branch { meta: meta.clone(), ..branch })
+        Ok(Branch { meta, ..branch })
     }
 
     /// Marks a branch, and with `subtree` every branch under it, with `status` (and a note, or

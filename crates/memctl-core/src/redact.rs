@@ -27,6 +27,14 @@ pub fn redact(text: &str) -> Cow<'_, str> {
     }
 }
 
+/// Whether `name`, as the name of a value (a JSON key), names a secret as an assignment's name
+/// does in text (`api_key`, `secret`, `token`, `password` ending it, in any case): the value of
+/// `{"openai_api_key": "…"}` is a secret as that of `openai_api_key: …` is.
+pub fn names_secret(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    ["api_key", "secret", "token", "password"].iter().any(|secret| lower.ends_with(secret))
+}
+
 /// Literals every secret contains, in lower case. Checked first, so text with nothing to redact
 /// (nearly all of it) costs a few fast scans and the regexes are never even compiled in most
 /// processes.
@@ -57,5 +65,18 @@ mod tests {
         assert!(matches!(redact("plain text"), Cow::Borrowed(_)));
         assert_eq!(redact("my PassWord: hunter2"), "my PassWord: ***", "literals match in any case");
         assert_eq!(redact("Sk-abcdefghijklmnopqrst is no key"), "Sk-abcdefghijklmnopqrst is no key");
+    }
+
+    #[test]
+    fn names_secrets_as_assignments_do() {
+        for name in ["api_key", "OPENAI_API_KEY", "secret", "client_secret", "token", "hf_token", "Password"]
+        {
+            assert!(names_secret(name), "{name}");
+            assert_ne!(redact(&format!("{name}: x1")), format!("{name}: x1"), "{name}");
+        }
+        for name in ["max_tokens", "secret_id", "tokenizer", "api", "pass"] {
+            assert!(!names_secret(name), "{name}");
+            assert_eq!(redact(&format!("{name}: x1")), format!("{name}: x1"), "{name}");
+        }
     }
 }

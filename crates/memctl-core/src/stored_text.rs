@@ -2,8 +2,9 @@
 //! duplicate suppression.
 
 use crate::error::{Error, Result};
-use crate::redact::redact;
+use crate::redact::{names_secret, redact, MASK};
 use crate::store::Store;
+use serde_json::{Map, Value};
 
 impl Store {
     /// Text as it will be stored: redacted when redaction is on.
@@ -13,6 +14,35 @@ impl Store {
         } else {
             text.to_string()
         }
+    }
+
+    /// JSON as it will be stored (a branch's metadata, a step's payload): every key and string
+    /// redacted as text is, and the text of a key that names a secret (`"api_key": "…"`)
+    /// masked whole, as `api_key: …` in text would be.
+    pub(crate) fn redacted_value(&self, value: &Value) -> Value {
+        match value {
+            Value::String(text) => Value::String(self.redacted(text)),
+            Value::Array(items) => items.iter().map(|item| self.redacted_value(item)).collect(),
+            Value::Object(entries) => Value::Object(self.redacted_entries(entries)),
+            other => other.clone(),
+        }
+    }
+
+    /// The entries of a JSON object as [`Store::redacted_value`] stores them.
+    pub(crate) fn redacted_entries(&self, entries: &Map<String, Value>) -> Map<String, Value> {
+        let masks = |key: &str, text: &str| {
+            self.config.redaction.enabled && names_secret(key) && !text.trim().is_empty()
+        };
+        entries
+            .iter()
+            .map(|(key, value)| {
+                let value = match value {
+                    Value::String(text) if masks(key, text) => Value::String(MASK.to_string()),
+                    _ => self.redacted_value(value),
+                };
+                (self.redacted(key), value)
+            })
+            .collect()
     }
 }
 

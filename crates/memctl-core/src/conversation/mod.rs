@@ -27,8 +27,7 @@ impl Tx<'_> {
     /// auto_compact_tokens` set, compacts it if its messages exceed that many tokens.
     pub fn step_add(&self, branch: &str, step: &Step) -> Result<AppendOutcome> {
         let bid = self.branch_for_write(branch)?.bid;
-        let payload: serde_json::Map<String, serde_json::Value> =
-            step.payload.iter().map(|(k, v)| (k.clone(), redact_value(self, v))).collect();
+        let payload = self.redacted_entries(&step.payload);
         let step = Step { step_type: step.step_type, payload };
         let text = step.render();
         let id =
@@ -43,15 +42,5 @@ impl Tx<'_> {
             self.compact(branch, budget, encoding)?;
         }
         Ok(AppendOutcome { id, skipped: false })
-    }
-}
-
-/// Every string in `value` redacted, as any stored text is.
-fn redact_value(tx: &Tx<'_>, value: &serde_json::Value) -> serde_json::Value {
-    match value {
-        serde_json::Value::String(s) => serde_json::Value::String(tx.redacted(s)),
-        serde_json::Value::Array(items) => items.iter().map(|v| redact_value(tx, v)).collect(),
-        serde_json::Value::Object(map) => map.iter().map(|(k, v)| (k.clone(), redact_value(tx, v))).collect(),
-        other => other.clone(),
     }
 }

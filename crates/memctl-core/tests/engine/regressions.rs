@@ -826,6 +826,14 @@ const SECRETS: [&str; 6] =
 
 fn write_secrets(s: &Store) -> (i64, i64) {
     s.create_root("root").unwrap();
+    // A runner's metadata: a key that names a secret, and secrets among its texts.
+    let meta =
+        serde_json::json!({"api_key": "abc123secret", "seen": ["sk-abcdefghijklmnop1234"], "score": 0.5});
+    s.write(|tx| tx.set_branch_meta("root", &meta)).unwrap();
+    // A tool call whose arguments name a secret, in a child's conversation.
+    s.fork("root", Some("agent")).unwrap();
+    let call = serde_json::json!({"tool": "login", "args": {"user": "ann", "password": "s3cr3tvalue"}});
+    s.step_add("agent", &Step::new(StepType::Action, call).unwrap()).unwrap();
     s.core_set("root", "creds", "API_KEY=abc123secret and sk-abcdefghijklmnop1234", CoreWrite::default())
         .unwrap();
     let e = s
@@ -849,6 +857,8 @@ fn redaction_masks_secrets_before_storage_in_every_layer_and_the_journal() {
         assert!(recall.events.is_empty());
         assert_eq!(recall.summaries[0].text, "used Password = *** again");
         assert_eq!(s.archival_get("root", ids.1).unwrap().text, "rotated: token: ***");
+        let meta = s.branch("root").unwrap().meta;
+        assert_eq!(meta, serde_json::json!({"api_key": "***", "seen": ["***"], "score": 0.5}), "branch meta");
         // Nothing searchable holds a secret.
         for secret in SECRETS {
             assert!(search(&s, "root", secret, 10, &[]).is_empty(), "{secret}");
@@ -891,6 +901,7 @@ fn redaction_can_be_disabled() {
     assert_eq!(core_map(&s, "root")["creds"], "API_KEY=abc123secret and sk-abcdefghijklmnop1234");
     assert_eq!(s.recall_list("root", None).unwrap().summaries[0].text, "used Password = hunter2 again");
     assert_eq!(s.archival_get("root", r).unwrap().text, "rotated: token: tok987xyz");
+    assert_eq!(s.branch("root").unwrap().meta["api_key"], "abc123secret");
     assert_eq!(search_ids(&s, "root", "tok987xyz", 5, &[]), vec![r]);
     let journal = serde_json::to_string(&s.ops(None, None).unwrap()).unwrap();
     assert!(journal.contains("abc123secret"), "{journal}");
