@@ -73,6 +73,15 @@ fn init_creates_the_database_and_reports_it() {
     assert_eq!(array(&log, "ops")[0]["actor"], Value::Null);
     // Given on the command line, an empty path is still refused.
     sb.run_env(&["--db", "", "branch", "list"], &empty).text_error(2);
+
+    // A URL of another kind is refused, not taken for a file named after it.
+    for url in ["postgress://ann:pw@db-host/run", "sqlite:///tmp/run.db"] {
+        let refused = sb.run(&["--db", url, "init"]).text_error(1);
+        assert!(refused.stderr.contains("is not a database URL"), "{}", refused.transcript());
+        assert!(!refused.stderr.contains("pw@"), "{}", refused.transcript());
+        let scheme = url.split_once("://").unwrap().0;
+        assert!(!sb.file(&format!("{scheme}:")).exists(), "{url} made a file or directory");
+    }
 }
 
 // ---- branches and forks (§4.1) ------------------------------------------------------------------

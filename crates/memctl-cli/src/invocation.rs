@@ -78,6 +78,7 @@ impl Context {
     /// only when `creates`.
     pub fn open_at(&self, location: &Path, creates: bool) -> Result<Store> {
         let mut store = if creates {
+            Store::check_location(location)?;
             let file = Store::url(location).is_none();
             if let Some(dir) = location.parent().filter(|d| file && !d.as_os_str().is_empty()) {
                 std::fs::create_dir_all(dir)

@@ -52,6 +52,7 @@ impl Store {
     /// Opens (creating and migrating if needed) the database at `location`: an SQLite file, or
     /// a PostgreSQL server given by a `postgres://` URL.
     pub fn open(location: &Path, config: Config, clock: Clock) -> Result<Store> {
+        Store::check_location(location)?;
         match Store::url(location) {
             Some(url) => Store::open_url(url, config, clock, Creation::Allowed),
             None => Store::open_file(location, config, clock, Creation::Allowed),
@@ -62,6 +63,7 @@ impl Store {
     /// database without memctl's schema) is an error and is left untouched (only an explicit
     /// `init` creates a database).
     pub fn open_existing(location: &Path, config: Config, clock: Clock) -> Result<Store> {
+        Store::check_location(location)?;
         if let Some(url) = Store::url(location) {
             return Store::open_url(url, config, clock, Creation::Refused);
         }
@@ -70,6 +72,23 @@ impl Store {
                 .with_topic(Topic::NoDatabase));
         }
         Store::open_file(location, config, clock, Creation::Refused)
+    }
+
+    /// Refuses a location that reads as a URL of another kind than PostgreSQL's
+    /// (`postgress://…`, `sqlite:///…`): taken as a file path, it would create a file named
+    /// after the URL and show its password. Checked by the opens; a caller that prepares the
+    /// location first (a file's directory) checks it before.
+    pub fn check_location(location: &Path) -> Result<()> {
+        let Some(text) = location.to_str().filter(|l| !crate::db::is_url(l)) else { return Ok(()) };
+        let Some((scheme, _)) = text.split_once("://") else { return Ok(()) };
+        let is_scheme = scheme.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
+            && scheme.chars().all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c));
+        if !is_scheme {
+            return Ok(());
+        }
+        Err(Error::invalid(format!("'{scheme}://' is not a database URL memctl opens")).with_hint(
+            "give an SQLite file path, or a postgres:// or postgresql:// URL (a file whose name holds '://': ./NAME)",
+        ))
     }
 
     /// The PostgreSQL URL a database location is, if it is one (else it is a file path).
