@@ -574,3 +574,34 @@ fn html_to_stdout_and_help_that_fits_80_columns_on(sb: &Sandbox) {
     }
     assert!(examples("html", "80").contains("--out - |"), "`-` is documented");
 }
+
+/// An export's `--out` writes the file a link names (the link stays), and into a FIFO in place,
+/// as a shell's redirection would; a directory is refused.
+#[cfg(unix)]
+#[test]
+fn export_writes_through_links_and_into_fifos() {
+    use std::os::unix::fs::FileTypeExt;
+    let sb = Sandbox::initialized();
+    sb.ok(&["branch", "create", "root"]);
+    std::fs::write(sb.file("target.jsonl"), "").unwrap();
+    std::os::unix::fs::symlink("target.jsonl", sb.file("link.jsonl")).unwrap();
+    sb.ok(&["export", "jsonl", "--out", "link.jsonl"]);
+    assert!(sb.file("link.jsonl").symlink_metadata().unwrap().file_type().is_symlink());
+    assert!(std::fs::read_to_string(sb.file("target.jsonl")).unwrap().contains("\"branch.create\""));
+    // A link whose file is not there yet: the file is made where it points.
+    std::os::unix::fs::symlink("out/view.html", sb.file("view.html")).unwrap();
+    sb.ok(&["export", "html", "--out", "view.html"]);
+    assert!(sb.file("out/view.html").is_file());
+    assert!(sb.file("view.html").symlink_metadata().unwrap().file_type().is_symlink());
+
+    let fifo = sb.file("pipe");
+    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let reader = std::thread::spawn(move || std::fs::read_to_string(fifo).unwrap());
+    sb.ok(&["export", "jsonl", "--out", "pipe"]);
+    assert!(reader.join().unwrap().contains("\"branch.create\""));
+    assert!(sb.file("pipe").metadata().unwrap().file_type().is_fifo(), "the FIFO stays one");
+
+    std::fs::create_dir(sb.file("dir")).unwrap();
+    let refused = sb.run(&["export", "jsonl", "--out", "dir"]).text_error(1);
+    assert!(refused.stderr.contains("is a directory"), "{}", refused.transcript());
+}

@@ -50,17 +50,44 @@ pub fn viewer_page(store: &Store, title: &str) -> anyhow::Result<(String, usize)
     Ok((viewer_html(&data), branches))
 }
 
-/// Writes a whole file through a temporary sibling, so a reader never sees half of it.
+/// Writes a whole file through a temporary sibling, so a reader never sees half of it. Through
+/// a symbolic link the file it names is written (the link stays); a FIFO or a device, which
+/// cannot be replaced, is written in place, as a shell's redirection would.
 pub fn write_file(path: &Path, bytes: &[u8]) -> memctl_core::Result<()> {
     let fail = |e: std::io::Error| Error::invalid(format!("cannot write {}: {e}", path.display()));
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+    let target = link_target(path);
+    match std::fs::metadata(&target) {
+        Ok(found) if found.is_dir() => {
+            return Err(Error::invalid(format!("{} is a directory", path.display())))
+        }
+        Ok(found) if !found.is_file() => return std::fs::write(&target, bytes).map_err(fail),
+        _ => {}
+    }
+    if let Some(dir) = target.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(fail)?;
     }
-    let mut tmp = path.as_os_str().to_owned();
+    let mut tmp = target.as_os_str().to_owned();
     tmp.push(format!(".tmp{}", std::process::id()));
     std::fs::write(&tmp, bytes).map_err(fail)?;
-    std::fs::rename(&tmp, path).map_err(|e| {
+    std::fs::rename(&tmp, &target).map_err(|e| {
         let _ = std::fs::remove_file(&tmp);
         fail(e)
     })
+}
+
+/// The path a write of `path` lands on: the file its chain of links names (where the last link
+/// dangles, the path it names), else `path`.
+fn link_target(path: &Path) -> PathBuf {
+    if let Ok(real) = std::fs::canonicalize(path) {
+        return real;
+    }
+    let mut target = path.to_path_buf();
+    // A dangling chain: follow it as far as it goes (a bounded number of hops, as the kernel).
+    for _ in 0..40 {
+        match std::fs::read_link(&target) {
+            Ok(next) => target = target.parent().map_or(next.clone(), |dir| dir.join(&next)),
+            Err(_) => break,
+        }
+    }
+    target
 }
