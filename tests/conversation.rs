@@ -202,6 +202,16 @@ fn bad_steps_on(sb: &Sandbox) {
         )
         .exit(1),
     );
+    // JSON has no NaN or infinity: such a duration is refused, not stored as nothing.
+    for duration in ["--duration=nan", "--duration=inf", "--duration=1e309"] {
+        let refused =
+            sb.run(&["step", "add", "root", "--type", "action", "--tool", "t", duration]).text_error(1);
+        assert!(
+            refused.stderr.contains("--duration must be a number of seconds"),
+            "{}",
+            refused.transcript()
+        );
+    }
     snap!(
         "step_not_json_text",
         &sb.run_stdin(&["step", "add", "root", "--type", "user", "-"], "not json").exit(1),

@@ -210,6 +210,10 @@ fn flags(args: &StepArgs) -> memctl_core::Result<Value> {
         payload.insert("args".into(), value);
     }
     if let Some(duration) = args.duration {
+        // JSON has no NaN or infinity: serde_json would store null, and the step drop it.
+        if !duration.is_finite() {
+            return Err(Error::invalid(format!("--duration must be a number of seconds, not {duration}")));
+        }
         payload.insert("duration".into(), json!(duration));
     }
     Ok(Value::Object(payload))
