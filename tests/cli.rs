@@ -1608,6 +1608,12 @@ fn every_command_has_help_with_an_example() {
     let page = std::fs::read_to_string(sb.file("man/memctl-branch-mark.1")).unwrap();
     assert!(page.starts_with(".ie") || page.contains(".TH memctl-branch-mark 1"), "{page}");
     assert!(page.contains("subtree"), "the page holds the command's options");
+    // A directory that cannot be made is invalid input naming it, not an internal error.
+    std::fs::write(sb.file("taken"), "").unwrap();
+    for args in [&["man", "--out", "taken"][..], &["quickstart", "--dir", "taken"]] {
+        let refused = sb.run(args).text_error(1);
+        assert!(refused.stderr.contains("cannot create directory taken"), "{}", refused.transcript());
+    }
     // -h works too, and the version.
     sb.run(&["core", "set", "-h"]).success();
     let version = sb.run(&["--version"]).success();

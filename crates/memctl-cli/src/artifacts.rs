@@ -50,6 +50,12 @@ pub fn viewer_page(store: &Store, title: &str) -> anyhow::Result<(String, usize)
     Ok((viewer_html(&data), branches))
 }
 
+/// Creates `dir` and its parents if missing; a path that cannot be one is invalid input.
+pub fn make_dir(dir: &Path) -> memctl_core::Result<()> {
+    std::fs::create_dir_all(dir)
+        .map_err(|e| Error::invalid(format!("cannot create directory {}: {e}", dir.display())))
+}
+
 /// Writes a whole file through a temporary sibling, so a reader never sees half of it. Through
 /// a symbolic link the file it names is written (the link stays); a FIFO or a device, which
 /// cannot be replaced, is written in place, as a shell's redirection would.

@@ -4,7 +4,7 @@
 use crate::config;
 use crate::output;
 use clap::Args;
-use memctl_core::{AppendOutcome, Clock, Config, Error, OpContext, Progress, Result, Store};
+use memctl_core::{AppendOutcome, Clock, Config, OpContext, Progress, Result, Store};
 use serde_json::json;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -81,8 +81,7 @@ impl Context {
             Store::check_location(location)?;
             let file = Store::url(location).is_none();
             if let Some(dir) = location.parent().filter(|d| file && !d.as_os_str().is_empty()) {
-                std::fs::create_dir_all(dir)
-                    .map_err(|e| Error::invalid(format!("cannot create directory {}: {e}", dir.display())))?;
+                crate::artifacts::make_dir(dir)?;
             }
             Store::open(location, self.config.clone(), self.clock)?
         } else {

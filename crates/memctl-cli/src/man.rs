@@ -20,7 +20,7 @@ pub struct ManArgs {
 
 /// Writes the pages of `command`, the whole command line (passed in by cli.rs, which owns it).
 pub fn run(ctx: &Context, args: ManArgs, mut command: clap::Command) -> anyhow::Result<()> {
-    std::fs::create_dir_all(&args.out)?;
+    crate::artifacts::make_dir(&args.out)?;
     command.build();
     let mut written = Vec::new();
     write_pages(&command, "memctl", &args.out, &mut written)?;

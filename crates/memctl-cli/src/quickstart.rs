@@ -136,7 +136,7 @@ const NODES: &[Node] = &[
 const BEST: &str = "tile-64-simd";
 
 pub fn run(ctx: &Context, args: QuickstartArgs) -> anyhow::Result<()> {
-    std::fs::create_dir_all(&args.dir)?;
+    crate::artifacts::make_dir(&args.dir)?;
     let db = args.dir.join("memory.sqlite");
     for suffix in ["", "-wal", "-shm"] {
         let file = PathBuf::from(format!("{}{suffix}", db.display()));
