@@ -1087,6 +1087,11 @@ fn invalid_input_is_exit_1_on(sb: &Sandbox) {
         }
     }
     snap_all!("errors_invalid_input_more", &transcripts);
+    // An empty core value, as `apply` refuses one (`core del` removes a key).
+    for value in ["", "   "] {
+        let refused = sb.run(&["core", "set", "root", "k", value]).text_error(1);
+        assert!(refused.stderr.contains("core value of \"k\" is empty"), "{}", refused.transcript());
+    }
 
     let invalid_now = sb.run_env(&["branch", "list"], &[("MEMCTL_NOW", "yesterday")]).text_error(1);
     snap!("errors_invalid_memctl_now_text", &invalid_now);

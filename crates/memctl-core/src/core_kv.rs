@@ -85,6 +85,10 @@ impl Tx<'_> {
         options: CoreWrite,
     ) -> Result<CoreSetOutcome> {
         validate_key(key)?;
+        if value.trim().is_empty() {
+            return Err(Error::invalid(format!("core value of {key:?} is empty"))
+                .with_hint("remove a key with `memctl core del`"));
+        }
         if !(1..=PINNED).contains(&options.importance) {
             return Err(Error::invalid(format!("importance {} is outside 1..5", options.importance)));
         }
