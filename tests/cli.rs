@@ -73,6 +73,13 @@ fn init_creates_the_database_and_reports_it() {
     assert_eq!(array(&log, "ops")[0]["actor"], Value::Null);
     // Given on the command line, an empty path is still refused.
     sb.run_env(&["--db", "", "branch", "list"], &empty).text_error(2);
+    // A blank --actor or --phase is none; a multi-line one is refused, and nothing written.
+    sb.ok(&["--actor", " ", "--phase", "", "branch", "create", "r2"]);
+    let log = sb.json(&["log", "r2"]);
+    let op = &array(&log, "ops")[0];
+    assert_eq!((&op["actor"], &op["phase"]), (&Value::Null, &Value::Null));
+    sb.run(&["--actor", "a\nb", "branch", "create", "r3"]).text_error(1);
+    assert_eq!(array(&sb.json(&["branch", "list"]), "branches").len(), 2);
 
     // A URL of another kind is refused, not taken for a file named after it.
     for url in ["postgress://ann:pw@db-host/run", "sqlite:///tmp/run.db"] {

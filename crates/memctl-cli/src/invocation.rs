@@ -49,6 +49,16 @@ pub struct Context {
     creates: bool,
 }
 
+/// A name the journal records (`--phase`, `--actor`): trimmed, none if blank, one line (the
+/// journal's table shows it in a column).
+fn journal_name(option: &str, name: Option<&str>) -> Result<Option<String>> {
+    let Some(name) = name.map(str::trim).filter(|n| !n.is_empty()) else { return Ok(None) };
+    if name.chars().any(char::is_control) {
+        return Err(memctl_core::Error::invalid(format!("{option} must be one line of text, not {name:?}")));
+    }
+    Ok(Some(name.to_string()))
+}
+
 impl Context {
     pub fn new(global: &GlobalArgs, creates: bool) -> anyhow::Result<Context> {
         let config = config::load(global.config.as_deref())?;
@@ -63,7 +73,10 @@ impl Context {
             json: global.json,
             quiet: global.quiet,
             clock: Clock::from_env()?,
-            op: OpContext { phase: global.phase.clone(), actor: global.actor.clone() },
+            op: OpContext {
+                phase: journal_name("--phase", global.phase.as_deref())?,
+                actor: journal_name("--actor", global.actor.as_deref())?,
+            },
             creates,
         })
     }
