@@ -1053,6 +1053,9 @@ fn conflicting_fork_is_exit_4_on(sb: &Sandbox) {
     let alias = sb.run(&["--json", "branch", "set-uid", "a", "node-2"]);
     snap!("errors_conflict_uid_taken_json", &alias);
     alias.json_error(4, "conflict");
+    // A node_uid that is another branch's id is named as such.
+    let taken = sb.run(&["branch", "set-uid", "a", "root"]).text_error(4);
+    assert!(taken.stderr.contains("'root' is already the id of branch 'root'"), "{}", taken.transcript());
 
     let branch = sb.json(&["branch", "show", "a"]);
     assert_eq!(opt_string(&branch["branch"], "parent"), Some("root"), "a conflict changes nothing");

@@ -31,8 +31,10 @@ pub fn validate_branch_id(id: &str, what: &str) -> Result<()> {
     Ok(())
 }
 
-fn uid_taken(name: &str, holder: &str) -> Error {
-    Error::conflict(format!("'{name}' is already the node_uid of branch '{holder}'"))
+/// `name` is the id or the node_uid of another branch, `holder`.
+fn name_taken(name: &str, holder: &Branch) -> Error {
+    let role = if holder.id == name { "id" } else { "node_uid" };
+    Error::conflict(format!("'{name}' is already the {role} of branch '{}'", holder.id))
         .with_hint("branch ids and node_uids share one namespace; choose another name")
 }
 
@@ -64,7 +66,7 @@ impl Tx<'_> {
         }
         let existing = self.branch(id)?;
         if existing.id != id {
-            return Err(uid_taken(id, &existing.id));
+            return Err(name_taken(id, &existing));
         }
         let same_parent = existing.parent.as_deref() == parent.map(|p| p.id.as_str());
         if !same_parent {
@@ -194,7 +196,7 @@ impl Tx<'_> {
         let branch = self.branch(name)?;
         if let Some(holder) = self.find_branch(node_uid)? {
             if holder.bid != branch.bid {
-                return Err(uid_taken(node_uid, &holder.id));
+                return Err(name_taken(node_uid, &holder));
             }
         }
         self.conn

@@ -118,7 +118,8 @@ impl Tx<'_> {
             let bare_line = line_chars(key, &marker);
             if bare_line > budget {
                 return Err(Error::invalid(format!(
-                    "core key '{key}' is too long for core_max_chars = {budget}"
+                    "core_max_chars = {budget} cannot hold key '{key}' even with its value moved to archival \
+                     (its line would take {bare_line} characters)"
                 )));
             }
             let others: usize = rendered_chars(view::core(self, &path)?.iter().filter(|e| e.key != key));

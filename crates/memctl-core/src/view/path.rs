@@ -269,9 +269,17 @@ fn branch_from_row(row: &Row<'_>) -> Result<Branch> {
 }
 
 impl Store {
-    /// Finds a branch by id, or else by node_uid. Unknown names are a not-found error.
+    /// Finds a branch by id, or else by node_uid. Unknown names, and those of branches `gc`
+    /// collected, are a not-found error.
     pub fn branch(&self, name: &str) -> Result<Branch> {
-        self.find_branch(name)?.ok_or_else(|| unknown_branch(name))
+        match self.find_branch(name)? {
+            Some(branch) => Ok(branch),
+            None if self.collected_bid(name)?.is_some() => Err(Error::not_found(format!(
+                "branch '{name}' was collected by gc"
+            ))
+            .with_hint("its rows are gone and its names stay taken; `memctl log` still lists its journal")),
+            None => Err(unknown_branch(name)),
+        }
     }
 
     pub(crate) fn find_branch(&self, name: &str) -> Result<Option<Branch>> {
