@@ -70,7 +70,7 @@ pub fn write_file(path: &Path, bytes: &[u8]) -> memctl_core::Result<()> {
         _ => {}
     }
     if let Some(dir) = target.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(fail)?;
+        make_dir(dir)?;
     }
     let mut tmp = target.as_os_str().to_owned();
     tmp.push(format!(".tmp{}", std::process::id()));

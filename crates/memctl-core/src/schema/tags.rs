@@ -1,8 +1,8 @@
 //! Tags as the schema stores them: a JSON array of strings in a `tags` column, written by
-//! [`to_json`] and read by [`parse`]. Whether a row carries a filter's tags is decided here
-//! alone on SQLite, for its statements (`memctl_has_tags`) and for reads that check rows
-//! themselves; PostgreSQL's statements spell the same test in SQL (view/sql.rs `has_tags`),
-//! which a test here holds to the same answers.
+//! [`to_json`] and read by [`parse`]. Whether a row carries a filter's tags is decided on
+//! SQLite by `memctl_has_tags`, registered here, in every statement that filters by tags
+//! (view/sql.rs `has_tags`); PostgreSQL's statements spell the same test in SQL, which a test
+//! here holds to the same answers.
 
 use crate::error::Result;
 use rusqlite::functions::FunctionFlags;
@@ -26,7 +26,7 @@ pub(crate) fn parse(json: &str) -> Vec<String> {
 }
 
 /// Whether the stored tags `json` hold every tag of `wanted`, each whole and equal.
-pub(crate) fn carries_all(json: &str, wanted: &[String]) -> bool {
+fn carries_all(json: &str, wanted: &[String]) -> bool {
     match plain(json) {
         Some(tags) => wanted.iter().all(|tag| tags.contains(&tag.as_str())),
         None => {

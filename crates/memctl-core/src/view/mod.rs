@@ -1637,22 +1637,16 @@ fn later_versions_by_probes(store: &Store, path: &BranchPath) -> Result<Vec<(i64
     store.conn.query(&sql, params![], |row| Ok((row.get(0)?, row.get(1)?)))
 }
 
-/// Those of `seqs` whose version carries every tag of `tags`: [`tags::carries_all`] of the tags
-/// as stored, the test [`has_tags`] makes in SQLite's statements.
+/// Those of `seqs` whose version carries every tag of `tags`.
 fn seqs_with_tags(store: &Store, seqs: impl Iterator<Item = i64>, tags: &[String]) -> Result<HashSet<i64>> {
     let seqs = serde_json::to_string(&seqs.collect::<Vec<_>>())?;
+    let tags = tags_filter(tags)?;
     let sql = format!(
-        "SELECT t.seq, t.tags FROM archival t WHERE t.seq IN (SELECT value FROM {})",
-        store.backend().json_ints("?1")
+        "SELECT t.seq FROM archival t WHERE t.seq IN (SELECT value FROM {}) AND {}",
+        store.backend().json_ints("?2"),
+        has_tags(store.backend(), tags.as_deref())
     );
-    let mut tagged = HashSet::new();
-    store.conn.each(&sql, params![seqs], |row| {
-        if tags::carries_all(row.value(1)?.as_str()?, tags) {
-            tagged.insert(row.get(0)?);
-        }
-        Ok(ControlFlow::Continue(()))
-    })?;
-    Ok(tagged)
+    Ok(store.conn.query(&sql, params![tags, seqs], |r| r.get(0))?.into_iter().collect())
 }
 
 /// The versions with these seqs, in the order given.
