@@ -22,7 +22,8 @@ pub enum BranchCommand {
     Create {
         /// Branch id: 1-128 characters from A-Z a-z 0-9 . _ : @ / -
         id: String,
-        /// The runner's data about the node, a JSON object (e.g. '{"score": 0.8}')
+        /// The runner's data about the node, a JSON object (e.g. '{"score": 0.8}'); secrets in it are
+        /// masked before storage
         #[arg(long, value_name = "JSON")]
         meta: Option<String>,
     },
@@ -100,7 +101,8 @@ pub struct ForkArgs {
     pub parent: String,
     /// Id of the new branch [default: generated]
     pub id: Option<String>,
-    /// The runner's data about the node, a JSON object (e.g. '{"score": 0.8}')
+    /// The runner's data about the node, a JSON object (e.g. '{"score": 0.8}'); secrets in it are
+    /// masked before storage
     #[arg(long, value_name = "JSON")]
     pub meta: Option<String>,
 }

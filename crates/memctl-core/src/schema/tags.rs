@@ -62,9 +62,9 @@ fn plain(json: &str) -> Option<Vec<&str>> {
 /// Registers `memctl_has_tags(tags, wanted)`: [`carries_all`] of a `tags` column (NULL: no
 /// tags) and a JSON array of the wanted tags, parsed once per statement; a filter that is not
 /// one (NULL included: `has_tags` leaves the function out without a filter) is an error, never
-/// a filter that every row passes. The same test in SQL,
-/// two `json_each` scans a row, cost some 11,700 instructions a row: a listing by a tag that
-/// no record carries, which tests every record of the view, took 40% longer.
+/// a filter that every row passes. The same test in SQL, two `json_each` scans a row, cost
+/// some 11,700 instructions a row: a listing by a tag that no record carries, which tests
+/// every record of the view, took 40% longer.
 pub(crate) fn register(conn: &Connection) -> Result<()> {
     let flags = FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC;
     conn.create_scalar_function("memctl_has_tags", 2, flags, |ctx| {
