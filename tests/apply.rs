@@ -329,7 +329,22 @@ fn recall_search_and_its_alias() {
         assert_eq!(out["results"]["recall_search"].as_array().unwrap().len(), 1);
         let out = apply(&sb, "child", &json!({ key: "printf" }).to_string());
         assert_eq!(out["results"]["recall_search"][0]["text"], "printf at line 40");
+        // No words, or blank ones, give the newest events, as `recall search` does.
+        let newest = sb.json(&["recall", "search", "child", "", "-k", "2"])["events"].clone();
+        assert_eq!(newest.as_array().unwrap().len(), 2, "{newest}");
+        for block in [json!({ key: {"k": 2} }), json!({ key: {"query": " ", "k": 2} }), json!({ key: "" })] {
+            let out = apply(&sb, "child", &block.to_string());
+            let hits = &out["results"]["recall_search"];
+            let expected = if block[key].is_string() { 5 } else { 2 };
+            assert_eq!(hits.as_array().unwrap().len(), expected.min(event_count(&sb, "child")), "{block}");
+            assert_eq!(hits[0], newest[0], "{block}");
+            assert_eq!(hits[1], newest[1], "{block}");
+        }
     }
+}
+
+fn event_count(sb: &Sandbox, branch: &str) -> usize {
+    sb.json(&["recall", "list", branch, "-n", "1000"])["events"].as_array().unwrap().len()
 }
 
 #[test]
@@ -527,6 +542,7 @@ fn each_invalid_block_is_rejected_with_exit_1_and_nothing_applied() {
         (r#"{"recall_search": {"query": "q", "k": 1.5}}"#.into(), "k must be a positive integer, not 1.5"),
         (r#"{"recall_search": {"query": "q", "k": "3"}}"#.into(), "k must be a positive integer, not \"3\""),
         (r#"{"recall_evict": {"oldest": 0}}"#.into(), "positive integer"),
+        (r#"{"recall_evict": {"kind": " "}}"#.into(), "kind"),
         // ids outside the view: a sibling's, or the parent's written after the fork
         (json!({"recall_evict": {"ids": [sibling_event]}}).to_string(), "not in the view of branch 'a'"),
         (json!({"recall_evict": [late]}).to_string(), "not in the view of branch 'a'"),
@@ -546,7 +562,6 @@ fn each_invalid_block_is_rejected_with_exit_1_and_nothing_applied() {
         (r#"{"archival": [{"text": " \n"}]}"#.into(), "archival text is empty"),
         (r#"{"recall": {"content": ""}}"#.into(), "event text is empty"),
         (r#"{"recall": {"text": "x", "kind": ""}}"#.into(), "kind is empty"),
-        (r#"{"recall_search": {"query": ""}}"#.into(), "query is empty"),
         (r#"{"recall_summarize": {"summary": "", "ids": [1]}}"#.into(), "summary is empty"),
     ];
     let mut transcripts = Vec::new();

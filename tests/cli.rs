@@ -444,6 +444,9 @@ fn recall_append_list_search_evict_on(sb: &Sandbox) {
     snap_ok(sb, "recall_search_no_match_text", &["recall", "search", "child", "late root"]);
     let none = snap_json(sb, "recall_search_no_match_json", &["recall", "search", "child", "late"]);
     assert!(array(&none, "events").is_empty(), "a sibling's or later parent's events never match");
+    // Words may start with '-', options after them still count.
+    let hyphen = sb.json(&["recall", "search", "child", "-O3", "-k", "1"]);
+    assert_eq!(event_texts(&hyphen), ["runtime 12.4 s with -O3"]);
 
     // evict --kind, --oldest, --id
     sb.ok(&["recall", "append", "child", "--kind", "debug", "printf at line 40"]);
@@ -487,6 +490,12 @@ fn recall_append_list_search_evict_on(sb: &Sandbox) {
         "recall_evicted_in_archival_text",
         &["archival", "search", "child", "--tag", "EVICTED_RECALL"],
     );
+
+    // A kind is taken as `append` stores it: trimmed, and a blank one is refused.
+    sb.ok(&["recall", "append", "child", "--kind", " scratch ", "temporary"]);
+    assert_eq!(ints(&sb.json(&["recall", "evict", "child", "--kind", "scratch "]), "evicted").len(), 1);
+    let blank = sb.run(&["recall", "evict", "child", "--kind", " "]).text_error(1);
+    assert!(blank.stderr.contains("invalid event kind"), "{}", blank.transcript());
 }
 
 // ---- archival (§4.4) ----------------------------------------------------------------------------
@@ -1097,6 +1106,11 @@ fn invalid_input_is_exit_1_on(sb: &Sandbox) {
         }
     }
     snap_all!("errors_invalid_input_more", &transcripts);
+    // A negative duration says so (it is not taken for an option).
+    for ttl in [&["--ttl", "-5s"][..], &["--ttl=-5"]] {
+        let refused = sb.run(&cat(&["core", "set", "root", "k", "v"], ttl)).text_error(1);
+        assert!(refused.stderr.contains("must be positive"), "{}", refused.transcript());
+    }
     // An empty core value, as `apply` refuses one (`core del` removes a key).
     for value in ["", "   "] {
         let refused = sb.run(&["core", "set", "root", "k", value]).text_error(1);
@@ -1444,6 +1458,15 @@ fn usage_errors_are_exit_2() {
         json.clone().json_error(2, "usage");
         snap!(&format!("errors_usage_{name}_json"), &json);
         sb.run(&cat(args, &["--json"])).json_error(2, "usage");
+    }
+    // A count of zero is refused, as `apply` refuses it.
+    for args in [
+        &["recall", "search", "root", "x", "-k", "0"][..],
+        &["archival", "search", "root", "x", "-k", "0"],
+        &["recall", "evict", "root", "--oldest", "0"],
+    ] {
+        let refused = sb.run(args).exit(2);
+        assert!(refused.stderr.contains("must be at least 1"), "{}", refused.transcript());
     }
     // The error of the binary itself (not clap's) follows §9 exactly.
     sb.run(&["fork", "-"]).text_error(2);
@@ -1905,4 +1928,8 @@ fn progress_bars_only_on_a_terminal() {
     assert!(migrate.contains("copying rows") && migrate.contains("verifying views"), "{migrate}");
     let piped = sb.run(&["migrate", "--from", "memory.sqlite", "--to", "copy2.sqlite"]).success();
     assert!(!piped.stderr.contains("copying rows"), "{}", piped.stderr);
+    // A missing source is named by --from, not by --db.
+    let missing = sb.run(&["migrate", "--from", "gone.sqlite", "--to", "copy3.sqlite"]).text_error(3);
+    assert!(missing.stderr.contains("hint: --from names the database"), "{}", missing.transcript());
+    assert!(!sb.file("copy3.sqlite").exists());
 }

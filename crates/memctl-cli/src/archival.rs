@@ -73,10 +73,11 @@ Words are OR-ed (records with more, or rarer, words rank first); tags are AND-ed
     Search {
         /// Branch id or node_uid
         branch: String,
-        /// Words to look for [default: list newest first]
+        /// Words to look for [default: list newest first] (may start with '-', e.g. -O3)
+        #[arg(allow_hyphen_values = true)]
         query: Option<String>,
         /// How many results [default: retrieval_k]
-        #[arg(short)]
+        #[arg(short, value_parser = input::positive)]
         k: Option<usize>,
         /// Only records with this tag, whole, as `add` stores it (repeatable, all required)
         #[arg(long = "tag", short = 't', value_name = "TAG")]

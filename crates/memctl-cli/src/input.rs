@@ -24,6 +24,15 @@ fn read_stdin(what: &str) -> Result<String> {
     Ok(trimmed.map(str::to_string).unwrap_or(buffer))
 }
 
+/// A count that must be at least 1 (`-k`, `--oldest`), as `apply` takes it.
+pub fn positive(text: &str) -> std::result::Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 /// A whole text file: a missing one is not-found (exit 3), an unreadable one invalid input.
 pub fn file(path: &std::path::Path) -> Result<String> {
     std::fs::read_to_string(path).map_err(|e| {

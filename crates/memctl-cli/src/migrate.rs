@@ -4,7 +4,7 @@
 use crate::invocation::Context;
 use crate::output::count;
 use clap::Args;
-use memctl_core::{Clock, Store};
+use memctl_core::{Clock, Error, Store, Topic};
 use std::path::PathBuf;
 
 pub const EXAMPLES: &str = "\
@@ -31,7 +31,12 @@ pub struct MigrateArgs {
 }
 
 pub fn run(ctx: &Context, args: MigrateArgs) -> anyhow::Result<()> {
-    let mut from = ctx.open_at(&args.from, false)?;
+    let mut from = ctx.open_at(&args.from, false).map_err(|e| match e.topic() {
+        // The CLI's advice for these names --db and `init`, which do not apply to a source.
+        Some(Topic::NoDatabase | Topic::NotMemctlDatabase) => Error::new(e.kind(), e.message())
+            .with_hint("--from names the database that holds the run: check its path or URL"),
+        _ => e,
+    })?;
     let mut to = ctx.open_at(&args.to, true)?;
     // Both views at one instant: a TTL running out between the two reads is no difference.
     let now = Clock::Fixed(from.clock().now());

@@ -48,10 +48,11 @@ first, ties newest first. Inherited events count; excluded ones do not.")]
     Search {
         /// Branch id or node_uid
         branch: String,
-        /// Words to look for (any characters are fine: they are searched as words)
+        /// Words to look for (any characters are fine, a leading '-' too: they are searched as words)
+        #[arg(allow_hyphen_values = true)]
         query: String,
         /// How many results
-        #[arg(short, default_value_t = 10)]
+        #[arg(short, default_value_t = 10, value_parser = input::positive)]
         k: usize,
     },
     /// Move events out of the branch's view; their full text is kept in archival
@@ -66,7 +67,7 @@ Inherited events are only hidden from this branch (and its later children), neve
         /// Branch id or node_uid
         branch: String,
         /// The N oldest visible events
-        #[arg(long, value_name = "N")]
+        #[arg(long, value_name = "N", value_parser = input::positive)]
         oldest: Option<usize>,
         /// Every visible event of this kind
         #[arg(long)]

@@ -160,6 +160,9 @@ fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
 /// Parses a TTL: plain seconds (`90`, `1.5`) or a human duration (`30m`, `2h 15m`, `7days`).
 pub fn parse_duration(text: &str) -> Result<f64> {
     let text = text.trim();
+    if text.starts_with('-') {
+        return Err(Error::invalid(format!("duration '{text}' must be positive")));
+    }
     let secs = match text.parse::<f64>() {
         Ok(secs) => secs,
         Err(_) => humantime::parse_duration(text)

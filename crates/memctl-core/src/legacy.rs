@@ -277,15 +277,13 @@ impl Tx<'_> {
                     tally.converted.core += 1;
                 }
                 LegacyRow::Event { id, kind, text, tags } => {
-                    let kind = kind.trim();
                     if text.trim().is_empty() {
                         tally.skip("events", "empty text");
                         continue;
                     }
-                    let kind =
-                        if kind.is_empty() || kind.chars().any(char::is_control) { "event" } else { kind };
+                    let kind = self.event_kind(&kind).unwrap_or_else(|_| "event".into());
                     let tags = self.legacy_tags("events", tags, tally)?;
-                    let outcome = self.insert_event(bid, kind, &self.redacted(&text), &tags)?;
+                    let outcome = self.insert_event(bid, &kind, &self.redacted(&text), &tags)?;
                     event_ids.insert(id, outcome.id);
                     if outcome.skipped {
                         tally.skip("events", "duplicate of an event of the same branch");

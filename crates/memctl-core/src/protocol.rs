@@ -208,6 +208,15 @@ fn tags(value: Option<&Value>) -> Check<Vec<String>> {
     value.map_or(Ok(vec![]), |v| strings(v, "tags", "a tags entry"))
 }
 
+/// A search's words: missing or blank lists the newest, as the CLI's searches do.
+fn query(value: Option<&Value>) -> Check<String> {
+    match value {
+        None => Ok(String::new()),
+        Some(Value::String(q)) => Ok(q.clone()),
+        Some(other) => Err(format!("query must be a string, not {other}")),
+    }
+}
+
 fn positive(value: Option<&Value>, name: &str, default: usize) -> Check<usize> {
     match value {
         None => Ok(default),
@@ -344,12 +353,7 @@ fn parse_op(name: &str, value: &Value) -> Check<Op> {
                 Value::String(q) => (q.clone(), None, vec![]),
                 Value::Object(e) => {
                     only(e, &["query", "k", "tags"])?;
-                    let query = match e.get("query") {
-                        None => String::new(),
-                        Some(Value::String(q)) => q.clone(),
-                        Some(other) => return Err(format!("query must be a string, not {other}")),
-                    };
-                    (query, e.get("k"), tags(e.get("tags"))?)
+                    (query(e.get("query"))?, e.get("k"), tags(e.get("tags"))?)
                 }
                 other => return Err(format!("must be a query string or an object, not {other}")),
             };
@@ -377,10 +381,7 @@ fn parse_op(name: &str, value: &Value) -> Check<Op> {
             Value::String(q) => Op::RecallSearch(q.clone(), 5),
             Value::Object(e) => {
                 only(e, &["query", "k"])?;
-                Op::RecallSearch(
-                    text_of(e.get("query").unwrap_or(&Value::Null), "query")?,
-                    positive(e.get("k"), "k", 5)?,
-                )
+                Op::RecallSearch(query(e.get("query"))?, positive(e.get("k"), "k", 5)?)
             }
             other => return Err(format!("must be a query string or an object, not {other}")),
         },

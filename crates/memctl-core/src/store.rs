@@ -204,7 +204,8 @@ impl Store {
 
     /// Sets the phase and actor written to the journal by later writes.
     pub fn set_context(&mut self, context: OpContext) {
-        self.context = context;
+        let redacted = |text: Option<String>| text.map(|text| self.redacted(&text));
+        self.context = OpContext { phase: redacted(context.phase), actor: redacted(context.actor) };
     }
 
     /// Where long operations (import, exports, gc) report their progress.

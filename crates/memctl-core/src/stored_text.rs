@@ -16,6 +16,18 @@ impl Store {
         }
     }
 
+    /// An event kind as stored: trimmed, non-empty, one line, redacted. A kind to evict is
+    /// taken the same way, so that it names the kind an append of it stored.
+    pub(crate) fn event_kind(&self, kind: &str) -> Result<String> {
+        let kind = kind.trim();
+        if kind.is_empty() || kind.chars().any(char::is_control) {
+            return Err(Error::invalid(format!(
+                "invalid event kind {kind:?}: kinds are non-empty single-line text"
+            )));
+        }
+        Ok(self.redacted(kind))
+    }
+
     /// JSON as it will be stored (a branch's metadata, a step's payload): every key and string
     /// redacted as text is, and the text of a key that names a secret (`"api_key": "…"`)
     /// masked whole, as `api_key: …` in text would be.

@@ -93,10 +93,7 @@ impl Tx<'_> {
         text: &str,
         tags: &[String],
     ) -> Result<AppendOutcome> {
-        let kind = kind.trim();
-        if kind.is_empty() || kind.chars().any(char::is_control) {
-            return Err(Error::invalid("event kind must be non-empty single-line text"));
-        }
+        let kind = &self.event_kind(kind)?;
         if text.trim().is_empty() {
             return Err(Error::invalid("event text must not be empty"));
         }
@@ -287,7 +284,7 @@ impl Tx<'_> {
         let selected: Vec<Event> = match selector {
             EvictSelector::Ids(ids) => self.visible_events(&path, ids)?,
             EvictSelector::Oldest(n) => view::oldest_events(self, &path, *n)?,
-            EvictSelector::Kind(kind) => view::events_of_kind(self, &path, kind)?,
+            EvictSelector::Kind(kind) => view::events_of_kind(self, &path, &self.event_kind(kind)?)?,
         };
         if selected.is_empty() {
             return Ok(EvictOutcome { evicted: vec![], archived: None });

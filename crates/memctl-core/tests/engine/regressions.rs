@@ -824,7 +824,12 @@ fn defect_13_reading_writes_nothing() {
 const SECRETS: [&str; 6] =
     ["abc123secret", "hunter2", "s3cr3tvalue", "sk-abcdefghijklmnop1234", "hf_abcdefghijk1", "tok987xyz"];
 
-fn write_secrets(s: &Store) -> (i64, i64) {
+fn write_secrets(s: &mut Store) -> (i64, i64) {
+    // A runner that passed a key where its name goes.
+    s.set_context(OpContext {
+        phase: Some("token=tok987xyz".into()),
+        actor: Some("sk-abcdefghijklmnop1234".into()),
+    });
     s.create_root("root").unwrap();
     // A runner's metadata: a key that names a secret, and secrets among its texts.
     let meta =
@@ -834,6 +839,7 @@ fn write_secrets(s: &Store) -> (i64, i64) {
     s.fork("root", Some("agent")).unwrap();
     let call = serde_json::json!({"tool": "login", "args": {"user": "ann", "password": "s3cr3tvalue"}});
     s.step_add("agent", &Step::new(StepType::Action, call).unwrap()).unwrap();
+    s.recall_append("agent", "hf_abcdefghijk1", "an event whose kind is a key", &[]).unwrap();
     s.core_set("root", "creds", "API_KEY=abc123secret and sk-abcdefghijklmnop1234", CoreWrite::default())
         .unwrap();
     let e = s
@@ -850,8 +856,8 @@ fn write_secrets(s: &Store) -> (i64, i64) {
 fn redaction_masks_secrets_before_storage_in_every_layer_and_the_journal() {
     let db = FileDb::new();
     let (e, r) = {
-        let s = db.open();
-        let ids = write_secrets(&s);
+        let mut s = db.open();
+        let ids = write_secrets(&mut s);
         assert_eq!(core_map(&s, "root")["creds"], "API_KEY=*** and ***", "core value");
         let recall = s.recall_list("root", None).unwrap();
         assert!(recall.events.is_empty());
@@ -867,6 +873,9 @@ fn redaction_masks_secrets_before_storage_in_every_layer_and_the_journal() {
         for secret in SECRETS {
             assert!(!journal.contains(secret), "journal holds {secret}: {journal}");
         }
+        let op = &s.ops(Some("root"), Some(1)).unwrap()[0];
+        assert_eq!((op.actor.as_deref(), op.phase.as_deref()), (Some("***"), Some("token=***")));
+        assert_eq!(s.recall_list("agent", None).unwrap().events[0].kind.as_ref(), "***", "event kind");
         ids
     };
     // The summarised event and the record's first version, as stored in the file.
@@ -896,8 +905,8 @@ fn redaction_masks_secrets_before_storage_in_every_layer_and_the_journal() {
 
 #[test]
 fn redaction_can_be_disabled() {
-    let s = mem_with(|c| c.redaction.enabled = false);
-    let (_, r) = write_secrets(&s);
+    let mut s = mem_with(|c| c.redaction.enabled = false);
+    let (_, r) = write_secrets(&mut s);
     assert_eq!(core_map(&s, "root")["creds"], "API_KEY=abc123secret and sk-abcdefghijklmnop1234");
     assert_eq!(s.recall_list("root", None).unwrap().summaries[0].text, "used Password = hunter2 again");
     assert_eq!(s.archival_get("root", r).unwrap().text, "rotated: token: tok987xyz");
@@ -905,6 +914,8 @@ fn redaction_can_be_disabled() {
     assert_eq!(search_ids(&s, "root", "tok987xyz", 5, &[]), vec![r]);
     let journal = serde_json::to_string(&s.ops(None, None).unwrap()).unwrap();
     assert!(journal.contains("abc123secret"), "{journal}");
+    assert_eq!(s.ops(None, Some(1)).unwrap()[0].actor.as_deref(), Some("sk-abcdefghijklmnop1234"));
+    assert_eq!(s.recall_list("agent", None).unwrap().events[0].kind.as_ref(), "hf_abcdefghijk1");
 }
 
 // ---------------------------------------------------------------------------------------------
