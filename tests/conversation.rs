@@ -303,3 +303,55 @@ fn summarizer_and_auto_compaction_on(sb: &Sandbox) {
     let log = sb.json(&["log", "child"]);
     assert!(array(&log, "ops").iter().any(|op| string(op, "op") == "conversation.compact"));
 }
+
+#[test]
+fn steps_are_written_only_as_steps() {
+    for db in backends("steps_are_written_only_as_steps") {
+        steps_are_written_only_as_steps_on(&conversation(&db));
+    }
+}
+
+fn steps_are_written_only_as_steps_on(sb: &Sandbox) {
+    // A promoted step is added whole: the target's messages show what the source's did.
+    let events = sb.json(&["recall", "list", "child"]);
+    let step_ids: Vec<String> = array(&events, "events")
+        .iter()
+        .filter(|e| {
+            string(e, "branch") == "child" && ["step:user", "step:action"].contains(&string(e, "kind"))
+        })
+        .map(|e| int(e, "id").to_string())
+        .collect();
+    assert_eq!(step_ids.len(), 2, "{events}");
+    sb.ok(&["fork", "root", "other"]);
+    sb.ok(&["promote", "child", "other", "--event", &step_ids[0], "--event", &step_ids[1]]);
+    let contents = |branch: &str| -> Vec<String> {
+        let messages = sb.json(&["messages", branch, "--format", "anthropic"]);
+        array(&messages, "messages").iter().map(|m| m["content"].to_string().replace("toolu_", "")).collect()
+    };
+    let (source, target) = (contents("child"), contents("other"));
+    for wanted in ["Try tiles of 64.", "make TILE=64", "exit 2: tile too large"] {
+        assert_eq!(
+            source.iter().filter(|c| c.contains(wanted)).count(),
+            target.iter().filter(|c| c.contains(wanted)).count(),
+            "{wanted}: {source:?} against {target:?}"
+        );
+        assert!(target.iter().any(|c| c.contains(wanted)), "{wanted}: {target:?}");
+    }
+    // A reset mark would end the target's conversation: refused.
+    sb.ok(&["fork", "child", "again"]);
+    sb.ok(&["reset", "again"]);
+    let mark = int(&array(&sb.json(&["recall", "list", "again"]), "events")[0], "id").to_string();
+    let refused = sb.run(&["promote", "again", "other", "--event", &mark]).text_error(1);
+    assert!(refused.stderr.contains("reset mark"), "{}", refused.transcript());
+    // Steps enter only through `step add`: not as plain events, by the CLI or by `apply`, and
+    // `apply` cannot summarize them away (`compact` does).
+    let refused = sb.run(&["recall", "append", "other", "--kind", " step:user", "hi"]).text_error(1);
+    assert!(refused.stderr.contains("taken by conversation steps"), "{}", refused.transcript());
+    let block = r#"{"recall": {"kind": "step:bogus", "text": "z"}}"#;
+    sb.run_stdin(&["apply", "other", "-"], block).text_error(1);
+    let block = format!(r#"{{"recall_summarize": {{"summary": "s", "ids": [{}]}}}}"#, step_ids[0]);
+    let refused = sb.run_stdin(&["apply", "child", "-"], &block).text_error(1);
+    assert!(refused.stderr.contains("is a conversation step"), "{}", refused.transcript());
+    assert_eq!(contents("child"), source, "nothing was written");
+    sb.ok(&["messages", "other"]);
+}

@@ -1,16 +1,18 @@
 //! `promote`: copies items a branch sees into another branch as new rows of that branch — a
 //! finding made in one node, given to an ancestor so that every later fork knows it. The copies
 //! are ordinary writes of the target (redaction, duplicate suppression, the core budget and the
-//! journal apply), so the view rule decides who sees them: the target and branches forked from
+//! journal apply; a conversation step is added as a step, its payload whole), so the view rule decides who sees them: the target and branches forked from
 //! it afterwards, not its existing descendants. Each copy records where it came from.
 
+use crate::conversation::{Step, StepType};
 use crate::core_kv::CoreWrite;
 use crate::db::params;
 use crate::error::{Error, Result};
+use crate::rows::{is_step, BranchPath, Event, STEP_KIND};
 use crate::store::{Store, Tx};
-use crate::view;
+use crate::view::{self, StoredStep};
 use serde::Serialize;
-use serde_json::json;
+use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 
 /// What to promote: core keys, archival records and events of the source's view.
@@ -101,6 +103,7 @@ impl Tx<'_> {
         let have = events.iter().enumerate().map(|(i, e)| (e.id.to_string(), i)).collect();
         let events: Vec<_> =
             seen("event", &names(&items.events), have)?.into_iter().map(|i| events[i].clone()).collect();
+        let steps = self.promoted_steps(&src_path, &events)?;
 
         let note = note.map(|n| self.redacted(n));
         let mut promoted = Vec::new();
@@ -126,7 +129,10 @@ impl Tx<'_> {
             });
         }
         for event in events {
-            let out = self.recall_append(&dst_branch.id, &event.kind, &event.text, &event.tags)?;
+            let out = match steps.get(&event.id) {
+                Some(step) => self.step_add(&dst_branch.id, step)?,
+                None => self.recall_append(&dst_branch.id, &event.kind, &event.text, &event.tags)?,
+            };
             promoted.push(Promoted {
                 layer: "event",
                 item: json!(event.id),
@@ -147,6 +153,39 @@ impl Tx<'_> {
             json!({"from": src_branch.id, "note": note, "items": promoted}),
         )?;
         Ok(PromoteOutcome { src: src_branch.id, dst: dst_branch.id, promoted })
+    }
+}
+
+impl Tx<'_> {
+    /// The conversation steps among `events` of `path`'s view, whole (their payloads), to be
+    /// added to the target as steps: a new step at the end of its conversation, so without the
+    /// `at` of a shortened copy. A reset mark is refused: it would end the target's conversation.
+    fn promoted_steps(&self, path: &BranchPath, events: &[Event]) -> Result<HashMap<i64, Step>> {
+        if !events.iter().any(|e| is_step(&e.kind)) {
+            return Ok(HashMap::new());
+        }
+        let stored: HashMap<i64, StoredStep> =
+            view::steps(self, path)?.into_iter().map(|s| (s.id, s)).collect();
+        let mut steps = HashMap::new();
+        for event in events.iter().filter(|e| is_step(&e.kind)) {
+            let step = stored.get(&event.id).ok_or_else(|| {
+                Error::internal(format!("step {} is in the view's events but not its steps", event.id))
+            })?;
+            let step_type = match step.kind.strip_prefix(STEP_KIND).map(StepType::parse) {
+                Some(Ok(step_type)) => step_type,
+                _ => {
+                    return Err(Error::invalid(format!(
+                        "event {} is a conversation reset mark: it cannot be promoted",
+                        event.id
+                    )))
+                }
+            };
+            let mut payload: Map<String, Value> =
+                serde_json::from_str(step.payload.as_deref().unwrap_or("{}"))?;
+            payload.remove("at");
+            steps.insert(event.id, Step::new(step_type, Value::Object(payload))?);
+        }
+        Ok(steps)
     }
 }
 

@@ -94,6 +94,11 @@ impl Tx<'_> {
         tags: &[String],
     ) -> Result<AppendOutcome> {
         let kind = &self.event_kind(kind)?;
+        if is_step(kind) {
+            return Err(Error::invalid(format!(
+                "event kind '{kind}' is taken by conversation steps: add a step with `memctl step add`"
+            )));
+        }
         if text.trim().is_empty() {
             return Err(Error::invalid("event text must not be empty"));
         }
@@ -229,6 +234,12 @@ impl Tx<'_> {
         let path = self.path(branch)?;
         let bid = path.branch().bid;
         let events = self.visible_events(&path, ids)?;
+        if let Some(step) = events.iter().find(|e| is_step(&e.kind)) {
+            return Err(Error::invalid(format!(
+                "event {} is a conversation step: `memctl compact` summarizes the conversation",
+                step.id
+            )));
+        }
         let ids: Vec<i64> = events.iter().map(|e| e.id).collect();
         let mut kept = self.kept_summaries(&path)?;
         let seq = self.insert_summary(bid, &mut kept, kind, text, &ids, &[])?;

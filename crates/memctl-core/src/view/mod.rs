@@ -1661,9 +1661,21 @@ pub(crate) fn archival_versions(store: &Store, path: &BranchPath, seqs: &[i64]) 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::conversation::{Step, StepType};
     use crate::query::TermCounts;
     use crate::rows::STEP_KIND;
     use proptest::prelude::*;
+
+    /// Appends an event of `kind`: a user or action step through `step_add` (the only way
+    /// steps are written), else a plain event.
+    fn append(s: &Store, branch: &str, kind: &str, text: &str, tags: &[String]) -> i64 {
+        let step = match kind {
+            "step:user" => Step::new(StepType::User, serde_json::json!({"text": text})),
+            "step:action" => Step::new(StepType::Action, serde_json::json!({"tool": text})),
+            _ => return s.recall_append(branch, kind, text, tags).unwrap().id,
+        };
+        s.step_add(branch, &step.unwrap()).unwrap().id
+    }
 
     /// Every visible event, newest first, by one scan of the exclusions and one of the events
     /// (None: the first gave up).
@@ -1942,7 +1954,7 @@ mod tests {
     #[test]
     fn steps_are_hidden_by_the_exclusions_the_view_holds() {
         let s = Store::scratch();
-        let step = |branch: &str, text: &str| s.recall_append(branch, "step:user", text, &[]).unwrap().id;
+        let step = |branch: &str, text: &str| append(&s, branch, "step:user", text, &[]);
         s.create_root("root").unwrap();
         let steps_of_root = ["before", "leaf's", "sibling's", "root's"].map(|text| step("root", text));
         let [before, by_leaf, by_sibling, by_root] = steps_of_root;
@@ -1984,7 +1996,7 @@ mod tests {
     fn the_steps_scan_gives_up_on_other_branches_rows() {
         let s = Store::scratch();
         s.create_root("root").unwrap();
-        let first = s.recall_append("root", "step:user", "first", &[]).unwrap().id;
+        let first = append(&s, "root", "step:user", "first", &[]);
         s.fork("root", Some("leaf")).unwrap();
         let path = s.path("leaf").unwrap();
         let scan = || s.read(|| steps_by_scan(&s, &path)).unwrap().map(|steps| steps.len());
@@ -2001,9 +2013,9 @@ mod tests {
         chatty.fork("root", Some("leaf")).unwrap();
         chatty.fork("root", Some("chatty")).unwrap();
         for i in 0..5 {
-            chatty.recall_append("chatty", "step:user", &format!("chatty {i}"), &[]).unwrap();
+            append(&chatty, "chatty", "step:user", &format!("chatty {i}"), &[]);
         }
-        let own = chatty.recall_append("leaf", "step:user", "own", &[]).unwrap().id;
+        let own = append(&chatty, "leaf", "step:user", "own", &[]);
         let path = chatty.path("leaf").unwrap();
         assert!(
             chatty.read(|| steps_by_scan(&chatty, &path)).unwrap().is_none(),
@@ -2023,7 +2035,7 @@ mod tests {
         let mut leaf = "root".to_string();
         for level in 0..6 {
             for turn in 0..4 {
-                s.recall_append(&leaf, "step:user", &format!("turn {turn} at {level}"), &[]).unwrap();
+                append(&s, &leaf, "step:user", &format!("turn {turn} at {level}"), &[]);
             }
             s.recall_append(&leaf, "note", &format!("note at {level}"), &[]).unwrap();
             let child = format!("c{level}");
@@ -2069,9 +2081,8 @@ mod tests {
         // up past two a path branch, and the lookup finds the leaf's.
         let other = Store::scratch();
         other.create_root("root").unwrap();
-        let steps: Vec<i64> = (0..40)
-            .map(|turn| other.recall_append("root", "step:user", &format!("turn {turn}"), &[]).unwrap().id)
-            .collect();
+        let steps: Vec<i64> =
+            (0..40).map(|turn| append(&other, "root", "step:user", &format!("turn {turn}"), &[])).collect();
         other.fork("root", Some("leaf")).unwrap();
         other.recall_exclude("leaf", &steps[..2]).unwrap();
         for sibling in 0..6 {
@@ -2104,7 +2115,7 @@ mod tests {
             let branch = format!("b{level}");
             let mut written = Vec::new();
             for kind in ["note", "step:user", "metric", "step:action"] {
-                written.push(s.recall_append(&branch, kind, &format!("{kind} at {level}"), &[]).unwrap().id);
+                written.push(append(&s, &branch, kind, &format!("{kind} at {level}"), &[]));
             }
             if level % 5 == 0 {
                 s.recall_exclude(&branch, &written[..2]).unwrap();
@@ -2248,7 +2259,7 @@ mod tests {
                     0 => fork_child(&s, &mut branches, &branch),
                     1 => {
                         let kind = if pick % 2 == 0 { "step:user" } else { "note" };
-                        events.push(s.recall_append(&branch, kind, &text, &[format!("t{pick}")]).unwrap().id);
+                        events.push(append(&s, &branch, kind, &text, &[format!("t{pick}")]));
                     }
                     2 if !events.is_empty() => {
                         let _ = s.recall_exclude(&branch, &[events[pick % events.len()]]);
@@ -2566,7 +2577,7 @@ mod tests {
             let s = Store::scratch_anchoring(anchor_every);
             let append = |branch: &str, i: usize, pick: usize| {
                 let kind = if pick % 2 == 0 { "note" } else { "plan" };
-                s.recall_append(branch, kind, &format!("{branch} event {i}"), &[]).unwrap();
+                append(&s, branch, kind, &format!("{branch} event {i}"), &[]);
             };
             let burst = |branch: &str, pick: usize| (0..12).for_each(|i| append(branch, 100 * pick + i, pick + i));
             s.create_root("b0").unwrap();
