@@ -543,6 +543,8 @@ fn each_invalid_block_is_rejected_with_exit_1_and_nothing_applied() {
         (r#"{"recall_search": {"query": "q", "k": "3"}}"#.into(), "k must be a positive integer, not \"3\""),
         (r#"{"recall_evict": {"oldest": 0}}"#.into(), "positive integer"),
         (r#"{"recall_evict": {"kind": " "}}"#.into(), "kind"),
+        (r#"{"core": {"key": "best_tile"}}"#.into(), "core entry \"best_tile\" needs a value"),
+        (r#"{"core": [{"key": "a", "importance": 4}]}"#.into(), "core entry \"a\" needs a value"),
         // ids outside the view: a sibling's, or the parent's written after the fork
         (json!({"recall_evict": {"ids": [sibling_event]}}).to_string(), "not in the view of branch 'a'"),
         (json!({"recall_evict": [late]}).to_string(), "not in the view of branch 'a'"),

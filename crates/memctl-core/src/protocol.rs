@@ -309,6 +309,10 @@ fn parse_op(name: &str, value: &Value) -> Check<Op> {
                     .map(|e| {
                         only(e, &["key", "value", "importance", "ttl"])?;
                         let key = text_of(e.get("key").unwrap_or(&Value::Null), "key")?;
+                        if !e.contains_key("value") {
+                            // (Else its other fields would be stored as the JSON text of a value.)
+                            return Err(format!("core entry {key:?} needs a value"));
+                        }
                         let mut fields = e.clone();
                         fields.remove("key");
                         core_entry(&key, &Value::Object(fields))
