@@ -966,6 +966,14 @@ fn strip_removes_every_block() {
         transcripts.extend(outcomes.into_iter().skip(1)); // the stdin run shows its input
     }
     snap_all!("strip_cases", &transcripts);
+    // The tag named in prose is not a block (the prose stays), and `apply` takes the block after it.
+    let answer = "I will emit a <memory_update> block now.\nThe answer is 42.\n<memory_update>{\"core\": {\"m\": \"a </memory_update> in a value\"}}</memory_update>\nDone.";
+    let (text, _) = strip(&sb, answer);
+    assert_eq!(text, "I will emit a <memory_update> block now.\nThe answer is 42.\nDone.");
+    let sb = Sandbox::initialized();
+    sb.ok(&["branch", "create", "root"]);
+    sb.run_stdin(&["apply", "root", "-"], answer).success();
+    assert_eq!(string(&core(&sb, "root"), "m"), "a </memory_update> in a value");
     // A missing file is not found (exit 3), not an empty text.
     sb.run(&["strip", "no-such-file.txt"]).text_error(3);
 }

@@ -97,18 +97,69 @@ pub struct Feedback {
 /// The first `<memory_update …>` block of `text` (attributes ignored), or the text itself when it
 /// is a bare JSON object. None when there is neither.
 pub fn find_update_block(text: &str) -> Option<&str> {
-    if let Some(start) = text.find("<memory_update") {
-        let after_tag = &text[start..];
-        let open_end = after_tag.find('>')?;
-        let body = &after_tag[open_end + 1..];
-        // The earliest ending: a closing tag (escaped or not), or a malformed `}}/>`.
-        let closing = [body.find("</memory_update>"), body.find("<\\/memory_update>")].into_iter().flatten();
-        let malformed = body.find("}}/>").map(|end| end + 2);
-        let end = closing.chain(malformed).min().unwrap_or(body.len());
-        return Some(body[..end].trim());
+    if let Some(block) = update_block(text) {
+        return Some(text[block.body].trim());
     }
     let trimmed = text.trim();
     (trimmed.starts_with('{') && trimmed.ends_with('}')).then_some(trimmed)
+}
+
+const UPDATE_OPEN: &str = "<memory_update";
+const UPDATE_CLOSE: [&str; 2] = ["</memory_update>", "<\\/memory_update>"];
+
+/// A `<memory_update …>` block in a text: where its opening tag starts, its body, and where it
+/// ends (past its closing tag; at the text's end when it is cut off).
+struct Block {
+    start: usize,
+    body: std::ops::Range<usize>,
+    end: usize,
+}
+
+/// The first `<memory_update …>` block of `text`. The tag named in prose ("I will write a
+/// <memory_update> block") is not one: a block's body starts with `{`, or is closed before the
+/// tag appears again. A body that parses as JSON ends where the JSON does, so a closing tag
+/// inside one of its strings does not cut it short; else at the earliest closing tag (escaped
+/// or not) or malformed `}}/>`.
+fn update_block(text: &str) -> Option<Block> {
+    let mut from = 0;
+    while let Some(found) = text[from..].find(UPDATE_OPEN) {
+        let start = from + found;
+        let open = start + text[start..].find('>')? + 1;
+        let body = &text[open..];
+        let closing = UPDATE_CLOSE
+            .iter()
+            .filter_map(|close| body.find(close).map(|at| (at, at + close.len())))
+            .chain(body.find("}}/>").map(|at| (at + 2, at + 4)))
+            .min();
+        let json = body.trim_start();
+        if json.starts_with('{') {
+            let lead = body.len() - json.len();
+            let mut values = serde_json::Deserializer::from_str(json).into_iter::<Value>();
+            if let Some(Ok(_)) = values.next() {
+                let body_end = lead + values.byte_offset();
+                let rest = &body[body_end..];
+                // Past the closing tag or `/>` that follows, else the JSON is the block.
+                let next = rest.find(UPDATE_OPEN).unwrap_or(rest.len());
+                let tail = match rest.trim_start().strip_prefix("/>") {
+                    Some(after) => rest.len() - after.len(),
+                    None => UPDATE_CLOSE
+                        .iter()
+                        .filter_map(|close| rest[..next].find(close).map(|at| at + close.len()))
+                        .min()
+                        .unwrap_or(0),
+                };
+                return Some(Block { start, body: open..open + body_end, end: open + body_end + tail });
+            }
+            let (body_end, end) = closing.unwrap_or((body.len(), body.len()));
+            return Some(Block { start, body: open..open + body_end, end: open + end });
+        }
+        let next = body.find(UPDATE_OPEN).unwrap_or(body.len());
+        if let Some((body_end, end)) = closing.filter(|(body_end, _)| *body_end <= next) {
+            return Some(Block { start, body: open..open + body_end, end: open + end });
+        }
+        from = open;
+    }
+    None
 }
 
 /// `text` without its `<memory_update>` and `<memory_results>` blocks (escaped closing tags and
@@ -117,27 +168,23 @@ pub fn strip_blocks(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     loop {
-        let next = ["<memory_update", "<memory_results"]
-            .iter()
-            .filter_map(|tag| rest.find(tag).map(|at| (at, *tag)))
-            .min_by_key(|(at, _)| *at);
-        let Some((at, tag)) = next else {
+        // The earlier of the next update block and the next results block.
+        let update = update_block(rest).map(|block| (block.start, Some(block.end)));
+        let results = rest.find("<memory_results").map(|at| {
+            let ends = ["</memory_results>", "<\\/memory_results>"]
+                .iter()
+                .filter_map(|close| rest[at..].find(close).map(|i| at + i + close.len()))
+                .min();
+            (at, ends)
+        });
+        let Some((at, end)) = update.into_iter().chain(results).min_by_key(|(at, _)| *at) else {
             out.push_str(rest);
             break;
         };
         out.push_str(&rest[..at]);
-        let block = &rest[at..];
-        let name = &tag[1..];
-        let mut ends: Vec<usize> = [format!("</{name}>"), format!("<\\/{name}>")]
-            .iter()
-            .filter_map(|close| block.find(close.as_str()).map(|i| i + close.len()))
-            .collect();
-        if name == "memory_update" {
-            ends.extend(block.find("}}/>").map(|i| i + 4));
-        }
-        match ends.into_iter().min() {
+        match end {
             Some(end) => {
-                rest = &block[end..];
+                rest = &rest[end..];
                 // A block on lines of its own takes its line break along, leaving no gap.
                 if out.is_empty() || out.ends_with('\n') {
                     rest = rest.strip_prefix("\r\n").or_else(|| rest.strip_prefix('\n')).unwrap_or(rest);
@@ -637,6 +684,15 @@ mod tests {
         let two = "<memory_update>{\"core\": {\"a\": \"1\"}}/> then <memory_update>{}</memory_update>";
         assert_eq!(find_update_block(two), Some("{\"core\": {\"a\": \"1\"}}"));
         assert_eq!(find_update_block("no block here"), None);
+        // The tag named in prose is not a block; the block after it is.
+        let prose = "I will emit a <memory_update> block.\nThe answer is 42.\n<memory_update>{\"a\":1}</memory_update>";
+        assert_eq!(find_update_block(prose), Some("{\"a\":1}"));
+        // A closing tag or `}}/>` inside a JSON string does not end the block.
+        let inside = r#"<memory_update>{"archival": "x }}/> y </memory_update> z"}</memory_update>"#;
+        assert_eq!(find_update_block(inside), Some(r#"{"archival": "x }}/> y </memory_update> z"}"#));
+        // A body that is not JSON still ends at its closing tag, to be reported as invalid.
+        assert_eq!(find_update_block("<memory_update>oops</memory_update> b"), Some("oops"));
+        assert_eq!(find_update_block("<memory_update>{\"a\": oops}</memory_update>"), Some("{\"a\": oops}"));
     }
 
     #[test]
@@ -647,6 +703,13 @@ mod tests {
         assert_eq!(strip_blocks("nothing"), "nothing");
         assert_eq!(strip_blocks(""), "");
         assert_eq!(strip_blocks("cut <memory_update>{\"a\":"), "cut");
+        let prose = "I will emit a <memory_update> block.\nThe answer is 42.\n<memory_update>{\"a\":1}</memory_update>\nDone.";
+        assert_eq!(strip_blocks(prose), "I will emit a <memory_update> block.\nThe answer is 42.\nDone.");
+        let inside = r#"a <memory_update>{"t": "x }}/> y"}</memory_update> b"#;
+        assert_eq!(strip_blocks(inside), "a  b");
+        assert_eq!(strip_blocks("a <memory_update>{\"t\": 1}/> b"), "a  b");
+        assert_eq!(strip_blocks("a <memory_update>{\"t\": 1} b"), "a  b", "an unclosed block is its JSON");
+        assert_eq!(strip_blocks("a <memory_update>oops</memory_update> b"), "a  b");
     }
 
     #[test]
