@@ -2,6 +2,8 @@
 //! formats (snapshots, clock pinned), the reductions, and bad input.
 
 use crate::support::*;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
 
 /// root: system, task, planning, an action; child (forked then): a user turn, a failing
 /// action given as JSON on stdin, an assistant reply, a final answer.
@@ -354,4 +356,77 @@ fn steps_are_written_only_as_steps_on(sb: &Sandbox) {
     assert!(refused.stderr.contains("is a conversation step"), "{}", refused.transcript());
     assert_eq!(contents("child"), source, "nothing was written");
     sb.ok(&["messages", "other"]);
+}
+
+/// The summarizer is asked outside the write transaction: while a slow one works on a
+/// compaction, other writers get the lock at once.
+#[test]
+fn a_slow_summarizer_holds_up_no_writer() {
+    for db in backends("a_slow_summarizer_holds_up_no_writer") {
+        a_slow_summarizer_holds_up_no_writer_on(&conversation(&db));
+    }
+}
+
+fn a_slow_summarizer_holds_up_no_writer_on(sb: &Sandbox) {
+    for n in 0..3 {
+        sb.ok(&["step", "add", "child", "--type", "user", "--text", &format!("Round {n}.")]);
+        let observation = format!("round {n}: {}", "timing line; ".repeat(40));
+        sb.ok(&["step", "add", "child", "--type", "action", "--tool", "run", "--observation", &observation]);
+    }
+    // It says it started, then answers once `go` exists (or after about ten seconds).
+    std::fs::write(
+        sb.file("slow.sh"),
+        "cat > /dev/null; touch started; i=0\n\
+         while [ ! -e go ] && [ $i -lt 500 ]; do sleep 0.02; i=$((i + 1)); done\n\
+         echo slow summary",
+    )
+    .unwrap();
+    let summarizer = [("MEMCTL_SUMMARIZER__COMMAND", "sh ./slow.sh")];
+    let short_wait = [("MEMCTL_SQLITE__BUSY_TIMEOUT_MS", "300")];
+    for (n, args) in [
+        &["compact", "child", "--budget-tokens", "150"][..],
+        // A new run of agent steps: auto-compaction replaces round 2's.
+        &["step", "add", "child", "--type", "action", "--tool", "run", "--observation", "round 3"],
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        if n == 1 {
+            sb.ok(&["step", "add", "child", "--type", "user", "--text", "Round 3."]);
+        }
+        let _ = std::fs::remove_file(sb.file("started"));
+        let _ = std::fs::remove_file(sb.file("go"));
+        let mut command = sb.command(args);
+        command.envs(summarizer).env("MEMCTL_CONVERSATION__AUTO_COMPACT_TOKENS", "150");
+        let running = command.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        let waited = Instant::now();
+        while !sb.file("started").exists() {
+            assert!(waited.elapsed() < Duration::from_secs(30), "the summarizer never started ({n})");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        sb.run_env(&["core", "set", "root", "during", &format!("compaction {n}")], &short_wait).success();
+        std::fs::write(sb.file("go"), "").unwrap();
+        let done = running.wait_with_output().unwrap();
+        assert!(done.status.success(), "{}", String::from_utf8_lossy(&done.stderr));
+    }
+    let messages = sb.json(&["messages", "child"]);
+    let summaries = array(&messages, "messages")
+        .iter()
+        .filter(|m| m["content"].as_str().is_some_and(|c| c.ends_with("\nslow summary")))
+        .count();
+    assert!(summaries >= 2, "the summarizer's answers were used: {messages}");
+
+    // An answer no shorter than the run it would replace gives way to the extract.
+    sb.ok(&["fork", "child", "wordy"]);
+    for n in 4..6 {
+        sb.ok(&["step", "add", "wordy", "--type", "user", "--text", &format!("Round {n}.")]);
+        let observation = format!("round {n}: {}", "timing line; ".repeat(40));
+        sb.ok(&["step", "add", "wordy", "--type", "action", "--tool", "run", "--observation", &observation]);
+    }
+    std::fs::write(sb.file("wordy.sh"), "cat > /dev/null; python3 -c \"print('Z' * 20000)\"").unwrap();
+    let wordy = [("MEMCTL_SUMMARIZER__COMMAND", "sh ./wordy.sh")];
+    let compacted = sb.json_env(&["compact", "wordy", "--budget-tokens", "150"], &wordy);
+    assert!(!array(&compacted, "summaries").is_empty(), "{compacted}");
+    let messages = sb.json(&["messages", "wordy"]).to_string();
+    assert!(messages.contains("- action: run") && !messages.contains("ZZZ"), "{messages}");
 }

@@ -1,10 +1,11 @@
 //! The one-call writes: each is [`Store::write`] around the [`Tx`] method of the same name, for
 //! callers with a single operation. Generated here, once, so the two can never drift; a new
-//! write is a `Tx` method plus one line below.
+//! write is a `Tx` method plus one line below. (Those that ask the summarizer first, outside the
+//! transaction, are written by hand: `consolidate`, `compact`, `step_add`.)
 
 use crate::archival::UpdateOutcome;
 use crate::branch::ForkOutcome;
-use crate::conversation::{CompactOutcome, PruneOutcome, ResetOutcome, ResetScope, Step};
+use crate::conversation::{PruneOutcome, ResetOutcome, ResetScope};
 use crate::core_kv::{CoreSetOutcome, CoreWrite};
 use crate::error::Result;
 use crate::gc::{GcReport, GcRequest};
@@ -12,7 +13,6 @@ use crate::promote::{PromoteOutcome, Promotion};
 use crate::recall::{EvictOutcome, EvictSelector};
 use crate::rows::{AppendOutcome, Branch, BranchStatus};
 use crate::store::Store;
-use crate::tokens::Encoding;
 
 macro_rules! one_call_writes {
     ($(fn $name:ident($($arg:ident: $ty:ty),*) -> $out:ty;)*) => {
@@ -43,8 +43,6 @@ one_call_writes! {
     fn recall_summarize(branch: &str, kind: &str, text: &str, ids: &[i64]) -> i64;
     fn promote(src: &str, dst: &str, items: &Promotion, note: Option<&str>) -> PromoteOutcome;
     fn gc(request: &GcRequest) -> GcReport;
-    fn step_add(branch: &str, step: &Step) -> AppendOutcome;
     fn prune(branch: &str, keep_last: Option<usize>, old_observations: Option<(usize, usize)>) -> PruneOutcome;
-    fn compact(branch: &str, budget: usize, encoding: Encoding) -> CompactOutcome;
     fn reset(branch: &str, scope: ResetScope) -> ResetOutcome;
 }

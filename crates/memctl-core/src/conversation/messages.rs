@@ -112,6 +112,11 @@ impl LazyStep {
         LazyStep { step_type, payload, parsed: OnceCell::new() }
     }
 
+    /// A step not stored yet, with no `at`.
+    fn parsed(step: Step) -> LazyStep {
+        LazyStep { step_type: step.step_type, payload: None, parsed: OnceCell::from(step) }
+    }
+
     /// The step, its payload parsed (stored payloads were validated when written).
     pub fn get(&self) -> &Step {
         self.parsed.get_or_init(|| {
@@ -144,6 +149,11 @@ pub(crate) struct Entry {
 }
 
 impl Entry {
+    /// The entry of a step not stored yet, at `position`.
+    pub fn new_step(position: i64, step: Step) -> Entry {
+        Entry { position, item: Item::Step { id: position, step: LazyStep::parsed(step) } }
+    }
+
     pub fn step_type(&self) -> Option<StepType> {
         match &self.item {
             Item::Step { step, .. } => Some(step.step_type),

@@ -13,7 +13,9 @@ pub use step::{Step, StepType};
 
 use crate::error::Result;
 use crate::rows::AppendOutcome;
-use crate::store::Tx;
+use crate::store::{Store, Tx};
+use messages::{conversation, Entry};
+use reduce::compaction_requests;
 use serde_json::json;
 
 /// The event kind of the mark `reset` leaves: the conversation starts again after it.
@@ -22,13 +24,35 @@ const RESET_KIND: &str = "step:reset";
 /// The summary kind `compact` writes.
 const SUMMARY_KIND: &str = "conversation";
 
+impl Store {
+    /// [`Tx::step_add`]; with `[conversation] auto_compact_tokens` set, the summarizer is first
+    /// asked what the compaction after the step will ask, outside the write transaction (as
+    /// [`Store::compact`] does).
+    pub fn step_add(&self, branch: &str, step: &Step) -> Result<AppendOutcome> {
+        if let Some(budget) = self.config.conversation.auto_compact_tokens {
+            let encoding = self.config.conversation.encoding.parse()?;
+            let requests = self.read(|| {
+                let mut entries = conversation(self, &*self.path(branch)?)?;
+                entries.push(Entry::new_step(i64::MAX, self.stored_step(step)));
+                compaction_requests(&entries, budget, encoding)
+            })?;
+            self.ask_ahead(&requests)?;
+        }
+        self.write(|tx| tx.step_add(branch, step))
+    }
+
+    /// A step as stored: its payload redacted.
+    fn stored_step(&self, step: &Step) -> Step {
+        Step { step_type: step.step_type, payload: self.redacted_entries(&step.payload) }
+    }
+}
+
 impl Tx<'_> {
     /// Adds one step to `branch`'s conversation; then, with `[conversation]
     /// auto_compact_tokens` set, compacts it if its messages exceed that many tokens.
     pub fn step_add(&self, branch: &str, step: &Step) -> Result<AppendOutcome> {
         let bid = self.branch_for_write(branch)?.bid;
-        let payload = self.redacted_entries(&step.payload);
-        let step = Step { step_type: step.step_type, payload };
+        let step = self.stored_step(step);
         let text = step.render();
         let id =
             self.insert_step(bid, &step.step_type.kind(), &text, &serde_json::to_string(&step.payload)?)?;

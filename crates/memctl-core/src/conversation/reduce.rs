@@ -9,7 +9,7 @@ use super::{RESET_KIND, SUMMARY_KIND};
 use crate::archival::ArchivalWrite;
 use crate::error::{Error, Result};
 use crate::one_line::shortened;
-use crate::store::Tx;
+use crate::store::{Store, Tx};
 use crate::summarizer::{Answer, Mode, Request, Task};
 use crate::tokens::Encoding;
 use crate::view;
@@ -136,101 +136,45 @@ impl Tx<'_> {
 
     /// When the conversation's messages exceed `budget` tokens: keeps system, task and every
     /// user message verbatim, and replaces each run of agent steps between two user messages,
-    /// all but the newest run, by one summary (the summarizer's, with the `conversation`
-    /// prompt, else an extract) — unless the summary would be no shorter than the run.
+    /// all but the newest run, by one summary (the summarizer's cached answer, else an extract)
+    /// — unless neither is shorter than the run. [`Store::compact`] asks the summarizer first.
     pub fn compact(&self, branch: &str, budget: usize, encoding: Encoding) -> Result<CompactOutcome> {
         let path = self.path(branch)?;
         let bid = path.branch().bid;
         let entries = conversation(self, &path)?;
-        let count = |entries: &[Entry]| -> usize {
-            let messages: Vec<_> =
-                entries.iter().flat_map(|e| to_messages(e, MessageFormat::Openai, false)).collect();
-            tokens(&messages, encoding)
-        };
-        let tokens_before = count(&entries);
+        let (tokens_before, runs) = compaction(&entries, budget, encoding);
         let mut outcome =
             CompactOutcome { tokens_before, tokens_after: tokens_before, summaries: vec![], steps: 0 };
-        if tokens_before <= budget {
-            return Ok(outcome);
-        }
-        // Runs of agent steps (and earlier summaries) between user messages.
-        let mut runs: Vec<Vec<&Entry>> = vec![vec![]];
-        for entry in &entries {
-            if entry.is_user() {
-                runs.push(vec![]);
-            } else if !entry.pinned() {
-                runs.last_mut().expect("a run").push(entry);
-            }
-        }
-        runs.retain(|run| !run.is_empty());
-        runs.pop(); // the newest run stays as it is
         let mut kept = self.kept_summaries(&path)?;
         for run in runs {
-            let steps: Vec<(i64, String)> = run
-                .iter()
-                .filter_map(|e| match &e.item {
-                    Item::Step { id, step } => {
-                        Some((*id, extract_line(step.step_type, &step.get().render())))
-                    }
-                    Item::Summary { .. } => None,
-                })
-                .collect();
-            if steps.is_empty() {
-                continue;
-            }
-            let folded: Vec<i64> = run
-                .iter()
-                .filter_map(|e| if let Item::Summary { id, .. } = e.item { Some(id) } else { None })
-                .collect();
-            let earlier: Vec<String> = run
-                .iter()
-                .filter_map(
-                    |e| if let Item::Summary { text, .. } = &e.item { Some(text.clone()) } else { None },
-                )
-                .collect();
-            let lines: Vec<String> =
-                earlier.into_iter().chain(steps.iter().map(|(_, l)| l.clone())).collect();
-            let text = self.conversation_summary(&lines)?;
+            let answer = match self.ask_summarizer(&run.request, Mode::CacheOnly)? {
+                Answer::Text(answer) => Some(answer),
+                Answer::None | Answer::Failed(_) => None,
+            };
             // A summary longer than what it replaces (a short run) would only cost tokens.
-            let run_messages: Vec<_> =
-                run.iter().flat_map(|e| to_messages(e, MessageFormat::Openai, false)).collect();
-            let summary =
-                Entry { position: 0, item: Item::Summary { id: 0, text: text.clone(), steps: steps.len() } };
-            if tokens(&to_messages(&summary, MessageFormat::Openai, false), encoding)
-                >= tokens(&run_messages, encoding)
-            {
+            let shorter = |text: &String| {
+                let summary = Entry {
+                    position: 0,
+                    item: Item::Summary { id: 0, text: text.clone(), steps: run.steps.len() },
+                };
+                tokens(&to_messages(&summary, MessageFormat::Openai, false), encoding) < run.tokens
+            };
+            let Some(text) = answer.into_iter().chain([run.extract]).find(shorter) else {
                 continue;
-            }
+            };
             // Listed by the steps it replaces, the summary takes the place of the first: still
             // between the same two user messages as the summaries it folds in.
-            let ids: Vec<i64> = steps.iter().map(|(id, _)| *id).collect();
-            let seq = self.insert_summary(bid, &mut kept, SUMMARY_KIND, &text, &ids, &folded)?;
-            self.insert_exclusions(bid, as_steps(&ids))?;
+            let seq = self.insert_summary(bid, &mut kept, SUMMARY_KIND, &text, &run.steps, &run.folded)?;
+            self.insert_exclusions(bid, as_steps(&run.steps))?;
             outcome.summaries.push(seq);
-            outcome.steps += ids.len();
+            outcome.steps += run.steps.len();
         }
         if !outcome.summaries.is_empty() {
             self.forget();
-            outcome.tokens_after = count(&conversation(self, &path)?);
+            outcome.tokens_after = count(&conversation(self, &path)?, encoding);
             self.journal(Some(bid), "conversation.compact", serde_json::to_value(&outcome)?)?;
         }
         Ok(outcome)
-    }
-
-    /// The summary of a run of steps: the summarizer's answer, else the lines themselves, cut.
-    fn conversation_summary(&self, lines: &[String]) -> Result<String> {
-        let text = lines.join("\n");
-        let request = Request::new(
-            Task::Conversation,
-            text.clone(),
-            SUMMARY_MAX_CHARS,
-            &[("count", lines.len().to_string())],
-            json!({}),
-        );
-        if let Answer::Text(answer) = self.ask_summarizer(&request, Mode::Call)? {
-            return Ok(answer);
-        }
-        Ok(crate::journal::cut(&text, SUMMARY_MAX_CHARS).into_owned())
     }
 
     /// Hides the conversation (and with `All`, core and archival) from `branch`'s view.
@@ -259,6 +203,114 @@ impl Tx<'_> {
 /// Steps' ids as [`Tx::insert_exclusions`] takes them: each one a step.
 fn as_steps(ids: &[i64]) -> impl Iterator<Item = (i64, bool)> + '_ {
     ids.iter().map(|&id| (id, true))
+}
+
+impl Store {
+    /// [`Tx::compact`], the summarizer asked first, outside the write transaction (it may take
+    /// minutes, and other writers wait for the lock only `busy_timeout`); the transaction then
+    /// plans again and uses the cached answers.
+    pub fn compact(&self, branch: &str, budget: usize, encoding: Encoding) -> Result<CompactOutcome> {
+        let requests =
+            self.read(|| compaction_requests(&conversation(self, &*self.path(branch)?)?, budget, encoding))?;
+        self.ask_ahead(&requests)?;
+        self.write(|tx| tx.compact(branch, budget, encoding))
+    }
+
+    /// Runs the summarizer on each request not yet answered, caching the answers; a failure is
+    /// left to the transaction's fallback, as it would be there.
+    pub(super) fn ask_ahead(&self, requests: &[Request]) -> Result<()> {
+        for request in requests {
+            self.ask_summarizer(request, Mode::Call)?;
+        }
+        Ok(())
+    }
+}
+
+/// The requests compacting `entries` to `budget` would send the summarizer.
+pub(super) fn compaction_requests(
+    entries: &[Entry],
+    budget: usize,
+    encoding: Encoding,
+) -> Result<Vec<Request>> {
+    Ok(compaction(entries, budget, encoding).1.into_iter().map(|run| run.request).collect())
+}
+
+/// A run of agent steps (and earlier summaries) between two user messages, as compaction
+/// would replace it.
+struct Run {
+    /// The steps it holds.
+    steps: Vec<i64>,
+    /// The summaries it holds, folded into the new one.
+    folded: Vec<i64>,
+    /// Its messages' tokens.
+    tokens: usize,
+    /// What the summarizer is asked, and the deterministic summary if it does not answer.
+    request: Request,
+    extract: String,
+}
+
+/// The tokens of `entries`' messages, and the runs compacting them to `budget` would replace
+/// (none when they are within it): every run but the newest.
+fn compaction(entries: &[Entry], budget: usize, encoding: Encoding) -> (usize, Vec<Run>) {
+    let tokens_before = count(entries, encoding);
+    if tokens_before <= budget {
+        return (tokens_before, vec![]);
+    }
+    let mut runs: Vec<Vec<&Entry>> = vec![vec![]];
+    for entry in entries {
+        if entry.is_user() {
+            runs.push(vec![]);
+        } else if !entry.pinned() {
+            runs.last_mut().expect("a run").push(entry);
+        }
+    }
+    runs.retain(|run| !run.is_empty());
+    runs.pop(); // the newest run stays as it is
+    let runs = runs
+        .into_iter()
+        .filter_map(|run| {
+            let mut steps = Vec::new();
+            let mut folded = Vec::new();
+            let mut lines = Vec::new();
+            let mut step_lines = Vec::new();
+            for entry in &run {
+                match &entry.item {
+                    Item::Step { id, step } => {
+                        steps.push(*id);
+                        step_lines.push(extract_line(step.step_type, &step.get().render()));
+                    }
+                    Item::Summary { id, text, .. } => {
+                        folded.push(*id);
+                        lines.push(text.clone());
+                    }
+                }
+            }
+            if steps.is_empty() {
+                return None;
+            }
+            // Earlier summaries first, then the steps.
+            lines.extend(step_lines);
+            let text = lines.join("\n");
+            let extract = crate::journal::cut(&text, SUMMARY_MAX_CHARS).into_owned();
+            let request = Request::new(
+                Task::Conversation,
+                text,
+                SUMMARY_MAX_CHARS,
+                &[("count", lines.len().to_string())],
+                json!({}),
+            );
+            let tokens = count(run.iter().copied(), encoding);
+            Some(Run { steps, folded, tokens, request, extract })
+        })
+        .collect();
+    (tokens_before, runs)
+}
+
+/// The tokens of `entries`' messages.
+fn count<'a>(entries: impl IntoIterator<Item = &'a Entry>, encoding: Encoding) -> usize {
+    let messages: Vec<_> =
+        entries.into_iter().flat_map(|e| to_messages(e, MessageFormat::Openai, false)).collect();
+    tokens(&messages, encoding)
 }
 
 /// One line of the deterministic extract of a step.
