@@ -129,6 +129,11 @@ fn reductions_on(sb: &Sandbox) {
         &sb.run(&["--json", "prune", "child", "--old-observations", "0", "--max-chars", "20"]).success(),
     );
     snap!("messages_after_prune", &sb.run(&["messages", "child", "--format", "anthropic"]).success());
+    // Pruning again to as many characters finds nothing left to cut, and writes nothing.
+    let journal = array(&sb.json(&["log"]), "ops").len();
+    let again = sb.json(&["prune", "child", "--old-observations", "0", "--max-chars", "20"]);
+    assert!(array(&again, "shortened").is_empty() && array(&again, "removed").is_empty(), "{again}");
+    assert_eq!(array(&sb.json(&["log"]), "ops").len(), journal);
     let pruned = sb.json(&["prune", "child", "--keep-last", "2"]);
     let archived = int(&pruned, "archived").to_string();
     let record = sb.json(&["archival", "get", "child", &archived]);
@@ -214,6 +219,12 @@ fn bad_steps_on(sb: &Sandbox) {
             refused.transcript()
         );
     }
+    // Fields come as flags or as JSON on stdin, not both.
+    let both =
+        sb.run_stdin(&["step", "add", "root", "--type", "user", "--text", "flag", "-"], r#"{"text": "in"}"#);
+    assert!(both.exit(2).stderr.contains("cannot be used with"));
+    let wrong = sb.run_stdin(&["step", "add", "root", "--type", "user", "-"], r#"{"text": 5}"#).text_error(1);
+    assert!(wrong.stderr.contains("'text' of a user step must be text, not 5"), "{}", wrong.transcript());
     snap!(
         "step_not_json_text",
         &sb.run_stdin(&["step", "add", "root", "--type", "user", "-"], "not json").exit(1),

@@ -219,14 +219,20 @@ fn pruned(mut entries: Vec<Entry>, options: &ReadOptions) -> Vec<Entry> {
     entries
 }
 
-/// Cuts an action's observation to `max_chars`, saying so; true when it was longer.
+/// What follows the head kept of a shortened observation.
+const SHORTENED: &str = "… [shortened]";
+
+/// Cuts an action's observation to `max_chars`, saying so; true when it was longer. An
+/// observation cut before counts by the head it kept, so a second cut to as many characters
+/// changes nothing.
 pub(crate) fn shorten_observation(step: &mut Step, max_chars: usize) -> bool {
     let observation = step.text("observation");
-    if step.step_type != StepType::Action || observation.chars().count() <= max_chars {
+    let kept = observation.strip_suffix(SHORTENED).unwrap_or(observation);
+    if step.step_type != StepType::Action || kept.chars().count() <= max_chars {
         return false;
     }
-    let head: String = observation.chars().take(max_chars).collect();
-    step.payload.insert("observation".into(), Value::String(format!("{head}… [shortened]")));
+    let head: String = kept.chars().take(max_chars).collect();
+    step.payload.insert("observation".into(), Value::String(format!("{head}{SHORTENED}")));
     true
 }
 

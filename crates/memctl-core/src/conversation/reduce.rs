@@ -125,6 +125,9 @@ impl Tx<'_> {
                 .id,
             ),
         };
+        if removed.is_empty() {
+            return Ok(PruneOutcome { removed, shortened, archived });
+        }
         self.insert_exclusions(bid, as_steps(&removed))?;
         self.journal(
             Some(bid),

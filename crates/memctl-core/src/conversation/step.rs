@@ -133,7 +133,7 @@ impl Step {
                 (Some(Value::Number(n)), Field::Seconds) if n.as_f64().is_some_and(|s| s >= 0.0) => {}
                 (Some(other), Field::Text) => {
                     return Err(Error::invalid(format!(
-                        "'{field}' of a {name} step must be text, not {other}"
+                        "'{field}' of {name} step must be text, not {other}"
                     )));
                 }
                 (Some(other), _) => {
