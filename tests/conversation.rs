@@ -134,13 +134,36 @@ fn reductions_on(sb: &Sandbox) {
     let again = sb.json(&["prune", "child", "--old-observations", "0", "--max-chars", "20"]);
     assert!(array(&again, "shortened").is_empty() && array(&again, "removed").is_empty(), "{again}");
     assert_eq!(array(&sb.json(&["log"]), "ops").len(), journal);
+    // Keeping the last steps leaves the messages that reading them so gives, compaction
+    // summaries included: those before leave the view with their steps.
+    let expected = sb.json(&["messages", "child", "--keep-last", "2"]);
     let pruned = sb.json(&["prune", "child", "--keep-last", "2"]);
+    assert!(!array(&pruned, "summaries").is_empty(), "{pruned}");
+    assert_eq!(sb.json(&["messages", "child"]), expected);
     let archived = int(&pruned, "archived").to_string();
     let record = sb.json(&["archival", "get", "child", &archived]);
     assert!(string(field(&record, "record"), "text").contains("Pruned conversation steps"), "{record}");
+    assert!(string(field(&record, "record"), "text").contains("[summary:conversation]"), "{record}");
+    let conversation_summaries = |branch: &str| -> Vec<String> {
+        let recall = sb.json(&["recall", "list", branch]);
+        let summaries = array(&recall, "summaries").iter();
+        summaries
+            .filter(|s| string(s, "kind") == "conversation")
+            .map(|s| string(s, "text").to_string())
+            .collect()
+    };
+    assert!(conversation_summaries("child").iter().any(|s| s.starts_with("pruned: ")));
     sb.ok(&["core", "set", "child", "best_tile", "32"]);
     snap!("reset_text", &sb.run(&["reset", "child"]).success());
     assert!(array(&sb.json(&["messages", "child"]), "messages").is_empty());
+    // The summaries of the conversation left with it: one line says so, in every reader.
+    let left = conversation_summaries("child");
+    assert_eq!(left, ["conversation reset"]);
+    let context = string(&sb.json(&["context", "child"]), "text").to_string();
+    let recall = context.split("Recall Memory:").nth(1).and_then(|r| r.split("Archival Memory:").next());
+    assert_eq!(recall, Some("\n- [summary:conversation] conversation reset\n"), "{context}");
+    // Nothing is left to reset.
+    assert_eq!(int(&sb.json(&["reset", "child"]), "steps"), 0);
     assert_eq!(string(field(&sb.json(&["core", "get", "child"]), "core"), "best_tile"), "32", "core stays");
     snap!("reset_all_json", &sb.run(&["--json", "reset", "child", "--all"]).success());
     assert!(object(&sb.json(&["core", "get", "child"]), "core").is_empty());
@@ -350,12 +373,6 @@ fn steps_are_written_only_as_steps_on(sb: &Sandbox) {
         );
         assert!(target.iter().any(|c| c.contains(wanted)), "{wanted}: {target:?}");
     }
-    // A reset mark would end the target's conversation: refused.
-    sb.ok(&["fork", "child", "again"]);
-    sb.ok(&["reset", "again"]);
-    let mark = int(&array(&sb.json(&["recall", "list", "again"]), "events")[0], "id").to_string();
-    let refused = sb.run(&["promote", "again", "other", "--event", &mark]).text_error(1);
-    assert!(refused.stderr.contains("reset mark"), "{}", refused.transcript());
     // Steps enter only through `step add`: not as plain events, by the CLI or by `apply`, and
     // `apply` cannot summarize them away (`compact` does).
     let refused = sb.run(&["recall", "append", "other", "--kind", " step:user", "hi"]).text_error(1);

@@ -203,3 +203,23 @@ impl Store {
         Ok(origins.into_iter().collect())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conversation::RESET_KIND;
+
+    /// Databases of earlier memctls hold reset marks: promoting one would end the target's
+    /// conversation.
+    #[test]
+    fn a_reset_mark_is_not_promoted() {
+        let s = Store::scratch();
+        s.create_root("root").unwrap();
+        s.fork("root", Some("a")).unwrap();
+        let bid = s.branch("a").unwrap().bid;
+        let mark = s.write(|tx| tx.insert_step(bid, RESET_KIND, "conversation reset", "{}")).unwrap();
+        let items = Promotion { events: vec![mark], ..Promotion::default() };
+        let refused = s.promote("a", "root", &items, None).unwrap_err();
+        assert!(refused.message().contains("reset mark"), "{}", refused.message());
+    }
+}

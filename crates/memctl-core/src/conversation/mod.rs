@@ -18,8 +18,9 @@ use messages::{conversation, Entry};
 use reduce::compaction_requests;
 use serde_json::json;
 
-/// The event kind of the mark `reset` leaves: the conversation starts again after it.
-const RESET_KIND: &str = "step:reset";
+/// The event kind of the mark `reset` left in databases of earlier memctls: the conversation
+/// starts again after it. (`reset` now retires the summaries the mark held back.)
+pub(crate) const RESET_KIND: &str = "step:reset";
 
 /// The summary kind `compact` writes.
 const SUMMARY_KIND: &str = "conversation";

@@ -9,6 +9,7 @@ use super::{RESET_KIND, SUMMARY_KIND};
 use crate::archival::ArchivalWrite;
 use crate::error::{Error, Result};
 use crate::one_line::shortened;
+use crate::rows::{BranchPath, Summary};
 use crate::store::{Store, Tx};
 use crate::summarizer::{Answer, Mode, Request, Task};
 use crate::tokens::Encoding;
@@ -23,6 +24,8 @@ pub struct PruneOutcome {
     pub removed: Vec<i64>,
     /// Actions whose observation was cut: (old id, new id).
     pub shortened: Vec<[i64; 2]>,
+    /// Compaction summaries that left the view with the steps they stood for.
+    pub summaries: Vec<i64>,
     /// The archival record holding the full texts.
     pub archived: Option<i64>,
 }
@@ -81,12 +84,19 @@ impl Tx<'_> {
         let mut removed: Vec<i64> = Vec::new();
         let mut full_texts: Vec<String> = Vec::new();
         let mut shortened = Vec::new();
+        let mut summaries = Vec::new();
         if let Some(n) = keep_last {
             for entry in &loose[..loose.len().saturating_sub(n)] {
-                if let Item::Step { id, step } = &entry.item {
-                    let step = step.get();
-                    removed.push(*id);
-                    full_texts.push(format!("[step:{}] {}", step.step_type.as_str(), step.render()));
+                match &entry.item {
+                    Item::Step { id, step } => {
+                        let step = step.get();
+                        removed.push(*id);
+                        full_texts.push(format!("[step:{}] {}", step.step_type.as_str(), step.render()));
+                    }
+                    Item::Summary { id, text, .. } => {
+                        summaries.push(*id);
+                        full_texts.push(format!("[summary:{SUMMARY_KIND}] {text}"));
+                    }
                 }
             }
         }
@@ -119,22 +129,26 @@ impl Tx<'_> {
                     bid,
                     ArchivalWrite::new(
                         format!("Pruned conversation steps:\n{}", full_texts.join("\n")),
-                        ["PRUNED_STEPS".into(), format!("step_count:{}", full_texts.len())],
+                        ["PRUNED_STEPS".into(), format!("step_count:{}", removed.len())],
                     ),
                 )?
                 .id,
             ),
         };
-        if removed.is_empty() {
-            return Ok(PruneOutcome { removed, shortened, archived });
+        let outcome = PruneOutcome { removed, shortened, summaries, archived };
+        if outcome.removed.is_empty() && outcome.summaries.is_empty() {
+            return Ok(outcome);
         }
-        self.insert_exclusions(bid, as_steps(&removed))?;
-        self.journal(
-            Some(bid),
-            "conversation.prune",
-            json!({"removed": removed, "shortened": shortened, "archived": archived}),
-        )?;
-        Ok(PruneOutcome { removed, shortened, archived })
+        self.insert_exclusions(bid, as_steps(&outcome.removed))?;
+        if let Some(record) = archived.filter(|_| !outcome.summaries.is_empty()) {
+            let text = format!(
+                "pruned: {} summaries of the conversation left the view (full texts in archival record {record})",
+                outcome.summaries.len()
+            );
+            self.retire_summaries(&path, &outcome.summaries, &text)?;
+        }
+        self.journal(Some(bid), "conversation.prune", serde_json::to_value(&outcome)?)?;
+        Ok(outcome)
     }
 
     /// When the conversation's messages exceed `budget` tokens: keeps system, task and every
@@ -180,15 +194,30 @@ impl Tx<'_> {
         Ok(outcome)
     }
 
-    /// Hides the conversation (and with `All`, core and archival) from `branch`'s view.
+    /// Hides the conversation (and with `All`, core and archival) from `branch`'s view: its
+    /// steps, and its compaction summaries (retired into one that says so).
     pub fn reset(&self, branch: &str, scope: ResetScope) -> Result<ResetOutcome> {
         let path = self.path(branch)?;
         let bid = path.branch().bid;
-        let steps: Vec<i64> = view::steps(self, &path)?.into_iter().map(|s| s.id).collect();
-        self.insert_exclusions(bid, as_steps(&steps))?;
-        // The mark makes earlier compaction summaries part of the past too.
-        self.insert_step(bid, RESET_KIND, "conversation reset", "{}")?;
-        let mut outcome = ResetOutcome { steps: steps.len(), core: vec![], records: 0 };
+        // The reset marks of earlier memctls go too: nothing is left for them to hold back.
+        let steps: Vec<(i64, bool)> =
+            view::steps(self, &path)?.into_iter().map(|s| (s.id, s.kind == RESET_KIND)).collect();
+        let summaries: Vec<Summary> =
+            view::summaries(self, &path)?.into_iter().filter(|s| &*s.kind == SUMMARY_KIND).collect();
+        // Those of steps; the others say what became of earlier ones, and go with them.
+        let live: Vec<i64> = summaries.iter().filter(|s| !s.event_ids.is_empty()).map(|s| s.id).collect();
+        let step_count = steps.iter().filter(|(_, mark)| !mark).count();
+        if step_count > 0 || !live.is_empty() {
+            self.insert_exclusions(bid, steps.iter().map(|&(id, _)| (id, true)))?;
+            if !summaries.is_empty() {
+                let text = match live.len() {
+                    0 => "conversation reset".to_string(),
+                    n => format!("conversation reset: {n} summaries of it left the view"),
+                };
+                self.retire_summaries(&path, &live, &text)?;
+            }
+        }
+        let mut outcome = ResetOutcome { steps: step_count, core: vec![], records: 0 };
         if scope == ResetScope::All {
             let keys: Vec<String> = view::core(self, &path)?.into_iter().map(|e| e.key).collect();
             let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
@@ -200,6 +229,20 @@ impl Tx<'_> {
         }
         self.journal(Some(bid), "conversation.reset", json!({"scope": scope, "outcome": outcome}))?;
         Ok(outcome)
+    }
+}
+
+impl Tx<'_> {
+    /// Takes compaction summaries out of `path`'s view: a summary cannot be excluded, so they
+    /// are folded, with the earlier ones this left, into one of no step (so no message) that
+    /// says what became of them.
+    fn retire_summaries(&self, path: &BranchPath, retired: &[i64], text: &str) -> Result<()> {
+        let summaries = view::summaries(self, path)?;
+        let earlier = summaries.iter().filter(|s| &*s.kind == SUMMARY_KIND && s.event_ids.is_empty());
+        let replaced: Vec<i64> = retired.iter().copied().chain(earlier.map(|s| s.id)).collect();
+        let mut kept = summaries.iter().map(|s| s.id).collect();
+        self.insert_summary(path.branch().bid, &mut kept, SUMMARY_KIND, text, &[], &replaced)?;
+        Ok(())
     }
 }
 
