@@ -206,6 +206,11 @@ fn paper_from_memory_alone_has_every_section_filled_on(sb: &Sandbox) {
     assert!(lines[0].starts_with("1. `root` (branch `root-branch`, depth 0)"), "{provenance}");
     assert!(lines[1].starts_with("2. `node-1` (branch `node-1`, depth 1) — node_id=node-1 metric=None"));
     assert!(lines[2].starts_with("3. `node-3` (branch `node-3`, depth 2) — node_id=node-3 metric=1.9"));
+    // A multi-line core value is one line of its section, as everywhere else: no heading of its own.
+    sb.ok(&["core", "set", "node-3", "tile_note", "a | b\n# not a heading"]);
+    let (with_note, _) = export(sb, &[]);
+    assert_eq!(headings(&with_note), HEADINGS);
+    assert!(body(&with_note, "### Method").contains("- tile_note: a | b # not a heading"), "{with_note}");
 
     // The JSON: every section, in the same order, and the branch's whole view.
     assert_eq!(string(&json, "format"), "memctl-paper/1");

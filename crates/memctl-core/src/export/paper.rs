@@ -286,7 +286,7 @@ impl<'v> Material<'v> {
             .core
             .iter()
             .filter(|e| keep(&e.key))
-            .map(|e| format!("- {}: {}", e.key, e.value))
+            .map(|e| bullet(&format!("{}: {}", e.key, e.value)))
             .collect();
         lines.sort();
         lines
