@@ -239,7 +239,7 @@ pub fn write_view(out: &mut dyn fmt::Write, view: &View, scope: Scope) -> fmt::R
     if show(Scope::Recall) {
         writeln!(
             out,
-            "Recall ({}, {}, newest first):",
+            "Recall, {} (oldest first) and {} (newest first):",
             count(view.summaries.len(), "summary", "summaries"),
             count(view.events.len(), "event", "events")
         )?;
