@@ -47,6 +47,15 @@ fn conversation(db: &Db) -> Sandbox {
     sb
 }
 
+/// Rounds of a user turn and an action with a long observation, for the reductions.
+fn add_rounds(sb: &Sandbox, branch: &str, rounds: std::ops::Range<usize>) {
+    for n in rounds {
+        sb.ok(&["step", "add", branch, "--type", "user", "--text", &format!("Round {n}.")]);
+        let observation = format!("round {n}: {}", "timing line; ".repeat(40));
+        sb.ok(&["step", "add", branch, "--type", "action", "--tool", "run", "--observation", &observation]);
+    }
+}
+
 #[test]
 fn steps_round_trip_as_messages() {
     for db in backends("steps_round_trip_as_messages") {
@@ -285,11 +294,7 @@ fn summarizer_and_auto_compaction() {
 }
 
 fn summarizer_and_auto_compaction_on(sb: &Sandbox) {
-    for n in 0..3 {
-        sb.ok(&["step", "add", "child", "--type", "user", "--text", &format!("Round {n}.")]);
-        let observation = format!("round {n}: {}", "timing line; ".repeat(40));
-        sb.ok(&["step", "add", "child", "--type", "action", "--tool", "run", "--observation", &observation]);
-    }
+    add_rounds(sb, "child", 0..3);
     // The script answers with the task it was given and the size of the run.
     std::fs::write(
         sb.file("summarize.sh"),
@@ -396,11 +401,7 @@ fn a_slow_summarizer_holds_up_no_writer() {
 }
 
 fn a_slow_summarizer_holds_up_no_writer_on(sb: &Sandbox) {
-    for n in 0..3 {
-        sb.ok(&["step", "add", "child", "--type", "user", "--text", &format!("Round {n}.")]);
-        let observation = format!("round {n}: {}", "timing line; ".repeat(40));
-        sb.ok(&["step", "add", "child", "--type", "action", "--tool", "run", "--observation", &observation]);
-    }
+    add_rounds(sb, "child", 0..3);
     // It says it started, then answers once `go` exists (or after about ten seconds).
     std::fs::write(
         sb.file("slow.sh"),
@@ -446,11 +447,7 @@ fn a_slow_summarizer_holds_up_no_writer_on(sb: &Sandbox) {
 
     // An answer no shorter than the run it would replace gives way to the extract.
     sb.ok(&["fork", "child", "wordy"]);
-    for n in 4..6 {
-        sb.ok(&["step", "add", "wordy", "--type", "user", "--text", &format!("Round {n}.")]);
-        let observation = format!("round {n}: {}", "timing line; ".repeat(40));
-        sb.ok(&["step", "add", "wordy", "--type", "action", "--tool", "run", "--observation", &observation]);
-    }
+    add_rounds(sb, "wordy", 4..6);
     std::fs::write(sb.file("wordy.sh"), "cat > /dev/null; python3 -c \"print('Z' * 20000)\"").unwrap();
     let wordy = [("MEMCTL_SUMMARIZER__COMMAND", "sh ./wordy.sh")];
     let compacted = sb.json_env(&["compact", "wordy", "--budget-tokens", "150"], &wordy);
