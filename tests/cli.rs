@@ -298,6 +298,9 @@ fn core_set_get_del_on(sb: &Sandbox) {
     let root = sb.json(&["core", "get", "root", "task", "baseline_s"]);
     assert_eq!(field(&root, "core"), &json!({"task": "Tune a 3D 7-point stencil", "baseline_s": "48.2"}));
     snap_ok(sb, "core_get_after_del_text", &["core", "get", "child"]);
+    // `delete` is `del`, as `archival del` is `archival delete`.
+    sb.ok(&["core", "set", "child", "scratch", "x"]);
+    assert_eq!(strings(&sb.json(&["core", "delete", "child", "scratch"]), "deleted"), ["scratch"]);
 
     // TTL: invisible once written_at + ttl < now (MEMCTL_NOW one hour later)
     let later = [("MEMCTL_NOW", "2026-01-02T04:04:05Z")];
@@ -657,6 +660,8 @@ fn archival_add_get_update_delete_search_on(sb: &Sandbox) {
     snap!("archival_get_deleted_text", &gone);
     sb.ok(&["archival", "get", "root", &tiling_id]);
     snap_ok(sb, "archival_search_after_delete_text", &["archival", "search", "child"]);
+    let scratch = id_of(&sb.json(&["archival", "add", "child", "scratch record"]));
+    assert!(boolean(&sb.json(&["archival", "del", "child", &scratch]), "deleted"));
 }
 
 // ---- a small tree search and what each node sees (§2, read) -------------------------------------

@@ -56,7 +56,7 @@ Tags are kept unless new ones are given (or --clear-tags).")]
         clear_tags: bool,
     },
     /// Delete a record from this branch's view (others keep it)
-    #[command(after_help = "Example:\n  memctl archival delete node-7 42")]
+    #[command(visible_alias = "del", after_help = "Example:\n  memctl archival delete node-7 42")]
     Delete {
         /// Branch id or node_uid
         branch: String,

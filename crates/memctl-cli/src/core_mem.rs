@@ -50,7 +50,7 @@ Examples:
         explain: bool,
     },
     /// Delete keys from the branch's view (its ancestors keep them)
-    #[command(after_help = "Example:\n  memctl core del node-7 scratch plan")]
+    #[command(visible_alias = "delete", after_help = "Example:\n  memctl core del node-7 scratch plan")]
     Del {
         /// Branch id or node_uid
         branch: String,
