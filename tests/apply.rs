@@ -545,6 +545,7 @@ fn each_invalid_block_is_rejected_with_exit_1_and_nothing_applied() {
         (r#"{"recall_evict": {"kind": " "}}"#.into(), "kind"),
         (r#"{"core": {"key": "best_tile"}}"#.into(), "core entry \"best_tile\" needs a value"),
         (r#"{"core": [{"key": "a", "importance": 4}]}"#.into(), "core entry \"a\" needs a value"),
+        (r#"{"core": {"n4": {"importance": 3}}}"#.into(), "core entry \"n4\" needs a value"),
         // ids outside the view: a sibling's, or the parent's written after the fork
         (json!({"recall_evict": {"ids": [sibling_event]}}).to_string(), "not in the view of branch 'a'"),
         (json!({"recall_evict": [late]}).to_string(), "not in the view of branch 'a'"),

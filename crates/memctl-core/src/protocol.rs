@@ -138,17 +138,17 @@ fn update_block(text: &str) -> Option<Block> {
             if let Some(Ok(_)) = values.next() {
                 let body_end = lead + values.byte_offset();
                 let rest = &body[body_end..];
-                // Past the closing tag or `/>` that follows, else the JSON is the block.
-                let next = rest.find(UPDATE_OPEN).unwrap_or(rest.len());
-                let tail = match rest.trim_start().strip_prefix("/>") {
-                    Some(after) => rest.len() - after.len(),
-                    None => UPDATE_CLOSE
-                        .iter()
-                        .filter_map(|close| rest[..next].find(close).map(|at| at + close.len()))
-                        .min()
-                        .unwrap_or(0),
+                let after = rest.trim_start();
+                // The JSON is the body when a closing tag or `/>` follows it, or nothing, or the
+                // next block (a cut-off answer); anything else is the body's, to be reported.
+                let closed = UPDATE_CLOSE.iter().chain(&["/>"]).find(|close| after.starts_with(**close));
+                let tail = match closed {
+                    Some(close) => Some(rest.len() - after.len() + close.len()),
+                    None => (after.is_empty() || after.starts_with(UPDATE_OPEN)).then_some(0),
                 };
-                return Some(Block { start, body: open..open + body_end, end: open + body_end + tail });
+                if let Some(tail) = tail {
+                    return Some(Block { start, body: open..open + body_end, end: open + body_end + tail });
+                }
             }
             let (body_end, end) = closing.unwrap_or((body.len(), body.len()));
             return Some(Block { start, body: open..open + body_end, end: open + end });
@@ -162,8 +162,9 @@ fn update_block(text: &str) -> Option<Block> {
     None
 }
 
-/// `text` without its `<memory_update>` and `<memory_results>` blocks (escaped closing tags and
-/// malformed `}}/>` endings included; an unclosed block runs to the end of the text).
+/// `text` without its `<memory_update>` blocks (as [`find_update_block`] finds them: an
+/// unclosed one ends with its JSON, or else runs to the end of the text) and `<memory_results>`
+/// blocks (escaped closing tags included; an unclosed one runs to the end of the text).
 pub fn strip_blocks(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
@@ -331,6 +332,10 @@ fn core_entry(key: &str, value: &Value) -> Check<(String, String, CoreWrite)> {
             };
             (&fields["value"], importance, ttl)
         }
+        // An entry's fields without its value (else they would be stored as the value's JSON).
+        Value::Object(fields) if fields.keys().all(|k| k == "importance" || k == "ttl") => {
+            return Err(format!("core entry {key:?} needs a value"));
+        }
         other => (other, LLM_IMPORTANCE, None),
     };
     let value = match value {
@@ -356,10 +361,6 @@ fn parse_op(name: &str, value: &Value) -> Check<Op> {
                     .map(|e| {
                         only(e, &["key", "value", "importance", "ttl"])?;
                         let key = text_of(e.get("key").unwrap_or(&Value::Null), "key")?;
-                        if !e.contains_key("value") {
-                            // (Else its other fields would be stored as the JSON text of a value.)
-                            return Err(format!("core entry {key:?} needs a value"));
-                        }
                         let mut fields = e.clone();
                         fields.remove("key");
                         core_entry(&key, &Value::Object(fields))
@@ -693,6 +694,11 @@ mod tests {
         // A body that is not JSON still ends at its closing tag, to be reported as invalid.
         assert_eq!(find_update_block("<memory_update>oops</memory_update> b"), Some("oops"));
         assert_eq!(find_update_block("<memory_update>{\"a\": oops}</memory_update>"), Some("{\"a\": oops}"));
+        // JSON followed by more than a closing tag is reported whole, not cut to its first value.
+        let more = r#"<memory_update>{"core": {"k": "v"}}, "archival": ["x"]}</memory_update>"#;
+        assert_eq!(find_update_block(more), Some(r#"{"core": {"k": "v"}}, "archival": ["x"]}"#));
+        let two = r#"<memory_update>{"a": 1} {"b": 2}</memory_update>"#;
+        assert_eq!(find_update_block(two), Some(r#"{"a": 1} {"b": 2}"#));
     }
 
     #[test]
@@ -708,7 +714,7 @@ mod tests {
         let inside = r#"a <memory_update>{"t": "x }}/> y"}</memory_update> b"#;
         assert_eq!(strip_blocks(inside), "a  b");
         assert_eq!(strip_blocks("a <memory_update>{\"t\": 1}/> b"), "a  b");
-        assert_eq!(strip_blocks("a <memory_update>{\"t\": 1} b"), "a  b", "an unclosed block is its JSON");
+        assert_eq!(strip_blocks("a <memory_update>{\"t\": 1}"), "a", "an unclosed block is its JSON");
         assert_eq!(strip_blocks("a <memory_update>oops</memory_update> b"), "a  b");
     }
 
