@@ -1661,20 +1661,19 @@ pub(crate) fn archival_versions(store: &Store, path: &BranchPath, seqs: &[i64]) 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::conversation::{Step, StepType};
     use crate::query::TermCounts;
     use crate::rows::STEP_KIND;
     use proptest::prelude::*;
 
-    /// Appends an event of `kind`: a user or action step through `step_add` (the only way
-    /// steps are written), else a plain event.
+    /// Appends an event of `kind`: a step row as the conversation layer writes one (the view
+    /// reads no payload; `recall_append` refuses step kinds), else a plain event.
     fn append(s: &Store, branch: &str, kind: &str, text: &str, tags: &[String]) -> i64 {
-        let step = match kind {
-            "step:user" => Step::new(StepType::User, serde_json::json!({"text": text})),
-            "step:action" => Step::new(StepType::Action, serde_json::json!({"tool": text})),
-            _ => return s.recall_append(branch, kind, text, tags).unwrap().id,
-        };
-        s.step_add(branch, &step.unwrap()).unwrap().id
+        if !is_step(kind) {
+            return s.recall_append(branch, kind, text, tags).unwrap().id;
+        }
+        let bid = s.branch(branch).unwrap().bid;
+        let payload = serde_json::json!({ "text": text }).to_string();
+        s.write(|tx| tx.insert_step(bid, kind, text, &payload)).unwrap()
     }
 
     /// Every visible event, newest first, by one scan of the exclusions and one of the events
