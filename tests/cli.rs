@@ -447,8 +447,8 @@ fn recall_append_list_search_evict_on(sb: &Sandbox) {
     snap_ok(sb, "recall_search_no_match_text", &["recall", "search", "child", "late root"]);
     let none = snap_json(sb, "recall_search_no_match_json", &["recall", "search", "child", "late"]);
     assert!(array(&none, "events").is_empty(), "a sibling's or later parent's events never match");
-    // Words may start with '-', options after them still count.
-    let hyphen = sb.json(&["recall", "search", "child", "-O3", "-k", "1"]);
+    // Words that start with '-' come after `--` (else a mistyped option would be searched for).
+    let hyphen = sb.json(&["recall", "search", "child", "-k", "1", "--", "-O3"]);
     assert_eq!(event_texts(&hyphen), ["runtime 12.4 s with -O3"]);
 
     // evict --kind, --oldest, --id
@@ -1111,8 +1111,8 @@ fn invalid_input_is_exit_1_on(sb: &Sandbox) {
         }
     }
     snap_all!("errors_invalid_input_more", &transcripts);
-    // A negative duration says so (it is not taken for an option).
-    for ttl in [&["--ttl", "-5s"][..], &["--ttl=-5"]] {
+    // A negative duration says so.
+    for ttl in [&["--ttl=-5s"][..], &["--ttl=-5"]] {
         let refused = sb.run(&cat(&["core", "set", "root", "k", "v"], ttl)).text_error(1);
         assert!(refused.stderr.contains("must be positive"), "{}", refused.transcript());
     }

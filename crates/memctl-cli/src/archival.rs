@@ -69,12 +69,12 @@ Examples:
   memctl archival search node-7 'stencil tiling' -k 5
   memctl archival search node-7 --tag CORE_EVICT
   memctl archival search node-7 \"what's NOT working: -O3?\"   # any text is fine
+  memctl archival search node-7 -- -O3                      # words that start with '-'
 Words are OR-ed (records with more, or rarer, words rank first); tags are AND-ed.")]
     Search {
         /// Branch id or node_uid
         branch: String,
-        /// Words to look for [default: list newest first] (may start with '-', e.g. -O3)
-        #[arg(allow_hyphen_values = true)]
+        /// Words to look for [default: list newest first] (after `--` if they start with '-')
         query: Option<String>,
         /// How many results [default: retrieval_k]
         #[arg(short, value_parser = input::positive)]

@@ -2,7 +2,7 @@
 
 use crate::input;
 use crate::invocation::Context;
-use crate::output::stdout;
+use crate::output::{count, stdout};
 use clap::{Args, Subcommand, ValueEnum};
 use memctl_core::{Encoding, Error, MessageFormat, ReadOptions, ResetScope, Step, StepType};
 use serde_json::{json, Map, Value};
@@ -251,9 +251,10 @@ pub fn prune(ctx: &Context, args: PruneArgs) -> anyhow::Result<()> {
     ctx.emit_serialized(&outcome, || {
         let archived = outcome.archived.map_or(String::new(), |id| format!("; full texts in archival #{id}"));
         format!(
-            "Pruned {}: {} steps out of its view, {} observations shortened{archived}",
+            "Pruned {}: {} steps and {} out of its view, {} observations shortened{archived}",
             args.branch,
             outcome.removed.len() - outcome.shortened.len(),
+            count(outcome.summaries.len(), "compaction summary", "compaction summaries"),
             outcome.shortened.len()
         )
     })

@@ -31,7 +31,7 @@ keys are moved to archival (importance 5 is never evicted).")]
         #[arg(long, short, default_value_t = DEFAULT_IMPORTANCE, value_parser = clap::value_parser!(u8).range(1..=5))]
         importance: u8,
         /// Expire after this long: seconds or e.g. 30m, 2h, 7days
-        #[arg(long, value_name = "DURATION", allow_hyphen_values = true)]
+        #[arg(long, value_name = "DURATION")]
         ttl: Option<String>,
     },
     /// Read keys as the branch sees them (inherited ones included)

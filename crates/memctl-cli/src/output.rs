@@ -291,12 +291,16 @@ impl Display for EventLine<'_> {
 
 /// `#12  [summary:kind] text (replaces N events)  ← branch`
 pub fn summary_line(summary: &Summary) -> String {
+    // (A conversation's retired summaries are folded into one that replaces no event.)
+    let replaces = match summary.event_ids.len() {
+        0 => String::new(),
+        n => format!(" (replaces {})", count(n, "event", "events")),
+    };
     format!(
-        "  #{:<5} [summary:{}] {} (replaces {} events)  ← {}",
+        "  #{:<5} [summary:{}] {}{replaces}  ← {}",
         summary.id,
         summary.kind,
         Indented(&summary.text),
-        summary.event_ids.len(),
         summary.branch
     )
 }

@@ -48,8 +48,7 @@ first, ties newest first. Inherited events count; excluded ones do not.")]
     Search {
         /// Branch id or node_uid
         branch: String,
-        /// Words to look for (any characters are fine, a leading '-' too: they are searched as words)
-        #[arg(allow_hyphen_values = true)]
+        /// Words to look for (any characters are fine; after `--` if they start with '-')
         query: String,
         /// How many results
         #[arg(short, default_value_t = 10, value_parser = input::positive)]

@@ -281,7 +281,7 @@ impl Tx<'_> {
                         tally.skip("events", "empty text");
                         continue;
                     }
-                    let kind = self.event_kind(&kind).unwrap_or_else(|_| "event".into());
+                    let kind = self.recall_kind(&kind).unwrap_or_else(|_| "event".into());
                     let tags = self.legacy_tags("events", tags, tally)?;
                     let outcome = self.insert_event(bid, &kind, &self.redacted(&text), &tags)?;
                     event_ids.insert(id, outcome.id);
@@ -329,6 +329,7 @@ impl Tx<'_> {
                         tally.skip("inherited_summaries", "empty text");
                         continue;
                     }
+                    let kind = self.recall_kind(&kind).unwrap_or_else(|_| "summary".into());
                     let legacy_ids: Vec<i64> =
                         ids.as_deref().and_then(|raw| serde_json::from_str(raw).ok()).unwrap_or_else(|| {
                             tally.adjust("inherited_summaries", "unreadable event ids dropped");

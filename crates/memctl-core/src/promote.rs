@@ -4,11 +4,11 @@
 //! journal apply; a conversation step is added as a step, its payload whole), so the view rule decides who sees them: the target and branches forked from
 //! it afterwards, not its existing descendants. Each copy records where it came from.
 
-use crate::conversation::{Step, StepType};
+use crate::conversation::{Step, StepType, RESET_KIND};
 use crate::core_kv::CoreWrite;
 use crate::db::params;
 use crate::error::{Error, Result};
-use crate::rows::{is_step, BranchPath, Event, STEP_KIND};
+use crate::rows::{is_step, AppendOutcome, BranchPath, Event, STEP_KIND};
 use crate::store::{Store, Tx};
 use crate::view::{self, StoredStep};
 use serde::Serialize;
@@ -128,9 +128,25 @@ impl Tx<'_> {
                 skipped: out.skipped,
             });
         }
+        // The steps DST holds, to skip one it already has, as `recall_append` skips events.
+        let mut held = match steps.is_empty() {
+            true => vec![],
+            false => held_steps(&view::steps(self, &*self.path(&dst_branch.id)?)?)?,
+        };
         for event in events {
             let out = match steps.get(&event.id) {
-                Some(step) => self.step_add(&dst_branch.id, step)?,
+                Some(step) => {
+                    let step = self.stored_step(step);
+                    let key = (step.step_type.kind(), step.payload.clone());
+                    match held.iter().find(|(_, held)| *held == key) {
+                        Some((id, _)) => AppendOutcome { id: *id, skipped: true },
+                        None => {
+                            let out = self.step_add(&dst_branch.id, &step)?;
+                            held.push((out.id, key));
+                            out
+                        }
+                    }
+                }
                 None => self.recall_append(&dst_branch.id, &event.kind, &event.text, &event.tags)?,
             };
             promoted.push(Promoted {
@@ -171,22 +187,44 @@ impl Tx<'_> {
             let step = stored.get(&event.id).ok_or_else(|| {
                 Error::internal(format!("step {} is in the view's events but not its steps", event.id))
             })?;
-            let step_type = match step.kind.strip_prefix(STEP_KIND).map(StepType::parse) {
-                Some(Ok(step_type)) => step_type,
-                _ => {
-                    return Err(Error::invalid(format!(
-                        "event {} is a conversation reset mark: it cannot be promoted",
-                        event.id
-                    )))
-                }
+            if step.kind == RESET_KIND {
+                return Err(Error::invalid(format!(
+                    "event {} is a conversation reset mark: it cannot be promoted",
+                    event.id
+                )));
+            }
+            let unreadable = |e: Error| {
+                let message = format!("step {} cannot be promoted: {}", event.id, e.message());
+                e.with_message(message)
             };
-            let mut payload: Map<String, Value> =
-                serde_json::from_str(step.payload.as_deref().unwrap_or("{}"))?;
+            let step_type = StepType::parse(step.kind.strip_prefix(STEP_KIND).unwrap_or(&step.kind))
+                .map_err(unreadable)?;
+            let mut payload = payload_of(step)?;
             payload.remove("at");
-            steps.insert(event.id, Step::new(step_type, Value::Object(payload))?);
+            steps.insert(event.id, Step::new(step_type, Value::Object(payload)).map_err(unreadable)?);
         }
         Ok(steps)
     }
+}
+
+/// A step as two are compared: its kind and its payload without `at`.
+type StepContent = (String, Map<String, Value>);
+
+/// Steps as (id, content), to compare with a step about to be added.
+fn held_steps(steps: &[StoredStep]) -> Result<Vec<(i64, StepContent)>> {
+    steps
+        .iter()
+        .map(|step| {
+            let mut payload = payload_of(step)?;
+            payload.remove("at");
+            Ok((step.id, (step.kind.clone(), payload)))
+        })
+        .collect()
+}
+
+/// A stored step's payload (a JSON object; none for a reset mark).
+fn payload_of(step: &StoredStep) -> Result<Map<String, Value>> {
+    Ok(serde_json::from_str(step.payload.as_deref().unwrap_or("{}"))?)
 }
 
 impl Store {
@@ -207,7 +245,6 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::conversation::RESET_KIND;
 
     /// Databases of earlier memctls hold reset marks: promoting one would end the target's
     /// conversation.

@@ -175,6 +175,9 @@ pub(crate) fn line_chars(key: &str, value: &str) -> usize {
 /// leaves to the conversation's own compaction.
 pub const STEP_KIND: &str = "step:";
 
+/// The kind of a conversation's compaction summaries: no recall event or summary takes it.
+pub const CONVERSATION_KIND: &str = "conversation";
+
 /// Whether an event of `kind` is a conversation step.
 pub fn is_step(kind: &str) -> bool {
     kind.starts_with(STEP_KIND)

@@ -3,6 +3,7 @@
 
 use crate::error::{Error, Result};
 use crate::redact::{names_secret, redact, MASK};
+use crate::rows::{is_step, CONVERSATION_KIND};
 use crate::store::Store;
 use serde_json::{Map, Value};
 
@@ -26,6 +27,24 @@ impl Store {
             )));
         }
         Ok(self.redacted(kind))
+    }
+
+    /// The kind of a new recall event or summary: an event kind the conversation does not
+    /// hold for itself (steps' `step:…`, its summaries' `conversation`), which only the
+    /// conversation layer writes.
+    pub(crate) fn recall_kind(&self, kind: &str) -> Result<String> {
+        let kind = self.event_kind(kind)?;
+        if is_step(&kind) {
+            return Err(Error::invalid(format!(
+                "event kind '{kind}' is taken by conversation steps: add a step with `memctl step add`"
+            )));
+        }
+        if kind == CONVERSATION_KIND {
+            return Err(Error::invalid(format!(
+                "event kind '{kind}' is taken by the conversation's summaries (`memctl compact`)"
+            )));
+        }
+        Ok(kind)
     }
 
     /// JSON as it will be stored (a branch's metadata, a step's payload): every key and string

@@ -23,7 +23,7 @@ use serde_json::json;
 pub(crate) const RESET_KIND: &str = "step:reset";
 
 /// The summary kind `compact` writes.
-const SUMMARY_KIND: &str = "conversation";
+const SUMMARY_KIND: &str = crate::rows::CONVERSATION_KIND;
 
 impl Store {
     /// [`Tx::step_add`]; with `[conversation] auto_compact_tokens` set, the summarizer is first
@@ -43,7 +43,7 @@ impl Store {
     }
 
     /// A step as stored: its payload redacted.
-    fn stored_step(&self, step: &Step) -> Step {
+    pub(crate) fn stored_step(&self, step: &Step) -> Step {
         Step { step_type: step.step_type, payload: self.redacted_entries(&step.payload) }
     }
 }

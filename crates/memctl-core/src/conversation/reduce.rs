@@ -142,8 +142,8 @@ impl Tx<'_> {
         self.insert_exclusions(bid, as_steps(&outcome.removed))?;
         if let Some(record) = archived.filter(|_| !outcome.summaries.is_empty()) {
             let text = format!(
-                "pruned: {} summaries of the conversation left the view (full texts in archival record {record})",
-                outcome.summaries.len()
+                "pruned: {} of the conversation left the view (full texts in archival record {record})",
+                summaries_of(outcome.summaries.len())
             );
             self.retire_summaries(&path, &outcome.summaries, &text)?;
         }
@@ -212,7 +212,7 @@ impl Tx<'_> {
             if !summaries.is_empty() {
                 let text = match live.len() {
                     0 => "conversation reset".to_string(),
-                    n => format!("conversation reset: {n} summaries of it left the view"),
+                    n => format!("conversation reset: {} of it left the view", summaries_of(n)),
                 };
                 self.retire_summaries(&path, &live, &text)?;
             }
@@ -357,6 +357,14 @@ fn count<'a>(entries: impl IntoIterator<Item = &'a Entry>, encoding: Encoding) -
     let messages: Vec<_> =
         entries.into_iter().flat_map(|e| to_messages(e, MessageFormat::Openai, false)).collect();
     tokens(&messages, encoding)
+}
+
+/// "1 summary", "3 summaries".
+fn summaries_of(n: usize) -> String {
+    match n {
+        1 => "1 summary".to_string(),
+        n => format!("{n} summaries"),
+    }
 }
 
 /// One line of the deterministic extract of a step.

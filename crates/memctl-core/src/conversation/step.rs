@@ -93,8 +93,8 @@ enum Field {
     Seconds,
 }
 
-/// A validated step: its type and payload (a JSON object with only the type's fields, plus
-/// `at`, the id of the step a shortened copy stands in for).
+/// A validated step: its type and payload (a JSON object with only the type's fields; a stored
+/// shortened copy's also holds `at`, the id of the step it stands in for, which `prune` writes).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Step {
     #[serde(rename = "type")]
@@ -112,7 +112,7 @@ impl Step {
         };
         let fields = step_type.fields();
         for key in payload.keys() {
-            if key != "at" && !fields.iter().any(|(f, _, _)| f == key) {
+            if !fields.iter().any(|(f, _, _)| f == key) {
                 let known: Vec<&str> = fields.iter().map(|(f, _, _)| *f).collect();
                 return Err(Error::invalid(format!(
                     "{name} step has no field '{key}' (its fields: {})",
@@ -142,9 +142,6 @@ impl Step {
                     )));
                 }
             }
-        }
-        if payload.get("at").is_some_and(|at| !at.is_i64()) {
-            return Err(Error::invalid("'at' must be a step id"));
         }
         let payload = payload.into_iter().filter(|(_, v)| !v.is_null()).collect();
         Ok(Step { step_type, payload })

@@ -93,12 +93,7 @@ impl Tx<'_> {
         text: &str,
         tags: &[String],
     ) -> Result<AppendOutcome> {
-        let kind = &self.event_kind(kind)?;
-        if is_step(kind) {
-            return Err(Error::invalid(format!(
-                "event kind '{kind}' is taken by conversation steps: add a step with `memctl step add`"
-            )));
-        }
+        let kind = &self.recall_kind(kind)?;
         if text.trim().is_empty() {
             return Err(Error::invalid("event text must not be empty"));
         }
@@ -231,6 +226,7 @@ impl Tx<'_> {
         if text.trim().is_empty() {
             return Err(Error::invalid("summary text must not be empty"));
         }
+        let kind = &self.recall_kind(kind)?;
         let path = self.path(branch)?;
         let bid = path.branch().bid;
         let events = self.visible_events(&path, ids)?;
