@@ -180,6 +180,9 @@ fn gc_named_branches_and_vacuum_on(sb: &Sandbox) {
         let text = format!("{n} {}", "measurements of the GPU route ".repeat(100));
         sb.ok(&["archival", "add", "bad-1", &text]);
     }
+    let newest =
+        |sb: &Sandbox| array(&sb.json(&["log"]), "ops").iter().map(|op| int(op, "seq")).max().unwrap();
+    let before = newest(sb);
     let gc = sb.json(&["gc", "--branch", "bad", "--subtree", "--journal", "--vacuum"]);
     let collected: Vec<&str> = array(&gc, "collected").iter().map(|b| b.as_str().unwrap()).collect();
     assert_eq!(collected, ["bad", "bad-1", "bad-2"]);
@@ -196,6 +199,10 @@ fn gc_named_branches_and_vacuum_on(sb: &Sandbox) {
     assert!(int(vacuum, "bytes_after") < int(vacuum, "bytes_before"), "the database shrank: {gc}");
     let all = sb.json(&["log"]);
     assert!(!array(&all, "ops").iter().any(|op| opt_string(op, "branch") == Some("bad-1")));
+    // The newest journal rows (bad-1's adds) went, but seqs and ids go on past them.
+    assert!(newest(sb) > before, "gc's own row comes after what it deleted");
+    let id = int(&sb.json(&["archival", "add", "root", "after the gc"]), "id");
+    assert!(id > before, "a new id is never one given before: {id} after {before}");
 }
 
 /// gc deletes 40 dead branches while 4 processes append to surviving ones: every append lands,

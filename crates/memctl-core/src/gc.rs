@@ -77,6 +77,11 @@ pub struct GcReport {
 impl Tx<'_> {
     /// Collects the branches `request` selects (see [`GcRequest`]).
     pub fn gc(&self, request: &GcRequest) -> Result<GcReport> {
+        if request.journal {
+            // On SQLite the journal's newest row may hold the counter: read it before that
+            // row goes, or seqs (and ids) would be handed out again.
+            self.peek_seq()?;
+        }
         let (chosen, kept) = self.gc_selection(request)?;
         let collect = |tx: &Tx<'_>| -> Result<GcReport> {
             let free_before = tx.free_bytes()?;
