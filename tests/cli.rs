@@ -1736,6 +1736,9 @@ fn unknown_config_key_is_exit_1_naming_it() {
     let env = sb.run_env(&["branch", "list"], &[("MEMCTL_CORE_MAX_CHARZ", "5")]).text_error(1);
     assert!(env.stderr.contains("MEMCTL_CORE_MAX_CHARZ") && env.stderr.contains("core_max_charz"));
     snap!("config_unknown_env_key_text", &env);
+    // Set but empty is unset; the bench's and the Python client's variables are not keys.
+    let set_aside = [("MEMCTL_CORE_MAX_CHARS", ""), ("MEMCTL_BENCH_LEGACY", "/x"), ("MEMCTL_BIN", "/y")];
+    sb.run_env(&["branch", "list"], &set_aside).success();
     // MEMCTL_CONFIG names the file too, and ./memctl.toml is read when present.
     sb.run_env(&["branch", "list"], &[("MEMCTL_CONFIG", "bad.toml")]).text_error(1);
     std::fs::copy(sb.file("bad.toml"), sb.file("memctl.toml")).unwrap();

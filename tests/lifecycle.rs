@@ -64,6 +64,10 @@ fn mark_shows_in_list_show_and_paper_on(sb: &Sandbox) {
     snap!("paper_two_best_text", &sb.run(&["export", "paper", "--out", "paper"]).exit(2));
     snap!("mark_unknown_status_text", &sb.run(&["branch", "mark", "bad", "zombie"]).exit(2));
     snap!("mark_unknown_branch_text", &sb.run(&["branch", "mark", "nope", "dead"]).exit(3));
+    // The note is shown as stored: redacted.
+    let secret =
+        sb.json(&["branch", "mark", "mixed", "pruned", "--note", "api_key=sk-abcdefabcdefabcdefabcd"]);
+    assert_eq!(string(&secret, "note"), "api_key=***", "{secret}");
 }
 
 #[test]

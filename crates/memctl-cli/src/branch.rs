@@ -122,6 +122,8 @@ pub fn run(ctx: &Context, command: BranchCommand) -> anyhow::Result<()> {
         BranchCommand::Mark { branch, status, note, subtree } => {
             let status = BranchStatus::from(status);
             let marked = store.mark_branch(&branch, status, note.as_deref(), subtree)?;
+            // The note as stored: redacted.
+            let note = note.and(store.branch(&marked[0])?.status_note);
             ctx.emit(json!({"marked": marked, "status": status.as_str(), "note": note}), || {
                 let others = match marked.len() {
                     1 => String::new(),

@@ -5,8 +5,9 @@ use memctl_core::{Config, Error, ErrorKind, Result};
 use std::path::{Path, PathBuf};
 
 /// Variables that are options, not configuration keys (`MEMCTL_BIN` is the Python client's: which
-/// binary it runs).
-const NOT_KEYS: &[&str] = &["MEMCTL_DB", "MEMCTL_CONFIG", "MEMCTL_NOW", "MEMCTL_ACTOR", "MEMCTL_BIN"];
+/// binary it runs; `MEMCTL_BENCH_LEGACY` the bench's: where the large legacy database is).
+const NOT_KEYS: &[&str] =
+    &["MEMCTL_DB", "MEMCTL_CONFIG", "MEMCTL_NOW", "MEMCTL_ACTOR", "MEMCTL_BIN", "MEMCTL_BENCH_LEGACY"];
 
 pub fn load(explicit: Option<&Path>) -> Result<Config> {
     let path = explicit.map(Path::to_path_buf).or_else(|| {
@@ -60,7 +61,8 @@ fn env_overrides() -> Result<Vec<(String, Vec<String>, toml::Value)>> {
         let Some(key) = name.strip_prefix("MEMCTL_") else {
             continue;
         };
-        if NOT_KEYS.contains(&name.as_str()) {
+        // Set but empty counts as unset, as for the options' variables.
+        if NOT_KEYS.contains(&name.as_str()) || raw.is_empty() {
             continue;
         }
         let key_path: Vec<String> = key.to_ascii_lowercase().split("__").map(str::to_string).collect();
