@@ -82,93 +82,93 @@ class Branches(_Group):
     """`memctl branch …`"""
 
     def create(self, branch: str, *, meta: Optional[Dict[str, Any]] = None) -> ForkResult:
-        return self._m._run("branch", "create", branch, *_meta(meta))
+        return self._m._run("branch", "create", *_meta(meta), "--", branch)
 
     def list(self, *, status: Optional[str] = None) -> List[BranchInfo]:
         return self._m._run("branch", "list", *_opt("--status", status))["branches"]
 
     def show(self, branch: str) -> Dict[str, Any]:
-        return self._m._run("branch", "show", branch)
+        return self._m._run("branch", "show", "--", branch)
 
     def mark(self, branch: str, status: str, *, note: Optional[str] = None, subtree: bool = False) -> List[str]:
-        return self._m._run("branch", "mark", branch, status, *_opt("--note", note), *_flag("--subtree", subtree))[
+        return self._m._run("branch", "mark", *_opt("--note", note), *_flag("--subtree", subtree), "--", branch, status)[
             "marked"
         ]
 
     def set_uid(self, branch: str, uid: str) -> Dict[str, Any]:
-        return self._m._run("branch", "set-uid", branch, uid)
+        return self._m._run("branch", "set-uid", "--", branch, uid)
 
 
 class Core(_Group):
     """`memctl core …`: small key/value facts."""
 
     def set(self, branch: str, key: str, value: str, *, importance: Optional[int] = None, ttl: Optional[str] = None) -> Dict[str, Any]:
-        args = ["core", "set", branch, key, "-", *_opt("--importance", importance), *_opt("--ttl", ttl)]
+        args = ["core", "set", *_opt("--importance", importance), *_opt("--ttl", ttl), "--", branch, key, "-"]
         return self._m._run(*args, stdin=value)
 
     def get(self, branch: str, *keys: str, explain: bool = False) -> Dict[str, Any]:
         """key → value (None when not in the view); with `explain`, key → CoreEntry."""
-        return self._m._run("core", "get", branch, *keys, *_flag("--explain", explain))["core"]
+        return self._m._run("core", "get", *_flag("--explain", explain), "--", branch, *keys)["core"]
 
     def delete(self, branch: str, *keys: str) -> List[str]:
-        return self._m._run("core", "del", branch, *keys)["deleted"]
+        return self._m._run("core", "del", "--", branch, *keys)["deleted"]
 
 
 class Recall(_Group):
     """`memctl recall …`: the timeline of events."""
 
     def append(self, branch: str, text: str, *, kind: str, tags: Iterable[str] = ()) -> Dict[str, Any]:
-        return self._m._run("recall", "append", branch, "-", "--kind", kind, *_tags(tags), stdin=text)
+        return self._m._run("recall", "append", *_opt("--kind", kind), *_tags(tags), "--", branch, "-", stdin=text)
 
     def list(self, branch: str, *, limit: Optional[int] = None) -> Dict[str, List[Any]]:
-        return self._m._run("recall", "list", branch, *_opt("--limit", limit))
+        return self._m._run("recall", "list", *_opt("--limit", limit), "--", branch)
 
     def search(self, branch: str, query: str, *, k: Optional[int] = None) -> List[Event]:
-        return self._m._run("recall", "search", branch, query, *_opt("-k", k))["events"]
+        return self._m._run("recall", "search", *_opt("-k", k), "--", branch, query)["events"]
 
     def evict(self, branch: str, *, oldest: Optional[int] = None, kind: Optional[str] = None, ids: Sequence[int] = ()) -> Dict[str, Any]:
         args = [*_opt("--oldest", oldest), *_opt("--kind", kind)]
         for i in ids:
-            args += ["--id", str(i)]
-        return self._m._run("recall", "evict", branch, *args)
+            args += _opt("--id", i)
+        return self._m._run("recall", "evict", *args, "--", branch)
 
 
 class Archival(_Group):
     """`memctl archival …`: long-term records, searched by words."""
 
     def add(self, branch: str, text: str, *, tags: Iterable[str] = ()) -> Dict[str, Any]:
-        return self._m._run("archival", "add", branch, "-", *_tags(tags), stdin=text)
+        return self._m._run("archival", "add", *_tags(tags), "--", branch, "-", stdin=text)
 
     def get(self, branch: str, record: int) -> Record:
-        return self._m._run("archival", "get", branch, str(record))["record"]
+        return self._m._run("archival", "get", "--", branch, str(record))["record"]
 
     def update(self, branch: str, record: int, *, text: Optional[str] = None, tags: Optional[Iterable[str]] = None) -> Dict[str, Any]:
-        args = ["archival", "update", branch, str(record)]
+        args = ["archival", "update"]
         if text is not None:
-            args += ["--text", "-"]
+            args += _opt("--text", "-")
         if tags is not None:
             tags = list(tags)
             args += _tags(tags) if tags else ["--clear-tags"]
-        return self._m._run(*args, stdin=text)
+        return self._m._run(*args, "--", branch, str(record), stdin=text)
 
     def delete(self, branch: str, record: int) -> Dict[str, Any]:
-        return self._m._run("archival", "delete", branch, str(record))
+        return self._m._run("archival", "delete", "--", branch, str(record))
 
     def search(self, branch: str, query: str, *, k: Optional[int] = None, tags: Iterable[str] = ()) -> List[Record]:
-        return self._m._run("archival", "search", branch, query, *_opt("-k", k), *_tags(tags))["results"]
+        return self._m._run("archival", "search", *_opt("-k", k), *_tags(tags), "--", branch, query)["results"]
 
 
 class Export(_Group):
     """`memctl export …`"""
 
     def paper(self, out: str, *, branch: Optional[str] = None, artifacts: Optional[str] = None) -> Dict[str, Any]:
-        return self._m._run("export", "paper", "--out", out, *_opt("--branch", branch), *_opt("--artifacts", artifacts))
+        return self._m._run("export", "paper", *_opt("--out", out), *_opt("--branch", branch), *_opt("--artifacts", artifacts))
 
     def html(self, out: str) -> Dict[str, Any]:
-        return self._m._run("export", "html", "--out", out)
+        return self._m._run("export", "html", *_opt("--out", out))
 
     def jsonl(self, out: str) -> Dict[str, Any]:
-        return self._m._run("export", "jsonl", "--out", out)
+        return self._m._run("export", "jsonl", *_opt("--out", out))
 
 
 class Memory:
@@ -182,7 +182,7 @@ class Memory:
                  actor: Optional[str] = None, phase: Optional[str] = None):
         self.db = os.fspath(db)
         self.binary = _binary(binary)
-        self._global = ["--db", self.db, "--json", *_opt("--config", config), *_opt("--actor", actor), *_opt("--phase", phase)]
+        self._global = [*_opt("--db", self.db), "--json", *_opt("--config", config), *_opt("--actor", actor), *_opt("--phase", phase)]
         self.branch = Branches(self)
         self.core = Core(self)
         self.recall = Recall(self)
@@ -190,12 +190,16 @@ class Memory:
         self.export = Export(self)
 
     def _run(self, *args: Any, stdin: Optional[str] = None, parse: bool = True) -> Any:
-        proc = subprocess.run(
-            [self.binary, *self._global, *[str(a) for a in args]],
-            input=stdin if stdin is not None else "",
-            capture_output=True,
-            text=True,
-        )
+        try:
+            proc = subprocess.run(
+                [self.binary, *self._global, *[str(a) for a in args]],
+                input=stdin if stdin is not None else "",
+                capture_output=True,
+                encoding="utf-8",
+            )
+        except OSError as e:
+            raise MemctlError("internal", 127, f"cannot run {self.binary}: {e}",
+                              "install memctl, or pass binary= or set MEMCTL_BIN") from None
         if proc.returncode != 0:
             try:
                 error = json.loads(proc.stderr)["error"]
@@ -212,89 +216,91 @@ class Memory:
         return self._run("init")
 
     def fork(self, parent: str, child: Optional[str] = None, *, meta: Optional[Dict[str, Any]] = None) -> ForkResult:
-        return self._run("fork", parent, *([child] if child else []), *_meta(meta))
+        return self._run("fork", *_meta(meta), "--", parent, *([child] if child else []))
 
     # ---- reading ---------------------------------------------------------------------------
     def read(self, branch: str, *, all: bool = False, scope: Optional[str] = None) -> Dict[str, Any]:
-        return self._run("read", branch, *_flag("--all", all), *_opt("--scope", scope))
+        return self._run("read", *_flag("--all", all), *_opt("--scope", scope), "--", branch)
 
     def context(self, branch: str, *, query: Optional[str] = None, budget_chars: Optional[int] = None,
                 budget_tokens: Optional[int] = None, encoding: Optional[str] = None) -> Dict[str, Any]:
-        return self._run("context", branch, *_opt("--query", query), *_opt("--budget-chars", budget_chars),
-                         *_opt("--budget-tokens", budget_tokens), *_opt("--encoding", encoding))
+        return self._run("context", *_opt("--query", query), *_opt("--budget-chars", budget_chars),
+                         *_opt("--budget-tokens", budget_tokens), *_opt("--encoding", encoding), "--", branch)
 
     def pressure(self, branch: str) -> Dict[str, Any]:
-        return self._run("pressure", branch)
+        return self._run("pressure", "--", branch)
 
     def consolidate(self, branch: str) -> Dict[str, Any]:
-        return self._run("consolidate", branch)
+        return self._run("consolidate", "--", branch)
 
     def log(self, branch: Optional[str] = None, *, limit: Optional[int] = None) -> List[Dict[str, Any]]:
-        return self._run("log", *([branch] if branch else []), *_opt("--limit", limit))["ops"]
+        return self._run("log", *_opt("--limit", limit), "--", *([branch] if branch else []))["ops"]
 
     # ---- the LLM protocol ------------------------------------------------------------------
     def apply(self, branch: str, text: str, *, lenient: bool = False) -> Dict[str, Any]:
         """Applies the `<memory_update>` block of an LLM's answer, in one transaction."""
-        return self._run("apply", branch, "-", *_flag("--lenient", lenient), stdin=text)
+        return self._run("apply", *_flag("--lenient", lenient), "--", branch, "-", stdin=text)
 
     def strip(self, text: str) -> str:
-        return self._run("strip", "-", stdin=text)["text"]
+        return self._run("strip", "--", "-", stdin=text)["text"]
 
     # ---- inspection ------------------------------------------------------------------------
     def diff(self, a: str, b: str, *, layers: Iterable[str] = ()) -> Dict[str, Any]:
-        return self._run("diff", a, b, *[x for layer in layers for x in ("--layer", layer)])
+        return self._run("diff", *[x for layer in layers for x in _opt("--layer", layer)], "--", a, b)
 
     def why(self, branch: str, key: Optional[str] = None, *, record: Optional[int] = None, event: Optional[int] = None) -> Dict[str, Any]:
-        return self._run("why", branch, *([key] if key is not None else []), *_opt("--record", record), *_opt("--event", event))
+        return self._run("why", *_opt("--record", record), *_opt("--event", event), "--", branch, *([key] if key is not None else []))
 
     def path(self, branch: str) -> Dict[str, Any]:
-        return self._run("path", branch)
+        return self._run("path", "--", branch)
 
     # ---- the life of a search --------------------------------------------------------------
     def promote(self, src: str, dst: str, *, core: Iterable[str] = (), records: Iterable[int] = (),
                 events: Iterable[int] = (), note: Optional[str] = None) -> Dict[str, Any]:
-        args = [x for k in core for x in ("--core", k)] + [x for r in records for x in ("--record", r)]
-        args += [x for e in events for x in ("--event", e)]
-        return self._run("promote", src, dst, *args, *_opt("--note", note))
+        args = [x for k in core for x in _opt("--core", k)] + [x for r in records for x in _opt("--record", r)]
+        args += [x for e in events for x in _opt("--event", e)]
+        return self._run("promote", *args, *_opt("--note", note), "--", src, dst)
 
     def gc(self, *, branches: Iterable[str] = (), subtree: bool = False, journal: bool = False,
            dry_run: bool = False, vacuum: bool = False) -> Dict[str, Any]:
-        args = [x for b in branches for x in ("--branch", b)]
+        args = [x for b in branches for x in _opt("--branch", b)]
         return self._run("gc", *args, *_flag("--subtree", subtree), *_flag("--journal", journal),
                          *_flag("--dry-run", dry_run), *_flag("--vacuum", vacuum))
 
     # ---- conversation memory ---------------------------------------------------------------
     def step(self, branch: str, type: str, **fields: Any) -> Dict[str, Any]:
         """Adds one step: `type` and its fields (text, plan, answer; tool, thought, args, …)."""
-        return self._run("step", "add", branch, "--type", type, "-", stdin=json.dumps(fields))
+        return self._run("step", "add", *_opt("--type", type), "--", branch, "-", stdin=json.dumps(fields))
 
     def messages(self, branch: str, *, format: str = "openai", summary_mode: bool = False,
                  budget_tokens: Optional[int] = None, encoding: str = "cl100k_base",
                  keep_last: Optional[int] = None, old_observations: Optional[int] = None,
                  max_chars: Optional[int] = None, retrieve: int = 0) -> Dict[str, Any]:
         """`{format, messages, system?, tokens?, dropped}`: the conversation as chat messages."""
-        args = ["messages", branch, "--format", format, *_flag("--summary-mode", summary_mode)]
+        args = ["messages", *_opt("--format", format), *_flag("--summary-mode", summary_mode)]
         if budget_tokens is not None:
-            args += ["--budget-tokens", budget_tokens, "--encoding", encoding]
+            args += [*_opt("--budget-tokens", budget_tokens), *_opt("--encoding", encoding)]
         args += [*_opt("--keep-last", keep_last), *_opt("--old-observations", old_observations), *_opt("--max-chars", max_chars)]
         if retrieve:
-            args += ["--retrieve", retrieve]
-        return self._run(*args)
+            args += _opt("--retrieve", retrieve)
+        return self._run(*args, "--", branch)
 
     def prune(self, branch: str, *, keep_last: Optional[int] = None, old_observations: Optional[int] = None,
               max_chars: Optional[int] = None) -> Dict[str, Any]:
-        return self._run("prune", branch, *_opt("--keep-last", keep_last), *_opt("--old-observations", old_observations),
-                         *_opt("--max-chars", max_chars))
+        return self._run("prune", *_opt("--keep-last", keep_last), *_opt("--old-observations", old_observations),
+                         *_opt("--max-chars", max_chars), "--", branch)
 
     def compact(self, branch: str, budget_tokens: int, *, encoding: Optional[str] = None) -> Dict[str, Any]:
-        return self._run("compact", branch, "--budget-tokens", budget_tokens, *_opt("--encoding", encoding))
+        return self._run("compact", *_opt("--budget-tokens", budget_tokens), *_opt("--encoding", encoding), "--", branch)
 
     def reset(self, branch: str, *, all: bool = False) -> Dict[str, Any]:
-        return self._run("reset", branch, *_flag("--all", all))
+        return self._run("reset", *_flag("--all", all), "--", branch)
 
 
 def _opt(flag: str, value: Any) -> List[str]:
-    return [] if value is None else [flag, str(value)]
+    """An option and its value as one argument, so that a value starting with '-' stays a
+    value (the positional arguments follow `--`, for the same reason)."""
+    return [] if value is None else [f"{flag}={value}"]
 
 
 def _flag(flag: str, on: bool) -> List[str]:
@@ -302,11 +308,11 @@ def _flag(flag: str, on: bool) -> List[str]:
 
 
 def _tags(tags: Iterable[str]) -> List[str]:
-    return [x for tag in tags for x in ("--tag", tag)]
+    return [x for tag in tags for x in _opt("--tag", tag)]
 
 
 def _meta(meta: Optional[Dict[str, Any]]) -> List[str]:
-    return [] if meta is None else ["--meta", json.dumps(meta)]
+    return _opt("--meta", None if meta is None else json.dumps(meta))
 
 
 __all__ = ["Memory", "MemctlError", "InvalidInput", "Usage", "NotFound", "Conflict", "Busy",

@@ -183,3 +183,27 @@ def test_eight_processes_lose_nothing(tmp_path):
         assert events == {f"w{w} c{c}" for w in mine for c in range(0, calls, 2)}
         keys = set(mem.core.get(branch))
         assert keys == {f"w{w}_{c}" for w in mine for c in range(1, calls, 2)}
+
+
+def test_values_that_start_with_a_hyphen_stay_values(mem):
+    """Keys, queries, tags, kinds, notes: any text, a leading '-' included, is passed as itself."""
+    mem.fork("root", "a")
+    mem.core.set("a", "-k", "-O3 helps")
+    assert mem.core.get("a", "-k") == {"-k": "-O3 helps"}
+    event = mem.recall.append("a", "tried -O3", kind="-flag", tags=["-t", "--tag"])["id"]
+    assert [e["id"] for e in mem.recall.search("a", "-O3")] == [event]
+    assert mem.recall.search("a", "-O3")[0]["tags"] == ["-t", "--tag"]
+    record = mem.archival.add("a", "-O3 is 12% faster", tags=["--x"])["id"]
+    assert [r["id"] for r in mem.archival.search("a", "-O3", tags=["--x"])] == [record]
+    assert "-O3 helps" in mem.context("a", query="-O3")["text"]
+    assert mem.why("a", "-k")["key"] == "-k"
+    mem.promote("a", "root", core=["-k"], note="-12% runtime")
+    mem.branch.mark("a", "dead", note="-12% slower")
+    assert mem.branch.show("a")["branch"]["status_note"] == "-12% slower"
+    assert mem.core.delete("a", "-k") == ["-k"]
+
+
+def test_a_missing_binary_is_a_memctl_error(tmp_path):
+    with pytest.raises(memctl.MemctlError) as error:
+        Memory(str(tmp_path / "m.sqlite"), binary=str(tmp_path / "no-memctl")).init()
+    assert "cannot run" in error.value.message and error.value.hint
