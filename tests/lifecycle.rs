@@ -111,6 +111,16 @@ fn promote_reaches_the_target_and_later_forks_on(sb: &Sandbox) {
     sb.ok(&["promote", "good-1", "root", "--core", "best_tile", "--note", "kept here\n\n"]);
     let why = sb.ok(&["why", "root", "best_tile"]);
     assert!(why.ends_with(": kept here\n"), "{why:?}");
+    // A promoted key expires when the original does: its TTL is not started again.
+    let at = |epoch: &'static str| [("MEMCTL_NOW", epoch)];
+    sb.run_env(&["core", "set", "good-1", "scratch", "v", "--ttl", "1h"], &at("1000000")).success();
+    sb.run_env(&["promote", "good-1", "root", "--core", "scratch"], &at("1003000")).success();
+    for (epoch, seen) in [("1003500", true), ("1003700", false)] {
+        for branch in ["good-1", "root"] {
+            let core = sb.json_env(&["core", "get", branch, "scratch"], &at(epoch));
+            assert_eq!(field(&core, "core")["scratch"].is_string(), seen, "{branch} at {epoch}: {core}");
+        }
+    }
 }
 
 #[test]

@@ -108,7 +108,9 @@ impl Tx<'_> {
         let note = note.map(|n| self.redacted(n));
         let mut promoted = Vec::new();
         for entry in core {
-            let write = CoreWrite { importance: entry.importance, ttl: entry.ttl };
+            // The copy expires when the original does: a TTL runs from its write.
+            let ttl = entry.ttl.map(|ttl| entry.ts + ttl - self.now());
+            let write = CoreWrite { importance: entry.importance, ttl };
             let out = self.core_set(&dst_branch.id, &entry.key, &entry.value, write)?;
             promoted.push(Promoted {
                 layer: "core",
