@@ -192,12 +192,23 @@ fn gc_named_branches_and_vacuum_on(sb: &Sandbox) {
     // Enough text in the collected branches that whole pages come free.
     for n in 0..20 {
         let text = format!("{n} {}", "measurements of the GPU route ".repeat(100));
-        sb.ok(&["archival", "add", "bad-1", &text]);
+        // Indexed for search as each is written (not in a later batch).
+        sb.run_env(&["archival", "add", "bad-1", &text], &[("MEMCTL_SEARCH__FTS_BATCH", "1")]).success();
     }
     let newest =
         |sb: &Sandbox| array(&sb.json(&["log"]), "ops").iter().map(|op| int(op, "seq")).max().unwrap();
     let before = newest(sb);
+    // The search index's bytes (SQLite's FTS5).
+    let index_bytes = || -> i64 {
+        let conn = rusqlite::Connection::open(sb.file("memory.sqlite")).unwrap();
+        conn.query_row("SELECT sum(length(block)) FROM archival_fts_data", [], |r| r.get(0)).unwrap()
+    };
+    let index_before = matches!(sb.db(), Db::Sqlite).then(index_bytes);
     let gc = sb.json(&["gc", "--branch", "bad", "--subtree", "--journal", "--vacuum"]);
+    if let Some(index_before) = index_before {
+        // The collected records' entries left the index too, not only their rows.
+        assert!(index_bytes() < index_before / 2, "{} bytes of {index_before}", index_bytes());
+    }
     let collected: Vec<&str> = array(&gc, "collected").iter().map(|b| b.as_str().unwrap()).collect();
     assert_eq!(collected, ["bad", "bad-1", "bad-2"]);
     assert!(int(field(&gc, "rows"), "journal") > 0, "--journal deletes their journal rows");

@@ -253,6 +253,11 @@ impl Store {
         let before = size()?;
         let mode = match self.conn.sqlite() {
             Some(conn) => {
+                if self.fts_table()? {
+                    // The search index keeps a deleted record's entries (and the deletes) in its
+                    // segments until they are merged: merge them all, so their pages come free.
+                    conn.execute("INSERT INTO archival_fts(archival_fts) VALUES ('optimize')", [])?;
+                }
                 let incremental: i64 = conn.query_row("PRAGMA auto_vacuum", [], |r| r.get(0))?;
                 let mode = if incremental == 2 {
                     // Each step of the statement frees one page: run it to the end.
