@@ -1736,6 +1736,16 @@ fn unknown_config_key_is_exit_1_naming_it() {
     let env = sb.run_env(&["branch", "list"], &[("MEMCTL_CORE_MAX_CHARZ", "5")]).text_error(1);
     assert!(env.stderr.contains("MEMCTL_CORE_MAX_CHARZ") && env.stderr.contains("core_max_charz"));
     snap!("config_unknown_env_key_text", &env);
+    // Values that parse but mean nothing are refused when loaded, naming where they came from.
+    for (name, value, says) in [
+        ("MEMCTL_RECALL_MAX_EVENTS", "0", "recall_max_events must be at least 1"),
+        ("MEMCTL_RECALL_CONSOLIDATION_THRESHOLD", "nan", "recall_consolidation_threshold"),
+        ("MEMCTL_PRESSURE_THRESHOLDS__HIGH", "0.5", "medium <= high <= critical"),
+        ("MEMCTL_CONVERSATION__ENCODING", "gpt2", "unknown token encoding \"gpt2\""),
+    ] {
+        let refused = sb.run_env(&["branch", "list"], &[(name, value)]).text_error(1);
+        assert!(refused.stderr.contains(name) && refused.stderr.contains(says), "{}", refused.transcript());
+    }
     // Set but empty is unset; the bench's and the Python client's variables are not keys.
     let set_aside = [("MEMCTL_CORE_MAX_CHARS", ""), ("MEMCTL_BENCH_LEGACY", "/x"), ("MEMCTL_BIN", "/y")];
     sb.run_env(&["branch", "list"], &set_aside).success();

@@ -48,10 +48,12 @@ fn read_table(path: &Path) -> Result<toml::Table> {
 }
 
 fn parse(table: toml::Table, origin: impl Fn() -> String) -> Result<Config> {
-    table.try_into::<Config>().map_err(|e| {
-        Error::invalid(format!("{}: {}", origin(), e.message().trim()))
-            .with_hint("config/memctl.toml in the memctl repository lists every key with its default")
-    })
+    let hint = "config/memctl.toml in the memctl repository lists every key with its default";
+    let config = table
+        .try_into::<Config>()
+        .map_err(|e| Error::invalid(format!("{}: {}", origin(), e.message().trim())).with_hint(hint))?;
+    config.check().map_err(|problem| Error::invalid(format!("{}: {problem}", origin())).with_hint(hint))?;
+    Ok(config)
 }
 
 /// `(variable, key path, value)` of every `MEMCTL_*` configuration override.

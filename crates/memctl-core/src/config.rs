@@ -35,6 +35,30 @@ pub struct Config {
     pub anchor_every: i64,
 }
 
+impl Config {
+    /// The values that parse but mean nothing: the first problem found.
+    pub fn check(&self) -> std::result::Result<(), String> {
+        if self.recall_max_events == 0 {
+            return Err("recall_max_events must be at least 1".into());
+        }
+        let threshold = self.recall_consolidation_threshold;
+        if !(threshold.is_finite() && threshold > 0.0) {
+            return Err(format!("recall_consolidation_threshold must be a positive number, not {threshold}"));
+        }
+        let PressureThresholds { medium, high, critical } = self.pressure_thresholds;
+        let ordered = 0.0 <= medium && medium <= high && high <= critical && critical.is_finite();
+        if !ordered {
+            return Err(format!(
+                "pressure_thresholds must be numbers with medium <= high <= critical, not {medium}, {high}, {critical}"
+            ));
+        }
+        if let Err(e) = self.conversation.encoding.parse::<crate::tokens::Encoding>() {
+            return Err(format!("conversation.encoding: {}", e.message()));
+        }
+        Ok(())
+    }
+}
+
 impl Default for Config {
     fn default() -> Self {
         Config {
