@@ -260,6 +260,35 @@ fn a_careless_legacy_file_is_imported_with_everything_accounted_for() {
     assert_eq!(field(field(&b, "branch"), "node_uid"), &Value::Null, "a node_uid already taken is dropped");
 }
 
+/// A branch that names itself as its parent is a root (its subtree comes along); kinds that are
+/// memctl's own (a conversation's) are imported as plain ones, and both are counted.
+#[test]
+fn a_self_parented_branch_and_memctls_own_kinds_are_imported_and_reported() {
+    let sb = Sandbox::new();
+    let conn = python_store(&sb.file("legacy.sqlite"));
+    conn.execute_batch(
+        "INSERT INTO branches VALUES ('r', 'r', NULL, 1), ('c', 'r', NULL, 2);
+         INSERT INTO events(branch_id, kind, text, tags, created_at) VALUES
+             ('c', 'step:user', 'not a step', '[]', 2.1), ('c', 'conversation', 'not a summary', '[]', 2.2);
+         INSERT INTO inherited_summaries(branch_id, summary_text, summarized_event_ids, kind, created_at)
+             VALUES ('c', 'a summary', '[]', 'conversation', 2.3);",
+    )
+    .unwrap();
+    drop(conn);
+    let report = sb.json(&["import", "legacy", "legacy.sqlite"]);
+    let adjusted = report["adjusted"].to_string();
+    assert!(adjusted.contains("its own parent: imported as a root"), "{report}");
+    assert!(adjusted.contains("memctl's own: imported as 'event'"), "{report}");
+    assert!(adjusted.contains("memctl's own: imported as 'summary'"), "{report}");
+    assert_eq!(array(&sb.json(&["branch", "list"]), "branches").len(), 2, "{report}");
+    let kinds: Vec<String> = array(&sb.json(&["recall", "list", "c"]), "events")
+        .iter()
+        .map(|e| string(e, "kind").to_string())
+        .collect();
+    assert_eq!(kinds, ["event", "event"]);
+    assert!(array(&sb.json(&["messages", "c"]), "messages").is_empty(), "no step, no conversation summary");
+}
+
 #[test]
 fn unreadable_timestamps_and_null_values_are_converted_and_reported() {
     let sb = Sandbox::new();

@@ -281,7 +281,10 @@ impl Tx<'_> {
                         tally.skip("events", "empty text");
                         continue;
                     }
-                    let kind = self.recall_kind(&kind).unwrap_or_else(|_| "event".into());
+                    let kind = self.recall_kind(&kind).unwrap_or_else(|_| {
+                        tally.adjust("events", "kind empty, multi-line or memctl's own: imported as 'event'");
+                        "event".into()
+                    });
                     let tags = self.legacy_tags("events", tags, tally)?;
                     let outcome = self.insert_event(bid, &kind, &self.redacted(&text), &tags)?;
                     event_ids.insert(id, outcome.id);
@@ -329,7 +332,13 @@ impl Tx<'_> {
                         tally.skip("inherited_summaries", "empty text");
                         continue;
                     }
-                    let kind = self.recall_kind(&kind).unwrap_or_else(|_| "summary".into());
+                    let kind = self.recall_kind(&kind).unwrap_or_else(|_| {
+                        tally.adjust(
+                            "inherited_summaries",
+                            "kind empty, multi-line or memctl's own: imported as 'summary'",
+                        );
+                        "summary".into()
+                    });
                     let legacy_ids: Vec<i64> =
                         ids.as_deref().and_then(|raw| serde_json::from_str(raw).ok()).unwrap_or_else(|| {
                             tally.adjust("inherited_summaries", "unreadable event ids dropped");
@@ -402,8 +411,8 @@ impl Tx<'_> {
     }
 }
 
-/// Branch indexes parents first (children by creation time). A branch whose parent is missing
-/// becomes a root; branches caught in a parent cycle are skipped.
+/// Branch indexes parents first (children by creation time). A branch whose parent is missing,
+/// or is itself, becomes a root; branches caught in a longer parent cycle are skipped.
 fn tree_order(branches: &[LegacyBranch], tally: &mut Tally) -> Vec<usize> {
     let index: HashMap<&str, usize> = branches.iter().enumerate().map(|(i, b)| (b.id.as_str(), i)).collect();
     let mut children: HashMap<Option<usize>, Vec<usize>> = HashMap::new();
@@ -411,6 +420,10 @@ fn tree_order(branches: &[LegacyBranch], tally: &mut Tally) -> Vec<usize> {
         let parent = branch.parent.as_deref().and_then(|p| index.get(p).copied());
         if branch.parent.is_some() && parent.is_none() {
             tally.adjust("branches", "parent missing: imported as a root");
+        }
+        let parent = parent.filter(|&p| p != i);
+        if branch.parent.as_deref() == Some(branch.id.as_str()) {
+            tally.adjust("branches", "its own parent: imported as a root");
         }
         children.entry(parent).or_default().push(i);
     }
