@@ -1469,6 +1469,7 @@ fn usage_errors_are_exit_2() {
         &["recall", "search", "root", "x", "-k", "0"][..],
         &["archival", "search", "root", "x", "-k", "0"],
         &["recall", "evict", "root", "--oldest", "0"],
+        &["log", "-n", "0"],
     ] {
         let refused = sb.run(args).exit(2);
         assert!(refused.stderr.contains("must be at least 1"), "{}", refused.transcript());

@@ -16,7 +16,7 @@ pub struct LogArgs {
     /// Only this branch's writes
     pub branch: Option<String>,
     /// Only the newest N entries
-    #[arg(long, short = 'n')]
+    #[arg(long, short = 'n', value_parser = crate::input::positive)]
     pub limit: Option<usize>,
 }
 
