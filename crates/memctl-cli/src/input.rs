@@ -24,7 +24,7 @@ fn read_stdin(what: &str) -> Result<String> {
     Ok(trimmed.map(str::to_string).unwrap_or(buffer))
 }
 
-/// A count that must be at least 1 (`-k`, `--oldest`), as `apply` takes it.
+/// A count that must be at least 1 (`-k`, `--oldest`, `log -n`), as `apply` takes `k`.
 pub fn positive(text: &str) -> std::result::Result<usize, String> {
     match text.parse::<usize>() {
         Ok(0) => Err("must be at least 1".into()),

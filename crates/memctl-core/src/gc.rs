@@ -77,9 +77,9 @@ pub struct GcReport {
 impl Tx<'_> {
     /// Collects the branches `request` selects (see [`GcRequest`]).
     pub fn gc(&self, request: &GcRequest) -> Result<GcReport> {
-        if request.journal {
+        if request.journal && !request.dry_run {
             // On SQLite the journal's newest row may hold the counter: read it before that
-            // row goes, or seqs (and ids) would be handed out again.
+            // row goes, or seqs (and ids) would be handed out again. (A dry run undoes it.)
             self.peek_seq()?;
         }
         let (chosen, kept) = self.gc_selection(request)?;

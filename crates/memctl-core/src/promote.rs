@@ -1,8 +1,9 @@
 //! `promote`: copies items a branch sees into another branch as new rows of that branch — a
 //! finding made in one node, given to an ancestor so that every later fork knows it. The copies
 //! are ordinary writes of the target (redaction, duplicate suppression, the core budget and the
-//! journal apply; a conversation step is added as a step, its payload whole), so the view rule decides who sees them: the target and branches forked from
-//! it afterwards, not its existing descendants. Each copy records where it came from.
+//! journal apply; a conversation step is added as a step, its payload whole), so the view rule
+//! decides who sees them: the target and branches forked from it afterwards, not its existing
+//! descendants. Each copy records where it came from.
 
 use crate::conversation::{Step, StepType, RESET_KIND};
 use crate::core_kv::CoreWrite;
@@ -201,9 +202,8 @@ impl Tx<'_> {
             };
             let step_type = StepType::parse(step.kind.strip_prefix(STEP_KIND).unwrap_or(&step.kind))
                 .map_err(unreadable)?;
-            let mut payload = payload_of(step)?;
-            payload.remove("at");
-            steps.insert(event.id, Step::new(step_type, Value::Object(payload)).map_err(unreadable)?);
+            let payload = Value::Object(content(step)?);
+            steps.insert(event.id, Step::new(step_type, payload).map_err(unreadable)?);
         }
         Ok(steps)
     }
@@ -214,19 +214,15 @@ type StepContent = (String, Map<String, Value>);
 
 /// Steps as (id, content), to compare with a step about to be added.
 fn held_steps(steps: &[StoredStep]) -> Result<Vec<(i64, StepContent)>> {
-    steps
-        .iter()
-        .map(|step| {
-            let mut payload = payload_of(step)?;
-            payload.remove("at");
-            Ok((step.id, (step.kind.clone(), payload)))
-        })
-        .collect()
+    steps.iter().map(|step| Ok((step.id, (step.kind.clone(), content(step)?)))).collect()
 }
 
-/// A stored step's payload (a JSON object; none for a reset mark).
-fn payload_of(step: &StoredStep) -> Result<Map<String, Value>> {
-    Ok(serde_json::from_str(step.payload.as_deref().unwrap_or("{}"))?)
+/// A stored step's payload (a JSON object; none for a reset mark) without the `at` of a
+/// shortened copy: what a copy of it holds.
+fn content(step: &StoredStep) -> Result<Map<String, Value>> {
+    let mut payload: Map<String, Value> = serde_json::from_str(step.payload.as_deref().unwrap_or("{}"))?;
+    payload.remove("at");
+    Ok(payload)
 }
 
 impl Store {

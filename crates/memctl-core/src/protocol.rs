@@ -126,6 +126,8 @@ fn update_block(text: &str) -> Option<Block> {
         let start = from + found;
         let open = start + text[start..].find('>')? + 1;
         let body = &text[open..];
+        let block =
+            |body_end: usize, end: usize| Block { start, body: open..open + body_end, end: open + end };
         let closing = UPDATE_CLOSE
             .iter()
             .filter_map(|close| body.find(close).map(|at| (at, at + close.len())))
@@ -147,15 +149,15 @@ fn update_block(text: &str) -> Option<Block> {
                     None => (after.is_empty() || after.starts_with(UPDATE_OPEN)).then_some(0),
                 };
                 if let Some(tail) = tail {
-                    return Some(Block { start, body: open..open + body_end, end: open + body_end + tail });
+                    return Some(block(body_end, body_end + tail));
                 }
             }
             let (body_end, end) = closing.unwrap_or((body.len(), body.len()));
-            return Some(Block { start, body: open..open + body_end, end: open + end });
+            return Some(block(body_end, end));
         }
         let next = body.find(UPDATE_OPEN).unwrap_or(body.len());
         if let Some((body_end, end)) = closing.filter(|(body_end, _)| *body_end <= next) {
-            return Some(Block { start, body: open..open + body_end, end: open + end });
+            return Some(block(body_end, end));
         }
         from = open;
     }

@@ -83,9 +83,14 @@ pub(crate) enum Answer {
 }
 
 impl Store {
+    /// The configured summarizer command, if any.
+    pub(crate) fn summarizer(&self) -> Option<&str> {
+        self.config.summarizer.command.as_deref().filter(|c| !c.trim().is_empty())
+    }
+
     /// The summarizer's answer to `request`: cached, or (in [`Mode::Call`]) fresh and then cached.
     pub(crate) fn ask_summarizer(&self, request: &Request, mode: Mode) -> Result<Answer> {
-        let Some(command) = self.config.summarizer.command.clone().filter(|c| !c.trim().is_empty()) else {
+        let Some(command) = self.summarizer().map(str::to_string) else {
             return Ok(Answer::None);
         };
         let body = serde_json::to_string(request)?;

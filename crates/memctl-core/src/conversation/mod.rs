@@ -26,11 +26,13 @@ pub(crate) const RESET_KIND: &str = "step:reset";
 const SUMMARY_KIND: &str = crate::rows::CONVERSATION_KIND;
 
 impl Store {
-    /// [`Tx::step_add`]; with `[conversation] auto_compact_tokens` set, the summarizer is first
-    /// asked what the compaction after the step will ask, outside the write transaction (as
-    /// [`Store::compact`] does).
+    /// [`Tx::step_add`]; with `[conversation] auto_compact_tokens` and a summarizer set, the
+    /// summarizer is first asked what the compaction after the step will ask, outside the write
+    /// transaction (as [`Store::compact`] does).
     pub fn step_add(&self, branch: &str, step: &Step) -> Result<AppendOutcome> {
-        if let Some(budget) = self.config.conversation.auto_compact_tokens {
+        let auto_compact =
+            self.config.conversation.auto_compact_tokens.filter(|_| self.summarizer().is_some());
+        if let Some(budget) = auto_compact {
             let encoding = self.config.conversation.encoding.parse()?;
             let requests = self.read(|| {
                 let mut entries = conversation(self, &*self.path(branch)?)?;

@@ -256,9 +256,11 @@ impl Store {
     /// minutes, and other writers wait for the lock only `busy_timeout`); the transaction then
     /// plans again and uses the cached answers.
     pub fn compact(&self, branch: &str, budget: usize, encoding: Encoding) -> Result<CompactOutcome> {
-        let requests =
-            self.read(|| compaction_requests(&conversation(self, &*self.path(branch)?)?, budget, encoding))?;
-        self.ask_ahead(&requests)?;
+        if self.summarizer().is_some() {
+            let requests = self
+                .read(|| compaction_requests(&conversation(self, &*self.path(branch)?)?, budget, encoding))?;
+            self.ask_ahead(&requests)?;
+        }
         self.write(|tx| tx.compact(branch, budget, encoding))
     }
 
