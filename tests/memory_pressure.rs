@@ -57,7 +57,13 @@ fn context_prints_the_prompt_section_within_budget_on(sb: &Sandbox) {
     assert!(!array(&json["sections"]["recall"], "dropped").is_empty());
     let tokens = sb.json(&["context", "a", "--budget-tokens", "15", "--encoding", "o200k_base"]);
     assert!(int(&tokens, "tokens") <= 15);
-    sb.run(&["context", "a", "--budget-tokens", "15", "--encoding", "gpt2"]).text_error(1);
+    // An unknown encoding is a usage error, as for `messages` and `compact`.
+    for command in [&["context", "a"][..], &["messages", "a"], &["compact", "a"]] {
+        let args = [command, &["--budget-tokens", "15", "--encoding", "gpt2"]].concat();
+        let refused = sb.run(&args).text_error(2);
+        assert!(refused.stderr.contains("unknown token encoding \"gpt2\""), "{}", refused.transcript());
+    }
+    sb.run(&["messages", "a", "--encoding", "o200k_base"]).text_error(2);
     sb.run(&["context", "a", "--budget-tokens", "15"]).text_error(2);
 }
 

@@ -28,16 +28,16 @@ pub struct ContextArgs {
     #[arg(long, value_name = "N", requires = "encoding", conflicts_with = "no_limit")]
     pub budget_tokens: Option<usize>,
     /// Tokenizer for --budget-tokens: cl100k_base or o200k_base
-    #[arg(long, value_name = "NAME", requires = "budget_tokens")]
-    pub encoding: Option<String>,
+    #[arg(long, value_name = "NAME", requires = "budget_tokens", value_parser = crate::input::encoding)]
+    pub encoding: Option<Encoding>,
     /// No budget: every line of the window
     #[arg(long)]
     pub no_limit: bool,
 }
 
 pub fn run(ctx: &Context, args: ContextArgs) -> anyhow::Result<()> {
-    let budget = match (args.budget_tokens, args.encoding.as_deref()) {
-        (Some(limit), Some(encoding)) => Budget::Tokens { limit, encoding: encoding.parse::<Encoding>()? },
+    let budget = match (args.budget_tokens, args.encoding) {
+        (Some(limit), Some(encoding)) => Budget::Tokens { limit, encoding },
         _ if args.no_limit => Budget::Unlimited,
         _ => Budget::Chars(args.budget_chars.unwrap_or(ctx.config.memory_budget_chars)),
     };

@@ -108,8 +108,8 @@ pub struct MessagesArgs {
     #[arg(long, value_name = "N", requires = "encoding")]
     pub budget_tokens: Option<usize>,
     /// Tokenizer for --budget-tokens: cl100k_base or o200k_base
-    #[arg(long, value_name = "NAME")]
-    pub encoding: Option<String>,
+    #[arg(long, value_name = "NAME", requires = "budget_tokens", value_parser = crate::input::encoding)]
+    pub encoding: Option<Encoding>,
     /// Only the last N steps (besides system and task)
     #[arg(long, value_name = "N")]
     pub keep_last: Option<usize>,
@@ -153,8 +153,8 @@ pub struct CompactArgs {
     #[arg(long, value_name = "N")]
     pub budget_tokens: usize,
     /// Tokenizer: cl100k_base or o200k_base [default: [conversation] encoding]
-    #[arg(long, value_name = "NAME")]
-    pub encoding: Option<String>,
+    #[arg(long, value_name = "NAME", value_parser = crate::input::encoding)]
+    pub encoding: Option<Encoding>,
 }
 
 #[derive(Debug, Args)]
@@ -221,10 +221,7 @@ fn flags(args: &StepArgs) -> memctl_core::Result<Value> {
 }
 
 pub fn messages(ctx: &Context, args: MessagesArgs) -> anyhow::Result<()> {
-    let budget = match (args.budget_tokens, args.encoding.as_deref()) {
-        (Some(limit), Some(encoding)) => Some((limit, encoding.parse::<Encoding>()?)),
-        _ => None,
-    };
+    let budget = args.budget_tokens.zip(args.encoding);
     let options = ReadOptions {
         format: match args.format {
             FormatArg::Openai => MessageFormat::Openai,
@@ -261,7 +258,10 @@ pub fn prune(ctx: &Context, args: PruneArgs) -> anyhow::Result<()> {
 }
 
 pub fn compact(ctx: &Context, args: CompactArgs) -> anyhow::Result<()> {
-    let encoding: Encoding = args.encoding.as_deref().unwrap_or(&ctx.config.conversation.encoding).parse()?;
+    let encoding = match args.encoding {
+        Some(encoding) => encoding,
+        None => ctx.config.conversation.encoding.parse()?,
+    };
     let outcome = ctx.open()?.compact(&args.branch, args.budget_tokens, encoding)?;
     ctx.emit_serialized(&outcome, || {
         let (branch, budget) = (&args.branch, args.budget_tokens);

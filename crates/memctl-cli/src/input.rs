@@ -33,6 +33,11 @@ pub fn positive(text: &str) -> std::result::Result<usize, String> {
     }
 }
 
+/// A tokenizer's name (`--encoding`): an unknown one is a usage error, as clap's own checks are.
+pub fn encoding(text: &str) -> std::result::Result<memctl_core::Encoding, String> {
+    text.parse().map_err(|e: Error| e.to_string())
+}
+
 /// A whole text file: a missing one is not-found (exit 3), an unreadable one invalid input.
 pub fn file(path: &std::path::Path) -> Result<String> {
     std::fs::read_to_string(path).map_err(|e| {
