@@ -1022,6 +1022,36 @@ fn unknown_branch_is_exit_3_and_writes_nothing_on(sb: &Sandbox) {
 }
 
 #[test]
+fn a_stdout_that_cannot_be_written_is_reported_and_the_write_kept() {
+    let sb = Sandbox::initialized();
+    sb.ok(&["branch", "create", "root"]);
+    let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else {
+        return; // not a Linux machine: nothing to write into that is always full
+    };
+    for json in [false, true] {
+        let text = if json { "appended with --json" } else { "appended" };
+        let args =
+            [&["--json"][..json as usize], &["recall", "append", "--kind", "note", "root", text]].concat();
+        let output = sb
+            .command(&args)
+            .stdout(full.try_clone().unwrap())
+            .stderr(std::process::Stdio::piped())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8(output.stderr).unwrap();
+        // Exit 1 as for a file an export cannot write, not 255 (a bug of memctl's).
+        assert_eq!(output.status.code(), Some(1), "{stderr}");
+        assert!(stderr.contains("cannot write to stdout"), "{stderr}");
+        if json {
+            let error: Value = serde_json::from_str(stderr.trim()).expect("the error as JSON");
+            assert_eq!(error["error"]["kind"], "invalid_input");
+        }
+        let events = array(&sb.json(&["recall", "list", "root"]), "events").clone();
+        assert!(events.iter().any(|e| e["text"] == text), "the committed append stays: {events:?}");
+    }
+}
+
+#[test]
 fn unknown_record_and_event_are_exit_3() {
     for db in backends("unknown_record_and_event_are_exit_3") {
         unknown_record_and_event_are_exit_3_on(&Sandbox::initialized_on(&db));

@@ -17,6 +17,7 @@ pub fn main() -> ExitCode {
         Err(err) => return usage_error(err, json),
     };
     let json = cli.global.json;
+    failure::set_json_errors(json);
     let outcome =
         Context::new(&cli.global, cli.command.creates_database()).and_then(|ctx| crate::cli::run(cli, &ctx));
     match outcome {

@@ -4,6 +4,21 @@
 
 use memctl_core::{Error, ErrorKind, Topic};
 use serde_json::json;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Whether errors go out as JSON (`--json`), for the ones met outside a command's result (a
+/// failed write to stdout): set once the command line is parsed.
+static JSON_ERRORS: AtomicBool = AtomicBool::new(false);
+
+pub fn set_json_errors(json: bool) {
+    JSON_ERRORS.store(json, Ordering::Relaxed);
+}
+
+/// Reports `error` as the command line asked, and ends the process with its exit code.
+pub fn exit_with(error: &Error) -> ! {
+    print_error(error, JSON_ERRORS.load(Ordering::Relaxed));
+    std::process::exit(i32::from(exit_code(error.kind())))
+}
 
 /// The process exit code of each error kind, as documented in `memctl --help` and SPEC §9.
 pub fn exit_code(kind: ErrorKind) -> u8 {

@@ -92,8 +92,8 @@ fn to_stdout(write: impl FnOnce(&mut std::io::StdoutLock<'static>) -> std::io::R
         if err.kind() == std::io::ErrorKind::BrokenPipe {
             std::process::exit(0);
         }
-        eprintln!("Error: cannot write to stdout: {err}");
-        std::process::exit(i32::from(crate::failure::exit_code(memctl_core::ErrorKind::Internal)));
+        // As for a file an export cannot write: the command's own work is done (and committed).
+        crate::failure::exit_with(&memctl_core::Error::invalid(format!("cannot write to stdout: {err}")));
     }
 }
 
