@@ -163,16 +163,22 @@ fn reductions_on(sb: &Sandbox) {
     };
     assert!(conversation_summaries("child").iter().any(|s| s.starts_with("pruned: ")));
     sb.ok(&["core", "set", "child", "best_tile", "32"]);
+    let pruned_line = conversation_summaries("child").concat();
     snap!("reset_text", &sb.run(&["reset", "child"]).success());
     assert!(array(&sb.json(&["messages", "child"]), "messages").is_empty());
-    // The summaries of the conversation left with it: one line says so, in every reader.
+    // The summaries of the conversation left with it: one line says so, in every reader, and
+    // the prune's line (naming the record of its full texts) stays after it.
     let left = conversation_summaries("child");
-    assert_eq!(left, ["conversation reset"]);
+    assert_eq!(left, [format!("conversation reset\n{pruned_line}")]);
     let context = string(&sb.json(&["context", "child"]), "text").to_string();
     let recall = context.split("Recall Memory:").nth(1).and_then(|r| r.split("Archival Memory:").next());
-    assert_eq!(recall, Some("\n- [summary:conversation] conversation reset\n"), "{context}");
-    // Nothing is left to reset.
-    assert_eq!(int(&sb.json(&["reset", "child"]), "steps"), 0);
+    assert!(recall.unwrap().starts_with("\n- [summary:conversation] conversation reset"), "{context}");
+    // Nothing is left to reset, and such a reset writes nothing.
+    let journal = array(&sb.json(&["log"]), "ops").len();
+    let nothing = sb.json(&["reset", "child"]);
+    assert_eq!((int(&nothing, "steps"), array(&nothing, "summaries").len()), (0, 0), "{nothing}");
+    assert_eq!(array(&sb.json(&["log"]), "ops").len(), journal);
+    assert_eq!(conversation_summaries("child"), left);
     assert_eq!(string(field(&sb.json(&["core", "get", "child"]), "core"), "best_tile"), "32", "core stays");
     snap!("reset_all_json", &sb.run(&["--json", "reset", "child", "--all"]).success());
     assert!(object(&sb.json(&["core", "get", "child"]), "core").is_empty());

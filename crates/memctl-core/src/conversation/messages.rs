@@ -89,11 +89,12 @@ pub(crate) enum Item {
         id: i64,
         step: LazyStep,
     },
-    /// A compaction summary: its text and how many steps it stands for.
+    /// A compaction summary: its text and the steps it stands for (with those of the earlier
+    /// summaries it folded in).
     Summary {
         id: i64,
         text: String,
-        steps: usize,
+        steps: Vec<i64>,
     },
 }
 
@@ -185,9 +186,8 @@ pub(crate) fn conversation(store: &Store, path: &BranchPath) -> Result<Vec<Entry
     for summary in view::summaries(store, path)?.into_iter().filter(|s| &*s.kind == SUMMARY_KIND) {
         let Some(&position) = summary.event_ids.iter().min() else { continue };
         if position > reset {
-            let steps = summary.event_ids.len();
-            entries
-                .push(Entry { position, item: Item::Summary { id: summary.id, text: summary.text, steps } });
+            let item = Item::Summary { id: summary.id, text: summary.text, steps: summary.event_ids };
+            entries.push(Entry { position, item });
         }
     }
     entries.sort_by_key(|e| e.position);
@@ -240,9 +240,8 @@ pub(crate) fn shorten_observation(step: &mut Step, max_chars: usize) -> bool {
 pub(crate) fn to_messages(entry: &Entry, format: MessageFormat, summary_mode: bool) -> Vec<Value> {
     let (id, step) = match &entry.item {
         Item::Summary { text, steps, .. } => {
-            return vec![
-                json!({"role": "assistant", "content": format!("[{steps} earlier steps, summarized]\n{text}")}),
-            ];
+            let content = format!("[{} earlier steps, summarized]\n{text}", steps.len());
+            return vec![json!({"role": "assistant", "content": content})];
         }
         Item::Step { id, step } => (*id, step.get()),
     };

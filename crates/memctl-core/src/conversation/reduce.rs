@@ -53,7 +53,11 @@ pub enum ResetScope {
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ResetOutcome {
+    /// How many steps left the view.
     pub steps: usize,
+    /// The compaction summaries that left the view with them.
+    pub summaries: Vec<i64>,
+    /// With `All`: the core keys deleted, and how many archival records.
     pub core: Vec<String>,
     pub records: usize,
 }
@@ -172,7 +176,7 @@ impl Tx<'_> {
             let shorter = |text: &String| {
                 let summary = Entry {
                     position: 0,
-                    item: Item::Summary { id: 0, text: text.clone(), steps: run.steps.len() },
+                    item: Item::Summary { id: 0, text: text.clone(), steps: run.covered.clone() },
                 };
                 tokens(&to_messages(&summary, MessageFormat::Openai, false), encoding) < run.tokens
             };
@@ -181,7 +185,7 @@ impl Tx<'_> {
             };
             // Listed by the steps it replaces, the summary takes the place of the first: still
             // between the same two user messages as the summaries it folds in.
-            let seq = self.insert_summary(bid, &mut kept, SUMMARY_KIND, &text, &run.steps, &run.folded)?;
+            let seq = self.insert_summary(bid, &mut kept, SUMMARY_KIND, &text, &run.covered, &run.folded)?;
             self.insert_exclusions(bid, as_steps(&run.steps))?;
             outcome.summaries.push(seq);
             outcome.steps += run.steps.len();
@@ -217,7 +221,7 @@ impl Tx<'_> {
                 self.retire_summaries(&path, &live, &text)?;
             }
         }
-        let mut outcome = ResetOutcome { steps: step_count, core: vec![], records: 0 };
+        let mut outcome = ResetOutcome { steps: step_count, summaries: live, core: vec![], records: 0 };
         if scope == ResetScope::All {
             let keys: Vec<String> = view::core(self, &path)?.into_iter().map(|e| e.key).collect();
             let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
@@ -227,7 +231,14 @@ impl Tx<'_> {
                 outcome.records += 1;
             }
         }
-        self.journal(Some(bid), "conversation.reset", json!({"scope": scope, "outcome": outcome}))?;
+        // A reset that found nothing to hide leaves no trace, as a prune that cut nothing.
+        if outcome.steps > 0
+            || !outcome.summaries.is_empty()
+            || !outcome.core.is_empty()
+            || outcome.records > 0
+        {
+            self.journal(Some(bid), "conversation.reset", json!({"scope": scope, "outcome": outcome}))?;
+        }
         Ok(outcome)
     }
 }
@@ -235,13 +246,22 @@ impl Tx<'_> {
 impl Tx<'_> {
     /// Takes compaction summaries out of `path`'s view: a summary cannot be excluded, so they
     /// are folded, with the earlier ones this left, into one of no step (so no message) that
-    /// says what became of them.
+    /// says what became of them, newest first, after what the earlier ones said (a prune's
+    /// names the archival record of the full texts).
     fn retire_summaries(&self, path: &BranchPath, retired: &[i64], text: &str) -> Result<()> {
         let summaries = view::summaries(self, path)?;
-        let earlier = summaries.iter().filter(|s| &*s.kind == SUMMARY_KIND && s.event_ids.is_empty());
-        let replaced: Vec<i64> = retired.iter().copied().chain(earlier.map(|s| s.id)).collect();
+        let earlier: Vec<&Summary> =
+            summaries.iter().filter(|s| &*s.kind == SUMMARY_KIND && s.event_ids.is_empty()).collect();
+        let mut lines = vec![text];
+        for line in earlier.iter().flat_map(|s| s.text.lines()) {
+            if !lines.contains(&line) {
+                lines.push(line);
+            }
+        }
+        let text = crate::journal::cut(&lines.join("\n"), SUMMARY_MAX_CHARS).into_owned();
+        let replaced: Vec<i64> = retired.iter().copied().chain(earlier.iter().map(|s| s.id)).collect();
         let mut kept = summaries.iter().map(|s| s.id).collect();
-        self.insert_summary(path.branch().bid, &mut kept, SUMMARY_KIND, text, &[], &replaced)?;
+        self.insert_summary(path.branch().bid, &mut kept, SUMMARY_KIND, &text, &[], &replaced)?;
         Ok(())
     }
 }
@@ -290,6 +310,9 @@ struct Run {
     steps: Vec<i64>,
     /// The summaries it holds, folded into the new one.
     folded: Vec<i64>,
+    /// The steps the new summary stands for: its own and those of the summaries it folds in
+    /// (so that its message counts them all).
+    covered: Vec<i64>,
     /// Its messages' tokens.
     tokens: usize,
     /// What the summarizer is asked, and the deterministic summary if it does not answer.
@@ -319,16 +342,19 @@ fn compaction(entries: &[Entry], budget: usize, encoding: Encoding) -> (usize, V
         .filter_map(|run| {
             let mut steps = Vec::new();
             let mut folded = Vec::new();
+            let mut covered = Vec::new();
             let mut lines = Vec::new();
             let mut step_lines = Vec::new();
             for entry in &run {
                 match &entry.item {
                     Item::Step { id, step } => {
                         steps.push(*id);
+                        covered.push(*id);
                         step_lines.push(extract_line(step.step_type, &step.get().render()));
                     }
-                    Item::Summary { id, text, .. } => {
+                    Item::Summary { id, text, steps: theirs } => {
                         folded.push(*id);
+                        covered.extend(theirs);
                         lines.push(text.clone());
                     }
                 }
@@ -348,7 +374,8 @@ fn compaction(entries: &[Entry], budget: usize, encoding: Encoding) -> (usize, V
                 json!({}),
             );
             let tokens = count(run.iter().copied(), encoding);
-            Some(Run { steps, folded, tokens, request, extract })
+            covered.sort_unstable();
+            Some(Run { steps, folded, covered, tokens, request, extract })
         })
         .collect();
     (tokens_before, runs)
