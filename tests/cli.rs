@@ -499,6 +499,85 @@ fn recall_append_list_search_evict_on(sb: &Sandbox) {
     assert_eq!(ints(&sb.json(&["recall", "evict", "child", "--kind", "scratch "]), "evicted").len(), 1);
     let blank = sb.run(&["recall", "evict", "child", "--kind", " "]).text_error(1);
     assert!(blank.stderr.contains("invalid event kind"), "{}", blank.transcript());
+
+    // An event that left the view comes back when appended again: an identical one is skipped
+    // only while the branch still sees it.
+    let again = sb.json(&["recall", "append", "child", "--kind", "debug", "printf at line 42"]);
+    assert!(!boolean(&again, "skipped"), "{again}");
+    let twice = sb.json(&["recall", "append", "child", "--kind", "debug", "printf at line 42"]);
+    assert!(boolean(&twice, "skipped") && int(&twice, "id") == int(&again, "id"), "{twice}");
+    assert!(event_texts(&sb.json(&["recall", "list", "child"])).contains(&"printf at line 42".to_string()));
+}
+
+#[test]
+fn a_nul_character_is_refused_alike_on_both_backends() {
+    for db in backends("a_nul_character_is_refused_alike_on_both_backends") {
+        let sb = Sandbox::initialized_on(&db);
+        sb.ok(&["branch", "create", "r"]);
+        let journal = array(&sb.json(&["log"]), "ops").len();
+        for args in [
+            &["core", "set", "r", "k", "-"][..],
+            &["recall", "append", "r", "--kind", "note", "-"],
+            &["archival", "add", "r", "-"],
+        ] {
+            let refused = sb.run_stdin(args, "before\0after").text_error(1);
+            assert!(refused.stderr.contains("NUL character"), "{}", refused.transcript());
+        }
+        let escaped = sb.run_stdin(&["step", "add", "r", "--type", "user", "-"], r#"{"text": "a\u0000b"}"#);
+        assert!(escaped.text_error(1).stderr.contains("NUL character"));
+        assert_eq!(array(&sb.json(&["log"]), "ops").len(), journal, "nothing written");
+    }
+}
+
+#[test]
+fn redaction_keeps_words_and_masks_credentials() {
+    let sb = Sandbox::initialized();
+    sb.ok(&["branch", "create", "r"]);
+    // Words holding `sk-` are no keys: stored as written, and found.
+    for text in ["mask-rcnn-resnet50-fpn beat yolo", "the task-specific-adapter-module-v2 works"] {
+        sb.ok(&["recall", "append", "r", "--kind", "note", text]);
+        sb.ok(&["archival", "add", "r", text]);
+    }
+    let events = event_texts(&sb.json(&["recall", "list", "r"]));
+    assert!(events.contains(&"mask-rcnn-resnet50-fpn beat yolo".to_string()), "{events:?}");
+    assert_eq!(array(&sb.json(&["archival", "search", "r", "resnet50"]), "results").len(), 1);
+    // Credentials by their shape, a URL's password, a value under a secret's name, a key's name.
+    sb.ok(&[
+        "recall",
+        "append",
+        "r",
+        "--kind",
+        "note",
+        "pushed with ghp_abcdefghijklmnopqrstuvwxyz0123456789",
+    ]);
+    sb.ok(&["archival", "add", "r", "db at postgres://ann:pgpass77@db/runs, key AKIAIOSFODNN7EXAMPLE"]);
+    sb.ok(&["core", "set", "r", "api_key", "Zq8LmN3pRt6VwX9yB2cD"]);
+    sb.ok(&["core", "set", "r", "key_sk-abc123def456ghi789jkl012", "v"]);
+    let core = sb.json(&["core", "get", "r"]);
+    assert_eq!(string(field(&core, "core"), "api_key"), "***");
+    assert_eq!(string(field(&core, "core"), "key_***"), "v");
+    sb.ok(&["core", "del", "r", "key_sk-abc123def456ghi789jkl012"]);
+    assert!(field(&sb.json(&["core", "get", "r"]), "core").get("key_***").is_none());
+    let all = sb.ok(&["read", "r", "--all"]);
+    for secret in ["ghp_abcdefghij", "pgpass77", "AKIAIOSFODNN7EXAMPLE", "Zq8LmN3pRt6VwX9yB2cD", "sk-abc123"]
+    {
+        assert!(!all.contains(secret), "{secret} in:\n{all}");
+    }
+    assert!(all.contains("postgres://ann:***@db/runs"), "{all}");
+    // A branch id cannot be masked as a text is: one holding a secret is refused.
+    let id = sb.run(&["fork", "r", "b-sk-abcdefghijklmnop12345"]).text_error(1);
+    assert!(id.stderr.contains("looks like a secret"), "{}", id.transcript());
+    // A key with a control character or space around it is refused (a tab in a key once broke
+    // every later eviction's tag), whether set from the command line or by `apply`.
+    for key in ["note\tx", " padded "] {
+        let refused = sb.run(&["core", "set", "r", key, "v"]).text_error(1);
+        assert!(refused.stderr.contains("invalid core key"), "{}", refused.transcript());
+    }
+    for key in [r"note\tx", r"nul\u0000"] {
+        let block = format!(r#"<memory_update>{{"core": {{"{key}": "v"}}}}</memory_update>"#);
+        let applied = sb.run_stdin(&["apply", "r", "-"], &block).text_error(1);
+        assert!(applied.stderr.contains("invalid core key"), "{}", applied.transcript());
+    }
 }
 
 // ---- archival (§4.4) ----------------------------------------------------------------------------

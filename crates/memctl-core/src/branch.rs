@@ -20,13 +20,18 @@ pub struct ForkOutcome {
     pub created: bool,
 }
 
-/// Checks a caller-chosen branch id or node_uid: `[A-Za-z0-9._:@/-]{1,128}`.
+/// Checks a caller-chosen branch id or node_uid: `[A-Za-z0-9._:@/-]{1,128}`, and nothing
+/// redaction would mask.
 pub fn validate_branch_id(id: &str, what: &str) -> Result<()> {
     let valid_char = |c: char| c.is_ascii_alphanumeric() || "._:@/-".contains(c);
     if id.is_empty() || id.len() > 128 || !id.chars().all(valid_char) || id == "-" {
         return Err(Error::invalid(format!(
             "invalid {what} '{id}': use 1 to 128 characters from A-Z a-z 0-9 . _ : @ / -"
         )));
+    }
+    // Ids are stored, journaled and printed as given: one cannot be masked as a text is.
+    if crate::redact::redact(id) != id {
+        return Err(Error::invalid(format!("invalid {what}: it holds what looks like a secret")));
     }
     Ok(())
 }

@@ -63,13 +63,23 @@ impl Store {
     }
 }
 
+/// The tag naming a key's archival copies: a tag is one line, and a key an earlier memctl
+/// stored may hold a tab.
+fn key_tag(key: &str) -> String {
+    format!("core_key:{}", key.replace(char::is_control, " "))
+}
+
+/// A core key is one line of at most 256 characters, no control character in it (a key names
+/// its archival copies in a tag, `core_key:KEY`), nor space around it (`get` would not find
+/// it by the word).
 pub(crate) fn validate_key(key: &str) -> Result<()> {
     if key.trim().is_empty() {
         return Err(Error::invalid("core key must not be empty"));
     }
-    if key.chars().count() > 256 || key.contains(['\n', '\r']) {
+    if key.chars().count() > 256 || key.chars().any(char::is_control) || key.trim() != key {
         return Err(Error::invalid(format!(
-            "invalid core key '{}': keys are one line of at most 256 characters",
+            "invalid core key {:?}: keys are one line of at most 256 characters, without control \
+             characters or space around them",
             key.chars().take(40).collect::<String>()
         )));
     }
@@ -85,6 +95,8 @@ impl Tx<'_> {
         options: CoreWrite,
     ) -> Result<CoreSetOutcome> {
         validate_key(key)?;
+        let key = self.redacted(key);
+        let key = key.as_str();
         if value.trim().is_empty() {
             return Err(Error::invalid(format!("core value of {key:?} is empty"))
                 .with_hint("remove a key with `memctl core del`"));
@@ -100,7 +112,7 @@ impl Tx<'_> {
         let path = self.near_path(branch, 1)?;
         let bid = path.branch().bid;
         let budget = self.config.core_max_chars;
-        let full_value = self.redacted(value);
+        let full_value = self.redacted_named(key, value);
 
         // A value that cannot fit even alone goes to archival whole; core keeps a head naming it,
         // as long as the room the other keys leave allows, so that no other key is evicted for it.
@@ -111,7 +123,7 @@ impl Tx<'_> {
                 bid,
                 ArchivalWrite::new(
                     format!("Core value: {key}\n{full_value}"),
-                    ["CORE_OVERSIZE".into(), format!("core_key:{key}")],
+                    ["CORE_OVERSIZE".into(), key_tag(key)],
                 ),
             )?;
             let marker = format!(" … [full text: archival #{}]", record.id);
@@ -188,7 +200,7 @@ impl Tx<'_> {
                 bid,
                 ArchivalWrite::new(
                     format!("Core evicted: {}\n{}", entry.key, entry.value),
-                    ["CORE_EVICT".into(), format!("core_key:{}", entry.key)],
+                    ["CORE_EVICT".into(), key_tag(&entry.key)],
                 ),
             )?;
             self.core_tombstone(bid, &entry.key)?;
@@ -209,15 +221,16 @@ impl Tx<'_> {
     }
 
     /// Deletes visible keys from the branch's view (tombstones); returns those that were visible.
+    /// Keys are not validated: one that no write could store is not visible, and one an
+    /// earlier memctl stored must still go.
     pub fn core_delete(&self, branch: &str, keys: &[&str]) -> Result<Vec<String>> {
-        for key in keys {
-            validate_key(key)?;
-        }
+        // As `core_set` stored them.
+        let keys: Vec<String> = keys.iter().map(|key| self.redacted(key)).collect();
         let path = self.near_path(branch, 1)?;
         let visible = view::core(self, &path)?;
         let mut deleted = Vec::new();
-        for key in keys {
-            if visible.iter().any(|e| e.key == *key) && !deleted.iter().any(|d| d == key) {
+        for key in &keys {
+            if visible.iter().any(|e| &e.key == key) && !deleted.contains(key) {
                 self.core_tombstone(path.branch().bid, key)?;
                 deleted.push(key.to_string());
             }

@@ -1,15 +1,59 @@
 //! Secret redaction before storage (SPEC §5): `name: value` assignments of api keys, secrets,
-//! tokens and passwords keep the name and lose the value; `sk-…` and `hf_…` tokens vanish.
+//! tokens and passwords keep the name and lose the value; credentials recognisable by their
+//! shape (`sk-…`, `hf_…`, AWS, GitHub, GitLab, Slack, Google and Stripe keys, JWTs, private key
+//! blocks) vanish; bearer tokens and the passwords of URLs (`scheme://user:…@`) lose theirs.
 
 use memchr::memmem::Finder;
 use regex::Regex;
 use std::borrow::Cow;
 use std::sync::LazyLock;
 
-static ASSIGNMENT: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"(?i)(api_key|secret|token|password)(\s*[:=]\s*)\S+").expect("valid regex"));
-static PROVIDER_KEY: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"sk-[A-Za-z0-9_\-]{16,}|hf_[A-Za-z0-9]{10,}").expect("valid regex"));
+/// Names whose value is a secret, as the end of an identifier (`OPENAI_API_KEY`,
+/// `aws_secret_access_key`, `client_secret`, `x-api-key`), in any case.
+const SECRET_NAMES: &str = r"api[_\-]?key|secret(?:[_\-]?(?:access[_\-]?)?key)?|access[_\-]?key|private[_\-]?key|token|passw(?:or)?d";
+
+/// `name: value`, `name=value`, `"name": "value"`: the identifier ending in a secret's name (a
+/// longer word, `max_tokens`, is not one), the separator, then the value, whole if quoted.
+static ASSIGNMENT: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(&format!(
+        r#"(?i)(\b[A-Za-z0-9_.\-]*?(?:{SECRET_NAMES})["']?\s*[:=]\s*)("[^"\n]*"|'[^'\n]*'|\S+)"#
+    ))
+    .expect("valid regex")
+});
+
+/// Credentials recognisable by their shape, masked whole. None starts right after a letter or
+/// digit (the first group, kept), so that `mask-rcnn-resnet50` or `task-specific-adapter` is
+/// no `sk-` key, where `key_sk-…` holds one.
+static SHAPED_KEY: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(concat!(
+        r"(^|[^A-Za-z0-9])(?:",
+        r"sk-[A-Za-z0-9_\-]{16,}",
+        r"|hf_[A-Za-z0-9]{10,}",
+        r"|(?:AKIA|ASIA)[A-Z0-9]{16}\b",
+        r"|gh[pousr]_[A-Za-z0-9]{20,}",
+        r"|github_pat_[A-Za-z0-9_]{20,}",
+        r"|glpat-[A-Za-z0-9_\-]{20,}",
+        r"|xox[abposr]-[A-Za-z0-9\-]{10,}",
+        r"|AIza[A-Za-z0-9_\-]{30,}",
+        r"|[rs]k_(?:live|test)_[A-Za-z0-9]{16,}",
+        r"|eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}",
+        // A private key block, to its end line or, cut short, to the end of the text.
+        r"|-----BEGIN[A-Z ]*PRIVATE KEY-----(?s:.*?-----END[A-Z ]*PRIVATE KEY-----|.*)",
+        r")",
+    ))
+    .expect("valid regex")
+});
+
+/// A credential after the word that introduces it (`Bearer …`, `Authorization: Basic …`), and
+/// the password of a URL: the introduction is kept.
+static INTRODUCED: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(concat!(
+        r"(?i)(\bauthorization\s*:\s*(?:basic\s+|bearer\s+|token\s+)?)\S+",
+        r"|(\bbearer\s+)[A-Za-z0-9\-._~+/]{16,}=*",
+        r"|(\b[a-z][a-z0-9+.\-]*://[^\s:/@]+:)[^\s@/]+@",
+    ))
+    .expect("valid regex")
+});
 
 /// The marker that replaces a secret.
 pub const MASK: &str = "***";
@@ -19,27 +63,69 @@ pub fn redact(text: &str) -> Cow<'_, str> {
     if !might_hold_secret(text) {
         return Cow::Borrowed(text);
     }
-    let masked =
-        ASSIGNMENT.replace_all(text, |caps: &regex::Captures| format!("{}{}{MASK}", &caps[1], &caps[2]));
-    match PROVIDER_KEY.replace_all(&masked, MASK) {
-        Cow::Borrowed(_) => Cow::Owned(masked.into_owned()),
-        Cow::Owned(s) => Cow::Owned(s),
+    let masked = ASSIGNMENT.replace_all(text, |caps: &regex::Captures| {
+        let quote = &caps[2][..caps[2].starts_with(['"', '\'']) as usize];
+        format!("{}{quote}{MASK}{quote}", &caps[1])
+    });
+    let masked = SHAPED_KEY.replace_all(&masked, format!("${{1}}{MASK}")).into_owned();
+    let masked = INTRODUCED.replace_all(&masked, |caps: &regex::Captures| {
+        let kept = caps.get(1).or(caps.get(2)).or(caps.get(3)).map_or("", |m| m.as_str());
+        let at = if caps.get(3).is_some() { "@" } else { "" };
+        format!("{kept}{MASK}{at}")
+    });
+    match masked {
+        Cow::Borrowed(same) if same == text => Cow::Borrowed(text),
+        other => Cow::Owned(other.into_owned()),
     }
 }
 
-/// Whether `name`, as the name of a value (a JSON key), names a secret as an assignment's name
-/// does in text (`api_key`, `secret`, `token`, `password` ending it, in any case): the value of
-/// `{"openai_api_key": "…"}` is a secret as that of `openai_api_key: …` is.
+/// Whether `name`, as the name of a value (a JSON key, a core key), names a secret as an
+/// assignment's name does in text (ending in `api_key`, `secret`, `token`, `password` …, in
+/// any case): the value of `{"openai_api_key": "…"}` is a secret as that of
+/// `openai_api_key: …` is.
 pub fn names_secret(name: &str) -> bool {
-    let lower = name.to_ascii_lowercase();
-    ["api_key", "secret", "token", "password"].iter().any(|secret| lower.ends_with(secret))
+    static WHOLE_NAME: LazyLock<Regex> =
+        LazyLock::new(|| Regex::new(&format!(r"(?i)(?:{SECRET_NAMES})$")).expect("valid regex"));
+    WHOLE_NAME.is_match(name)
 }
 
-/// Literals every secret contains, in lower case. Checked first, so text with nothing to redact
-/// (nearly all of it) costs a few fast scans and the regexes are never even compiled in most
-/// processes.
-static MIGHT_HOLD_SECRET: LazyLock<[Finder<'static>; 6]> = LazyLock::new(|| {
-    ["sk-", "hf_", "api_key", "secret", "token", "password"].map(|literal| Finder::new(literal).into_owned())
+/// Literals every secret (or what introduces it) contains, in lower case. Checked first, so
+/// text with nothing to redact (nearly all of it) costs a few fast scans and the regexes are
+/// never even compiled in most processes.
+static MIGHT_HOLD_SECRET: LazyLock<Vec<Finder<'static>>> = LazyLock::new(|| {
+    [
+        "sk-",
+        "hf_",
+        "api_key",
+        "apikey",
+        "api-key",
+        "secret",
+        "access",
+        "private",
+        "token",
+        "passw",
+        "akia",
+        "asia",
+        "ghp_",
+        "gho_",
+        "ghu_",
+        "ghs_",
+        "ghr_",
+        "github_pat_",
+        "glpat-",
+        "xox",
+        "aiza",
+        "_live_",
+        "_test_",
+        "eyj",
+        "bearer",
+        "authorization",
+        "://",
+        "-----begin",
+    ]
+    .iter()
+    .map(|literal| Finder::new(literal).into_owned())
+    .collect()
 });
 
 /// A copy in lower case searched once per literal with SIMD: five times faster on an event's
@@ -63,14 +149,80 @@ mod tests {
         assert_eq!(redact("sk-short"), "sk-short");
         assert_eq!(redact("max_tokens 100"), "max_tokens 100");
         assert!(matches!(redact("plain text"), Cow::Borrowed(_)));
+        assert!(matches!(redact("the key insight: a high api rate"), Cow::Borrowed(_)));
         assert_eq!(redact("my PassWord: hunter2"), "my PassWord: ***", "literals match in any case");
         assert_eq!(redact("Sk-abcdefghijklmnopqrst is no key"), "Sk-abcdefghijklmnopqrst is no key");
     }
 
     #[test]
+    fn words_holding_sk_dash_are_no_keys() {
+        for text in [
+            "mask-rcnn-resnet50-fpn",
+            "the task-specific-adapter-module-v2-final works",
+            "risk-adjusted-return-over-baseline",
+            "desk-lamp-brightness-controller-v3",
+            "max_tokens: 100",
+            "token_count: 5",
+            "secret_id: 3",
+            "tokens: 12",
+            "a basic configuration of the solver",
+            "see https://example.org/a:b@c and http://host:8080/path",
+        ] {
+            assert_eq!(redact(text), text);
+        }
+    }
+
+    #[test]
+    fn masks_the_common_credential_shapes() {
+        let cases = [
+            ("key AKIAIOSFODNN7EXAMPLE here", "key *** here"),
+            ("key_sk-abc123def456ghi789jkl012mno345pqr", "key_***"),
+            ("(sk-abcdefghijklmnop1234,sk-abcdefghijklmnop5678)", "(***,***)"),
+            ("aws_secret_access_key=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "aws_secret_access_key=***"),
+            ("SECRET_KEY=abc123", "SECRET_KEY=***"),
+            ("ghp_abcdefghijklmnopqrstuvwxyz0123456789", "***"),
+            ("github_pat_11ABCDEFG0abcdefghijkl_mnopqrstuvwxyz", "***"),
+            ("glpat-abcdefghij0123456789", "***"),
+            ("xoxb-1234567890-abcdefghij", "***"),
+            ("AIzaSyA1234567890abcdefghijklmnopqrstuv", "***"),
+            ("sk_live_abcdefghijklmnop1234", "***"),
+            (
+                "jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+                "jwt ***",
+            ),
+            ("Authorization: Bearer abc.def-ghi", "Authorization: Bearer ***"),
+            ("curl -H 'Authorization: Basic dXNlcjpwYXNz'", "curl -H 'Authorization: Basic ***"),
+            ("bearer abcdefghijklmnop0123", "bearer ***"),
+            ("postgres://user:hunter2secret@host/db", "postgres://user:***@host/db"),
+            ("https://user:pw@github.com/x", "https://user:***@github.com/x"),
+            ("x-api-key: abc123", "x-api-key: ***"),
+            ("Api-Key: abc123", "Api-Key: ***"),
+            ("passwd: hunter2", "passwd: ***"),
+            (r#"{"api_key": "abc def"}"#, r#"{"api_key": "***"}"#),
+            (r#"password: "hunter2 secret words" end"#, r#"password: "***" end"#),
+            ("-----BEGIN RSA PRIVATE KEY-----\nMIIE\nabc\n-----END RSA PRIVATE KEY-----\nafter", "***\nafter"),
+            ("-----BEGIN OPENSSH PRIVATE KEY-----\nb3Blbn\ncut short", "***"),
+        ];
+        for (text, expected) in cases {
+            assert_eq!(redact(text), expected, "{text}");
+            assert_eq!(redact(expected), expected, "redaction is idempotent: {expected}");
+        }
+    }
+
+    #[test]
     fn names_secrets_as_assignments_do() {
-        for name in ["api_key", "OPENAI_API_KEY", "secret", "client_secret", "token", "hf_token", "Password"]
-        {
+        for name in [
+            "api_key",
+            "OPENAI_API_KEY",
+            "secret",
+            "client_secret",
+            "token",
+            "hf_token",
+            "Password",
+            "aws_secret_access_key",
+            "x-api-key",
+            "passwd",
+        ] {
             assert!(names_secret(name), "{name}");
             assert_ne!(redact(&format!("{name}: x1")), format!("{name}: x1"), "{name}");
         }

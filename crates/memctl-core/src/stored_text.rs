@@ -59,16 +59,23 @@ impl Store {
         }
     }
 
+    /// The text of a value named `name` (a core key, a JSON key) as stored: masked whole when
+    /// the name names a secret (`api_key`), else redacted as text is.
+    pub(crate) fn redacted_named(&self, name: &str, text: &str) -> String {
+        if self.config.redaction.enabled && names_secret(name) && !text.trim().is_empty() {
+            MASK.to_string()
+        } else {
+            self.redacted(text)
+        }
+    }
+
     /// The entries of a JSON object as [`Store::redacted_value`] stores them.
     pub(crate) fn redacted_entries(&self, entries: &Map<String, Value>) -> Map<String, Value> {
-        let masks = |key: &str, text: &str| {
-            self.config.redaction.enabled && names_secret(key) && !text.trim().is_empty()
-        };
         entries
             .iter()
             .map(|(key, value)| {
                 let value = match value {
-                    Value::String(text) if masks(key, text) => Value::String(MASK.to_string()),
+                    Value::String(text) => Value::String(self.redacted_named(key, text)),
                     _ => self.redacted_value(value),
                 };
                 (self.redacted(key), value)

@@ -112,15 +112,16 @@ impl Conn {
 
     /// Runs one statement; returns the number of rows it changed.
     pub fn execute<'a>(&self, sql: &str, params: impl Into<Params<'a>>) -> Result<usize> {
+        let params = params.into().without_nul()?;
         match self {
             Conn::Sqlite(conn) => {
                 let mut stmt = conn.prepare_cached(sql)?;
-                Ok(match params.into() {
+                Ok(match params {
                     Params::Positional(values) => stmt.execute(rusqlite::params_from_iter(values.iter()))?,
                     Params::Named(values) => stmt.execute(&*value::named(&values))?,
                 })
             }
-            Conn::Postgres(client) => client.execute(sql, &params.into()),
+            Conn::Postgres(client) => client.execute(sql, &params),
         }
     }
 
@@ -178,10 +179,11 @@ impl Conn {
         params: impl Into<Params<'a>>,
         mut f: impl FnMut(&Row<'_>) -> Result<ControlFlow<()>>,
     ) -> Result<()> {
+        let params = params.into().without_nul()?;
         match self {
             Conn::Sqlite(conn) => {
                 let mut stmt = conn.prepare_cached(sql)?;
-                let mut rows = match params.into() {
+                let mut rows = match params {
                     Params::Positional(values) => stmt.query(rusqlite::params_from_iter(values.iter()))?,
                     Params::Named(values) => stmt.query(&*value::named(&values))?,
                 };
@@ -192,7 +194,7 @@ impl Conn {
                 }
             }
             Conn::Postgres(client) => {
-                for row in &client.query(sql, &params.into())? {
+                for row in &client.query(sql, &params)? {
                     if f(&Row::Postgres(row))?.is_break() {
                         break;
                     }

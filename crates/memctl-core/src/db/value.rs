@@ -22,6 +22,25 @@ pub(crate) enum Params<'a> {
     Named(Vec<(&'static str, Value<'a>)>),
 }
 
+impl Params<'_> {
+    /// The parameters, unless a text among them holds NUL (U+0000): PostgreSQL cannot store
+    /// one, and a text SQLite took would then not migrate; both refuse it alike.
+    pub(super) fn without_nul(self) -> crate::error::Result<Self> {
+        let values: Box<dyn Iterator<Item = &Value<'_>>> = match &self {
+            Params::Positional(values) => Box::new(values.iter()),
+            Params::Named(values) => Box::new(values.iter().map(|(_, value)| value)),
+        };
+        for value in values {
+            if matches!(value, Value::Text(text) if text.contains('\0')) {
+                return Err(crate::error::Error::invalid(
+                    "text holds the NUL character (U+0000), which memctl does not store (PostgreSQL cannot)",
+                ));
+            }
+        }
+        Ok(self)
+    }
+}
+
 impl<'a, T: Into<Value<'a>>, const N: usize> From<[T; N]> for Params<'a> {
     fn from(values: [T; N]) -> Self {
         Params::Positional(values.into_iter().map(Into::into).collect())

@@ -111,7 +111,7 @@ impl Tx<'_> {
     }
 
     /// Stores one event in `bid` (text redacted and tags normalised by the caller) unless the
-    /// branch holds an identical one: then that one's id, skipped.
+    /// branch holds an identical one in its view: then that one's id, skipped.
     pub(crate) fn insert_event(
         &self,
         bid: i64,
@@ -125,15 +125,35 @@ impl Tx<'_> {
         // duplicate into a no-op, and only then is the existing id looked up.
         let seq = self.peek_seq()?;
         if !self.insert_event_row(bid, seq, kind, text, &tags_json, &hash, None)? {
-            let id = self.conn.query_one(
+            let id: i64 = self.conn.query_one(
                 "SELECT seq FROM events WHERE branch = ?1 AND text_hash = ?2",
                 params![bid, hash],
                 |r| r.get(0),
             )?;
-            return Ok(AppendOutcome { id, skipped: true });
+            if !self.excluded_in(bid, id)? {
+                return Ok(AppendOutcome { id, skipped: true });
+            }
+            // The identical event left the branch's view (evicted, consolidated): this one is
+            // new. The old row stays for the views that still show it; only its duplicate key
+            // moves aside, so that the new one is the one later appends find.
+            let aside = content_hash(&[kind, text, &tags_json, &id.to_string()]);
+            self.conn.execute(
+                "UPDATE events SET text_hash = ?2 WHERE rid = ?1",
+                params![event_rid::of(bid, id)?, aside],
+            )?;
+            let inserted = self.insert_event_row(bid, seq, kind, text, &tags_json, &hash, None)?;
+            debug_assert!(inserted, "the duplicate key was moved aside");
         }
         self.next_seq()?;
         Ok(AppendOutcome { id: seq, skipped: false })
+    }
+
+    /// Whether `bid` hid its own event `id` from its view.
+    fn excluded_in(&self, bid: i64, id: i64) -> Result<bool> {
+        self.conn.exists(
+            "SELECT 1 FROM inherited_exclusions WHERE event_id = ?1 AND branch = ?2",
+            params![id, bid],
+        )
     }
 
     /// Stores a conversation step (kind `step:…`, readable text, JSON payload) in `bid`. Steps

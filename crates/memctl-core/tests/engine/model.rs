@@ -1644,11 +1644,14 @@ impl Harness {
             return expect_err(result, ErrorKind::NotFound, "append on a ghost");
         };
         let out = expect_ok(result, "recall_append")?;
-        // Duplicates are looked for among the branch's own events only.
-        let duplicate = self.model.branches[b]
+        // Duplicates are looked for among the branch's own events only, those it has not hidden
+        // from its view (an event evicted or consolidated away may come again).
+        let branch = &self.model.branches[b];
+        let hidden: HashSet<i64> = branch.exclusions.iter().map(|x| x.event).collect();
+        let duplicate = branch
             .events
             .iter()
-            .find(|e| e.kind == *kind && e.text == *text && e.tags == tags)
+            .find(|e| !hidden.contains(&e.id) && e.kind == *kind && e.text == *text && e.tags == tags)
             .map(|e| e.id);
         match duplicate {
             Some(existing) => {

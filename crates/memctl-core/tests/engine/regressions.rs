@@ -821,8 +821,20 @@ fn defect_13_reading_writes_nothing() {
 // Redaction (SPEC §5).
 // ---------------------------------------------------------------------------------------------
 
-const SECRETS: [&str; 6] =
-    ["abc123secret", "hunter2", "s3cr3tvalue", "sk-abcdefghijklmnop1234", "hf_abcdefghijk1", "tok987xyz"];
+const SECRETS: [&str; 12] = [
+    "abc123secret",
+    "hunter2",
+    "s3cr3tvalue",
+    "sk-abcdefghijklmnop1234",
+    "hf_abcdefghijk1",
+    "tok987xyz",
+    "AKIAIOSFODNN7EXAMPLE",
+    "ghp_abcdefghijklmnopqrstuvwxyz0123456789",
+    "pgpass77",
+    "sk-zyxwvutsrqponmlk9876",
+    "plainvalue42",
+    "MIIEpAIBAAKCAQEA",
+];
 
 fn write_secrets(s: &mut Store) -> (i64, i64) {
     // A runner that passed a key where its name goes.
@@ -849,6 +861,18 @@ fn write_secrets(s: &mut Store) -> (i64, i64) {
     let r = s.archival_add("root", "hf_abcdefghijk1 and secret: s3cr3tvalue", &tags(&["keys"])).unwrap().id;
     s.recall_summarize("root", "note", "used Password = hunter2 again", &[e]).unwrap();
     s.archival_update("root", r, Some("rotated: token: tok987xyz"), None).unwrap();
+    // Credentials known by their shape, a URL's password, a key's name holding one, and a value
+    // under a key that names a secret.
+    s.recall_append("root", "note", "pushed with ghp_abcdefghijklmnopqrstuvwxyz0123456789", &[]).unwrap();
+    s.archival_add(
+        "root",
+        "aws AKIAIOSFODNN7EXAMPLE\n-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA",
+        &[],
+    )
+    .unwrap();
+    s.core_set("root", "db", "postgres://ann:pgpass77@db/runs", CoreWrite::default()).unwrap();
+    s.core_set("root", "key_sk-zyxwvutsrqponmlk9876", "v", CoreWrite::default()).unwrap();
+    s.core_set("root", "openai_api_key", "plainvalue42", CoreWrite::default()).unwrap();
     (e, r)
 }
 
@@ -858,9 +882,14 @@ fn redaction_masks_secrets_before_storage_in_every_layer_and_the_journal() {
     let (e, r) = {
         let mut s = db.open();
         let ids = write_secrets(&mut s);
-        assert_eq!(core_map(&s, "root")["creds"], "API_KEY=*** and ***", "core value");
+        let core = core_map(&s, "root");
+        assert_eq!(core["creds"], "API_KEY=*** and ***", "core value");
+        assert_eq!(core["db"], "postgres://ann:***@db/runs");
+        assert_eq!(core["key_***"], "v");
+        assert_eq!(core["openai_api_key"], "***");
         let recall = s.recall_list("root", None).unwrap();
-        assert!(recall.events.is_empty());
+        assert_eq!(recall.events.len(), 1);
+        assert_eq!(recall.events[0].text, "pushed with ***");
         assert_eq!(recall.summaries[0].text, "used Password = *** again");
         assert_eq!(s.archival_get("root", ids.1).unwrap().text, "rotated: token: ***");
         let meta = s.branch("root").unwrap().meta;
@@ -908,6 +937,7 @@ fn redaction_can_be_disabled() {
     let mut s = mem_with(|c| c.redaction.enabled = false);
     let (_, r) = write_secrets(&mut s);
     assert_eq!(core_map(&s, "root")["creds"], "API_KEY=abc123secret and sk-abcdefghijklmnop1234");
+    assert_eq!(core_map(&s, "root")["openai_api_key"], "plainvalue42");
     assert_eq!(s.recall_list("root", None).unwrap().summaries[0].text, "used Password = hunter2 again");
     assert_eq!(s.archival_get("root", r).unwrap().text, "rotated: token: tok987xyz");
     assert_eq!(s.branch("root").unwrap().meta["api_key"], "abc123secret");
@@ -955,10 +985,12 @@ fn journal_has_one_row_per_mutation_with_phase_and_actor() {
     expected.push(("c", "archival"));
     s.archival_delete("c", r).unwrap();
     expected.push(("c", "archival"));
+    s.recall_append("c", "note", "four", &[]).unwrap();
+    expected.push(("c", "recall"));
 
     // No-ops and failures write no row.
     assert!(!s.fork("root", Some("c")).unwrap().created);
-    assert!(s.recall_append("c", "note", "two", &[]).unwrap().skipped);
+    assert!(s.recall_append("c", "note", "four", &[]).unwrap().skipped);
     assert!(s.core_delete("c", &["never-set"]).unwrap().is_empty());
     assert!(s.core_set("c", "", "v", CoreWrite::default()).is_err());
     assert!(s.archival_update("c", r, Some("gone"), None).is_err());
