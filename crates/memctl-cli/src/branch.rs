@@ -3,7 +3,7 @@
 use crate::invocation::Context;
 use crate::output::{count, excerpt, fields, table, timestamp, tree};
 use clap::{Args, Subcommand, ValueEnum};
-use memctl_core::{Branch, BranchStatus, Error, ErrorKind, ForkOutcome, Store, Tx};
+use memctl_core::{Branch, BranchStatus, Error, ErrorKind, ForkOutcome, MarkOutcome, Store, Tx};
 use serde_json::{json, Value};
 
 pub const FORK_EXAMPLES: &str = "\
@@ -121,9 +121,7 @@ pub fn run(ctx: &Context, command: BranchCommand) -> anyhow::Result<()> {
         BranchCommand::List { status } => list(ctx, &store, status.map(BranchStatus::from))?,
         BranchCommand::Mark { branch, status, note, subtree } => {
             let status = BranchStatus::from(status);
-            let marked = store.mark_branch(&branch, status, note.as_deref(), subtree)?;
-            // The note as stored: redacted.
-            let note = note.and(store.branch(&marked[0])?.status_note);
+            let MarkOutcome { marked, note } = store.mark_branch(&branch, status, note.as_deref(), subtree)?;
             ctx.emit(json!({"marked": marked, "status": status.as_str(), "note": note}), || {
                 let others = match marked.len() {
                     1 => String::new(),

@@ -9,6 +9,14 @@ use crate::view;
 use serde::Serialize;
 use serde_json::json;
 
+/// What `mark_branch` did: the ids marked, the branch first, and the note as stored
+/// (redacted), which a `gc` may collect with the branch as soon as the mark commits.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MarkOutcome {
+    pub marked: Vec<String>,
+    pub note: Option<String>,
+}
+
 /// What `fork` and `create_root` did.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ForkOutcome {
@@ -162,14 +170,14 @@ impl Tx<'_> {
     }
 
     /// Marks a branch, and with `subtree` every branch under it, with `status` (and a note, or
-    /// none); returns the ids marked, the branch first.
+    /// none).
     pub fn mark_branch(
         &self,
         name: &str,
         status: BranchStatus,
         note: Option<&str>,
         subtree: bool,
-    ) -> Result<Vec<String>> {
+    ) -> Result<MarkOutcome> {
         let branch = self.branch(name)?;
         let mut marked = vec![branch.clone()];
         if subtree {
@@ -189,7 +197,7 @@ impl Tx<'_> {
             "branch.mark",
             json!({"status": status.as_str(), "note": note, "branches": ids}),
         )?;
-        Ok(ids)
+        Ok(MarkOutcome { marked: ids, note })
     }
 
     /// Sets the node_uid alias of a branch.

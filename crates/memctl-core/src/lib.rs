@@ -52,7 +52,7 @@ mod why;
 mod writes;
 
 pub use archival::{Search, UpdateOutcome};
-pub use branch::{validate_branch_id, ForkOutcome, OwnCounts};
+pub use branch::{validate_branch_id, ForkOutcome, MarkOutcome, OwnCounts};
 pub use clock::{parse_duration, parse_timestamp, utc_datetime, Clock, UtcDateTime};
 pub use config::{
     Config, ConversationConfig, FtsMode, PressureThresholds, RedactionConfig, SearchConfig, SqliteConfig,

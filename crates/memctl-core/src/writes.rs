@@ -4,7 +4,7 @@
 //! transaction, are written by hand: `consolidate`, `compact`, `step_add`.)
 
 use crate::archival::UpdateOutcome;
-use crate::branch::ForkOutcome;
+use crate::branch::{ForkOutcome, MarkOutcome};
 use crate::conversation::{PruneOutcome, ResetOutcome, ResetScope};
 use crate::core_kv::{CoreSetOutcome, CoreWrite};
 use crate::error::Result;
@@ -31,7 +31,7 @@ one_call_writes! {
     fn create_root(id: &str) -> ForkOutcome;
     fn fork(parent: &str, id: Option<&str>) -> ForkOutcome;
     fn set_node_uid(name: &str, node_uid: &str) -> Branch;
-    fn mark_branch(name: &str, status: BranchStatus, note: Option<&str>, subtree: bool) -> Vec<String>;
+    fn mark_branch(name: &str, status: BranchStatus, note: Option<&str>, subtree: bool) -> MarkOutcome;
     fn core_set(branch: &str, key: &str, value: &str, options: CoreWrite) -> CoreSetOutcome;
     fn core_delete(branch: &str, keys: &[&str]) -> Vec<String>;
     fn archival_add(branch: &str, text: &str, tags: &[String]) -> AppendOutcome;

@@ -1492,7 +1492,7 @@ impl Harness {
                     marked.extend(self.model.descendants(b));
                 }
                 let names: Vec<String> = marked.iter().map(|&m| self.model.name(m)).collect();
-                prop_assert_eq!(expect_ok(result, "mark_branch")?, names, "branches marked");
+                prop_assert_eq!(expect_ok(result, "mark_branch")?.marked, names, "branches marked");
                 for m in marked {
                     self.model.branches[m].status = *status;
                 }
