@@ -95,9 +95,11 @@ fn diff_is_the_difference_of_the_views_on(sb: &Sandbox) {
             let core = field(&diff, "core");
             assert_eq!(ids(array(core, "only_a"), "key"), quoted(&ka - &kb), "{a} {b}");
             assert_eq!(ids(array(core, "only_b"), "key"), quoted(&kb - &ka), "{a} {b}");
-            let writer = |k: usize, key: &str| int(field(field(&explained[k], "core"), key), "seq");
+            // Changed: another value, whoever wrote it (the same value written twice is none).
+            let value =
+                |k: usize, key: &str| string(field(field(&explained[k], "core"), key), "value").to_string();
             let changed: BTreeSet<String> =
-                ka.intersection(&kb).filter(|key| writer(i, key) != writer(j, key)).cloned().collect();
+                ka.intersection(&kb).filter(|key| value(i, key) != value(j, key)).cloned().collect();
             let reported: BTreeSet<String> =
                 array(core, "changed").iter().map(|c| string(field(c, "a"), "key").to_string()).collect();
             assert_eq!(reported, changed, "{a} {b}");
@@ -106,6 +108,25 @@ fn diff_is_the_difference_of_the_views_on(sb: &Sandbox) {
             }
         }
     }
+}
+
+#[test]
+fn diff_shows_no_change_where_both_wrote_the_same() {
+    let sb = Sandbox::initialized();
+    sb.ok(&["branch", "create", "r"]);
+    let record = int(&sb.json(&["archival", "add", "r", "first text"]), "id").to_string();
+    for child in ["c1", "c2"] {
+        sb.ok(&["fork", "r", child]);
+        sb.ok(&["core", "set", child, "status", "ok"]);
+        sb.ok(&["archival", "update", child, &record, "--text", "same text"]);
+    }
+    let diff = sb.json(&["diff", "c1", "c2"]);
+    assert!(array(field(&diff, "core"), "changed").is_empty(), "{diff}");
+    assert!(array(field(&diff, "archival"), "changed").is_empty(), "{diff}");
+    assert!(sb.ok(&["diff", "c1", "c2"]).contains("No differences: c1 and c2 see the same memory."));
+    sb.ok(&["core", "set", "c2", "status", "failed"]);
+    let diff = sb.json(&["diff", "c1", "c2"]);
+    assert_eq!(array(field(&diff, "core"), "changed").len(), 1, "{diff}");
 }
 
 fn quoted(keys: BTreeSet<String>) -> BTreeSet<String> {

@@ -121,7 +121,8 @@ pub fn run(ctx: &Context, command: BranchCommand) -> anyhow::Result<()> {
         BranchCommand::List { status } => list(ctx, &store, status.map(BranchStatus::from))?,
         BranchCommand::Mark { branch, status, note, subtree } => {
             let status = BranchStatus::from(status);
-            let MarkOutcome { marked, note } = store.mark_branch(&branch, status, note.as_deref(), subtree)?;
+            let MarkOutcome { marked, note } =
+                store.mark_branch(&branch, status, note.as_deref(), subtree)?;
             ctx.emit(json!({"marked": marked, "status": status.as_str(), "note": note}), || {
                 let others = match marked.len() {
                     1 => String::new(),

@@ -149,7 +149,10 @@ impl Store {
                     .records
                     .iter()
                     .filter_map(|ra| {
-                        let rb = by_id.get(&ra.id).filter(|rb| rb.seq != ra.seq)?;
+                        // Another version with the same text and tags is no change.
+                        let rb = by_id
+                            .get(&ra.id)
+                            .filter(|rb| rb.seq != ra.seq && (rb.text != ra.text || rb.tags != ra.tags))?;
                         Some(Changed { a: ra.clone(), b: (*rb).clone() })
                     })
                     .collect();
@@ -239,7 +242,8 @@ fn core_diff(a: &[CoreEntry], b: &[CoreEntry]) -> CoreDiff {
     let changed = a
         .iter()
         .filter_map(|ea| by_key.get(ea.key.as_str()).map(|eb| (ea, *eb)))
-        .filter(|(ea, eb)| ea.seq != eb.seq)
+        // The same value written twice (each branch its own) is no change.
+        .filter(|(ea, eb)| ea.seq != eb.seq && ea.value != eb.value)
         .map(|(ea, eb)| Changed { a: ea.clone(), b: eb.clone() })
         .collect();
     CoreDiff { only_a, only_b, changed }

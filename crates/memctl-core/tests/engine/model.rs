@@ -927,8 +927,9 @@ impl Harness {
                 let core = diff.core.as_ref().unwrap();
                 same_sides(
                     (core.only_a.iter().map(|e| e.key.clone()), core.only_b.iter().map(|e| e.key.clone())),
-                    keyed(&va.core, |l| (l.key.clone(), (l.writer.clone(), l.seq))),
-                    keyed(&vb.core, |l| (l.key.clone(), (l.writer.clone(), l.seq))),
+                    // Changed: another value (the same value written by each is no change).
+                    keyed(&va.core, |l| (l.key.clone(), l.value.clone())),
+                    keyed(&vb.core, |l| (l.key.clone(), l.value.clone())),
                     core.changed.iter().map(|c| c.a.key.clone()),
                     &format!("core, {pair}"),
                 )?;
@@ -951,8 +952,8 @@ impl Harness {
                 let archival = diff.archival.as_ref().unwrap();
                 same_sides(
                     (archival.only_a.iter().map(|r| r.id), archival.only_b.iter().map(|r| r.id)),
-                    keyed(&va.archival, |r| (r.id, r.seq)),
-                    keyed(&vb.archival, |r| (r.id, r.seq)),
+                    keyed(&va.archival, |r| (r.id, (r.text.clone(), r.tags.clone()))),
+                    keyed(&vb.archival, |r| (r.id, (r.text.clone(), r.tags.clone()))),
                     archival.changed.iter().map(|c| c.a.id),
                     &format!("archival, {pair}"),
                 )?;
