@@ -4,7 +4,7 @@
 use clap::ValueEnum;
 use memctl_core::{Branch, BranchStatus, Event, Record, Summary, View};
 use std::fmt::{self, Display};
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 
 /// Writes one line of data to stdout. A closed pipe (`memctl … | head -1`) ends the output
 /// quietly, as for any Unix filter, instead of a panic.
@@ -86,14 +86,50 @@ impl<W: Write> fmt::Write for IoText<W> {
     }
 }
 
-fn to_stdout(write: impl FnOnce(&mut std::io::StdoutLock<'static>) -> std::io::Result<()>) {
-    let mut out = std::io::stdout().lock();
-    if let Err(err) = write(&mut out).and_then(|()| out.flush()) {
+fn to_stdout(write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>) {
+    let out = std::io::stdout().lock();
+    let result = if out.is_terminal() {
+        let mut out = TerminalSafe(out);
+        write(&mut out).and_then(|()| out.flush())
+    } else {
+        let mut out = out;
+        write(&mut out).and_then(|()| out.flush())
+    };
+    if let Err(err) = result {
         if err.kind() == std::io::ErrorKind::BrokenPipe {
             std::process::exit(0);
         }
         // As for a file an export cannot write: the command's own work is done (and committed).
         crate::failure::exit_with(&memctl_core::Error::invalid(format!("cannot write to stdout: {err}")));
+    }
+}
+
+/// Stored text shown on a terminal: its control characters (but line breaks and tabs) as their
+/// Unicode pictures (ESC as ␛, CR as ␍), so that no text a run stored can move the cursor,
+/// clear the screen or overwrite a line. Piped output is the text as stored. Each is one byte
+/// that no multi-byte UTF-8 sequence holds, so bytes are mapped one at a time.
+struct TerminalSafe<W>(W);
+
+impl<W: Write> Write for TerminalSafe<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let mut start = 0;
+        for (i, &byte) in buf.iter().enumerate() {
+            let picture = match byte {
+                b'\n' | b'\t' => continue,
+                0..=0x1f => char::from_u32(0x2400 + u32::from(byte)).expect("a control picture"),
+                0x7f => '\u{2421}',
+                _ => continue,
+            };
+            self.0.write_all(&buf[start..i])?;
+            self.0.write_all(picture.encode_utf8(&mut [0; 3]).as_bytes())?;
+            start = i + 1;
+        }
+        self.0.write_all(&buf[start..])?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
     }
 }
 
@@ -376,6 +412,15 @@ pub fn tree(branches: &[Branch]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// On a terminal a stored escape sequence, carriage return or backspace shows as pictures;
+    /// line breaks, tabs and other text stay as they are.
+    #[test]
+    fn a_terminal_is_shown_control_characters_as_pictures() {
+        let mut out = TerminalSafe(Vec::new());
+        out.write_all("ok\x1b[2K\rFAKE\x08\x7f é\tend\n".as_bytes()).unwrap();
+        assert_eq!(String::from_utf8(out.0).unwrap(), "ok\u{241b}[2K\u{240d}FAKE\u{2408}\u{2421} é\tend\n");
+    }
 
     /// Text written onto a failing output keeps its I/O error for the caller to report, which
     /// `fmt::Error` cannot carry, and stops at the first.
