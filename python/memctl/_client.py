@@ -164,11 +164,13 @@ class Export(_Group):
     def paper(self, out: str, *, branch: Optional[str] = None, artifacts: Optional[str] = None) -> Dict[str, Any]:
         return self._m._run("export", "paper", *_opt("--out", out), *_opt("--branch", branch), *_opt("--artifacts", artifacts))
 
-    def html(self, out: str) -> Dict[str, Any]:
-        return self._m._run("export", "html", *_opt("--out", out))
+    def html(self, out: str) -> Any:
+        """`{out, bytes, branches}`; with `out="-"`, the page itself (a str)."""
+        return self._m._run("export", "html", *_opt("--out", out), parse=out != "-")
 
-    def jsonl(self, out: str) -> Dict[str, Any]:
-        return self._m._run("export", "jsonl", *_opt("--out", out))
+    def jsonl(self, out: str) -> Any:
+        """`{out, lines}`; with `out="-"`, the lines themselves (a str)."""
+        return self._m._run("export", "jsonl", *_opt("--out", out), parse=out != "-")
 
 
 class Memory:
@@ -190,42 +192,46 @@ class Memory:
         self.export = Export(self)
 
     def _run(self, *args: Any, stdin: Optional[str] = None, parse: bool = True) -> Any:
+        argv = [self.binary, *self._global, *[str(a) for a in args]]
+        if stdin is not None and not isinstance(stdin, str):
+            raise InvalidInput("invalid_input", 1, f"a text must be a str, not {type(stdin).__name__}")
+        # memctl drops one line break ending its stdin (`echo`'s); one more keeps the text whole.
+        data = _encoded([*argv, stdin + "\n" if stdin is not None else ""])
         try:
-            proc = subprocess.run(
-                [self.binary, *self._global, *[str(a) for a in args]],
-                input=stdin if stdin is not None else "",
-                capture_output=True,
-                encoding="utf-8",
-            )
+            proc = subprocess.run(argv, input=data[-1], capture_output=True)
         except OSError as e:
             raise MemctlError("internal", 127, f"cannot run {self.binary}: {e}",
                               "install memctl, or pass binary= or set MEMCTL_BIN") from None
+        stdout, stderr = proc.stdout.decode("utf-8"), proc.stderr.decode("utf-8")
         if proc.returncode != 0:
             try:
-                error = json.loads(proc.stderr)["error"]
+                error = json.loads(stderr)["error"]
             except (ValueError, KeyError, TypeError):
-                error = {"kind": "usage" if proc.returncode == 2 else "internal", "message": proc.stderr.strip()}
+                error = {"kind": "usage" if proc.returncode == 2 else "internal", "message": stderr.strip()}
             cls = _ERRORS.get(error.get("kind", ""), MemctlError)
             raise cls(error.get("kind", ""), proc.returncode, error.get("message", ""), error.get("hint"))
         if not parse:
-            return proc.stdout
-        return json.loads(proc.stdout) if proc.stdout.strip() else None
+            return stdout
+        return json.loads(stdout) if stdout.strip() else None
 
     # ---- the database and the tree ---------------------------------------------------------
     def init(self) -> Dict[str, Any]:
         return self._run("init")
 
     def fork(self, parent: str, child: Optional[str] = None, *, meta: Optional[Dict[str, Any]] = None) -> ForkResult:
-        return self._run("fork", *_meta(meta), "--", parent, *([child] if child else []))
+        return self._run("fork", *_meta(meta), "--", parent, *([child] if child is not None else []))
 
     # ---- reading ---------------------------------------------------------------------------
     def read(self, branch: str, *, all: bool = False, scope: Optional[str] = None) -> Dict[str, Any]:
         return self._run("read", *_flag("--all", all), *_opt("--scope", scope), "--", branch)
 
     def context(self, branch: str, *, query: Optional[str] = None, budget_chars: Optional[int] = None,
-                budget_tokens: Optional[int] = None, encoding: Optional[str] = None) -> Dict[str, Any]:
-        return self._run("context", *_opt("--query", query), *_opt("--budget-chars", budget_chars),
-                         *_opt("--budget-tokens", budget_tokens), *_opt("--encoding", encoding), "--", branch)
+                budget_tokens: Optional[int] = None, encoding: str = "cl100k_base") -> Dict[str, Any]:
+        """The rendered memory block; `encoding` counts `budget_tokens` (as for `messages`)."""
+        args = ["context", *_opt("--query", query), *_opt("--budget-chars", budget_chars)]
+        if budget_tokens is not None:
+            args += [*_opt("--budget-tokens", budget_tokens), *_opt("--encoding", encoding)]
+        return self._run(*args, "--", branch)
 
     def pressure(self, branch: str) -> Dict[str, Any]:
         return self._run("pressure", "--", branch)
@@ -295,6 +301,20 @@ class Memory:
 
     def reset(self, branch: str, *, all: bool = False) -> Dict[str, Any]:
         return self._run("reset", *_flag("--all", all), "--", branch)
+
+
+def _encoded(texts: List[str]) -> List[bytes]:
+    """The texts as memctl takes them (UTF-8), or InvalidInput for one memctl could not: a NUL
+    character (refused by memctl too), a lone surrogate (no UTF-8 holds it)."""
+    out = []
+    for text in texts:
+        if "\0" in text:
+            raise InvalidInput("invalid_input", 1, "text holds the NUL character (U+0000), which memctl does not store")
+        try:
+            out.append(text.encode("utf-8"))
+        except UnicodeEncodeError as e:
+            raise InvalidInput("invalid_input", 1, f"text is not valid Unicode: {e.reason} at {e.start}") from None
+    return out
 
 
 def _opt(flag: str, value: Any) -> List[str]:

@@ -207,3 +207,24 @@ def test_a_missing_binary_is_a_memctl_error(tmp_path):
     with pytest.raises(memctl.MemctlError) as error:
         Memory(str(tmp_path / "m.sqlite"), binary=str(tmp_path / "no-memctl")).init()
     assert "cannot run" in error.value.message and error.value.hint
+
+
+def test_texts_arrive_whole_and_odd_inputs_are_memctl_errors(mem, tmp_path):
+    """A text's line breaks arrive as given (stdin loses one, which the client adds); what memctl
+    cannot take is an InvalidInput, before any process runs; exports to '-' return the text."""
+    mem.core.set("root", "k", "value\n")
+    assert mem.core.get("root", "k") == {"k": "value\n"}
+    first = mem.recall.append("root", "x\n", kind="note")["id"]
+    assert mem.recall.append("root", "x\n", kind="note") == {"id": first, "skipped": True}
+    assert mem.recall.append("root", "x", kind="note")["skipped"] is False
+    for bad in [lambda: mem.core.set("root", "n", 12.4), lambda: mem.core.set("root", "n", "a\x00b"),
+                lambda: mem.recall.search("root", "a\x00b"), lambda: mem.archival.add("root", "lone \udcff")]:
+        with pytest.raises(memctl.InvalidInput):
+            bad()
+    assert mem.core.get("root", "n") == {"n": None}
+    with pytest.raises(memctl.InvalidInput):
+        mem.fork("root", "")
+    assert mem.context("root", budget_tokens=50)["tokens"] <= 50
+    lines = mem.export.jsonl("-")
+    assert isinstance(lines, str) and json.loads(lines.splitlines()[0])
+    assert mem.export.html("-").lstrip().lower().startswith("<!doctype html")
