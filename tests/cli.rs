@@ -530,6 +530,27 @@ fn a_nul_character_is_refused_alike_on_both_backends() {
 }
 
 #[test]
+fn limits_and_usage_lines() {
+    let sb = Sandbox::initialized();
+    sb.ok(&["branch", "create", "r"]);
+    // `-n 0` is a usage error for `recall list` as for `log`, and a TTL has bounds.
+    sb.run(&["recall", "list", "r", "-n", "0"]).text_error(2);
+    let long = sb.run(&["core", "set", "r", "k", "v", "--ttl", "1e99"]).text_error(1);
+    assert!(long.stderr.contains("longer than 100 years"), "{}", long.transcript());
+    let inf = sb.run(&["core", "set", "r", "k", "v", "--ttl", "1e400"]).text_error(1);
+    assert!(inf.stderr.contains("not a finite number"), "{}", inf.transcript());
+    // A database named by MEMCTL_DB is not shown in a usage line as if it had to be typed.
+    let db = sb.file("memory.sqlite").display().to_string();
+    let usage = sb.run_env(&["diff", "r"], &[("MEMCTL_DB", &db)]).text_error(2);
+    assert!(usage.stderr.contains("usage: memctl diff <A> <B>"), "{}", usage.transcript());
+    // Pressure's overall ratio is shown to 4 places, as its parts are.
+    sb.ok(&["core", "set", "r", "k", &"v".repeat(913)]);
+    let pressure = sb.json(&["pressure", "r"]);
+    let overall = field(&pressure, "overall_ratio").as_f64().unwrap();
+    assert_eq!(overall, (overall * 1e4).round() / 1e4, "{pressure}");
+}
+
+#[test]
 fn redaction_keeps_words_and_masks_credentials() {
     let sb = Sandbox::initialized();
     sb.ok(&["branch", "create", "r"]);

@@ -66,13 +66,31 @@ fn usage_error(err: clap::Error, json: bool) -> ExitCode {
         _ => first.trim_start_matches("error: "),
     };
     let message = what.split_whitespace().collect::<Vec<_>>().join(" ");
-    let usage = parts.find_map(|p| p.trim().strip_prefix("Usage: ").map(str::to_string));
+    let usage = parts.find_map(|p| p.trim().strip_prefix("Usage: ").map(without_env_options));
     let hint = match usage {
         Some(usage) => format!("usage: {usage} (see --help)"),
         None => "see memctl --help".to_string(),
     };
     failure::print_error(&Error::new(ErrorKind::Usage, message).with_hint(hint), json);
     ExitCode::from(failure::exit_code(ErrorKind::Usage))
+}
+
+/// A usage line without the options clap took from the environment (`MEMCTL_DB`) and lists as
+/// if typed, where they read as required.
+fn without_env_options(usage: &str) -> String {
+    let typed: Vec<String> = std::env::args().collect();
+    let mut usage = usage.to_string();
+    for arg in Cli::command().get_arguments() {
+        let (Some(var), Some(long)) = (arg.get_env(), arg.get_long()) else { continue };
+        let flag = format!("--{long}");
+        let from_env = std::env::var_os(var).is_some_and(|v| !v.is_empty());
+        if from_env && !typed.iter().any(|a| *a == flag || a.starts_with(&format!("{flag}="))) {
+            let names = arg.get_value_names().unwrap_or_default();
+            let shown: String = names.iter().map(|n| format!(" <{n}>")).collect();
+            usage = usage.replace(&format!(" {flag}{shown}"), "");
+        }
+    }
+    usage
 }
 
 /// The engine error inside `err`, or an internal error carrying its message.

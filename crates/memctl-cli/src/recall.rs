@@ -36,7 +36,7 @@ Examples:
         /// Branch id or node_uid
         branch: String,
         /// How many events [default: recall_max_events]
-        #[arg(long, short = 'n')]
+        #[arg(long, short = 'n', value_parser = crate::input::positive)]
         limit: Option<usize>,
     },
     /// Search the whole visible timeline by words (best matches first)

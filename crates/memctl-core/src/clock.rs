@@ -169,7 +169,10 @@ pub fn parse_duration(text: &str) -> Result<f64> {
             .map_err(|e| Error::invalid(format!("invalid duration '{text}': {e} (try 90, 30m or 2h)")))?
             .as_secs_f64(),
     };
-    if !secs.is_finite() || secs <= 0.0 {
+    if !secs.is_finite() {
+        return Err(Error::invalid(format!("duration '{text}' is not a finite number of seconds")));
+    }
+    if secs <= 0.0 {
         return Err(Error::invalid(format!("duration '{text}' must be positive")));
     }
     Ok(secs)

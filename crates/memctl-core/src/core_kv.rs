@@ -63,6 +63,9 @@ impl Store {
     }
 }
 
+/// The longest TTL, 100 years: a longer one means no expiry, which no TTL says better.
+const MAX_TTL_SECS: f64 = 100.0 * 365.25 * 86_400.0;
+
 /// The tag naming a key's archival copies: a tag is one line, and a key an earlier memctl
 /// stored may hold a tab.
 fn key_tag(key: &str) -> String {
@@ -107,6 +110,11 @@ impl Tx<'_> {
         if let Some(ttl) = options.ttl {
             if !ttl.is_finite() || ttl <= 0.0 {
                 return Err(Error::invalid("ttl must be a positive number of seconds"));
+            }
+            if ttl > MAX_TTL_SECS {
+                return Err(Error::invalid(
+                    "ttl is longer than 100 years: leave it out for a key that does not expire",
+                ));
             }
         }
         let path = self.near_path(branch, 1)?;

@@ -41,7 +41,7 @@ pub struct ArchivalSize {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Pressure {
     pub level: Level,
-    /// 0.6 × core ratio + 0.4 × min(recall ratio, 1).
+    /// 0.6 × core ratio + 0.4 × min(recall ratio, 1), to 4 decimal places.
     pub overall_ratio: f64,
     pub core: CorePressure,
     pub recall: RecallPressure,
@@ -76,7 +76,9 @@ impl Store {
             ratio: ratio(events, config.recall_max_events),
         };
         let archival = ArchivalSize { count: texts.len(), chars: texts.iter().sum() };
-        let overall_ratio = 0.6 * core.ratio + 0.4 * recall.ratio.min(1.0);
+        // To 4 places, as a reader would write it (0.4563, not 0.45629999999999993); the level
+        // follows the figure shown.
+        let overall_ratio = ((0.6 * core.ratio + 0.4 * recall.ratio.min(1.0)) * 1e4).round() / 1e4;
         let thresholds = &config.pressure_thresholds;
         let level = if overall_ratio >= thresholds.critical {
             Level::Critical
