@@ -216,7 +216,7 @@ fn a_careless_legacy_file_is_imported_with_everything_accounted_for() {
                                      ('b', 'r', 'root', 4);
          INSERT INTO core_kv VALUES ('r', 'db_password', 'password: hunter2', 1.1), ('a', 'flags', '-O3', 2.1),
                                     ('ghost', 'k', 'v', 9);
-         INSERT INTO core_meta VALUES ('r', 'db_password', 9, NULL, 1.1), ('a', 'flags', 4, '1h', 2.1);
+         INSERT INTO core_meta VALUES ('r', 'db_password', 9, NULL, 1.1), ('a', 'flags', 'high', '1h', 2.1);
          INSERT INTO events(branch_id, kind, text, tags, created_at) VALUES
              ('r', 'note', 'uploaded with token=abc123', '[\"RECALL_EVENT\"]', 1.2),
              ('r', 'note', 'kept twice', '[]', 1.3),
@@ -224,11 +224,14 @@ fn a_careless_legacy_file_is_imported_with_everything_accounted_for() {
              ('r', 'llm_insight', '', '[\"LLM_INSIGHT\"]', 1.5),
              ('a', 'result', 'runtime 2.5 s', 'not json', 2.2),
              ('a', 'result', 'runtime 2.4 s', '[\"line\\none\", \"\"]', 2.3),
+             ('a', 'result', 'runtime 2.3 s', '[1, \"x\"]', 2.35),
              ('ghost', 'note', 'orphan', '[]', 9);
          INSERT INTO archival(branch_id, text, tags, created_at) VALUES
              ('r', 'key sk-abcdefghijklmnopqrstuvwxyz0123 in the log', '[\"LOG\"]', 1.6),
              ('lost', 'parent gone', '[]', 3.1);
-         INSERT INTO inherited_exclusions VALUES ('a', 1, 2.4), ('a', 99, 2.4);",
+         INSERT INTO inherited_exclusions VALUES ('a', 1, 2.4), ('a', 99, 2.4);
+         INSERT INTO inherited_summaries(branch_id, summary_text, summarized_event_ids, kind, created_at)
+             VALUES ('a', 'two notes', '[2, 999]', 'note', 2.5);",
     )
     .unwrap();
     drop(conn);
@@ -247,9 +250,17 @@ fn a_careless_legacy_file_is_imported_with_everything_accounted_for() {
     let a = sb.json(&["read", "node-a", "--all"]);
     assert_eq!(field(&a, "core")["db_password"], "password: ***", "inherited");
     let events = array(field(&a, "recall"), "events");
-    assert_eq!(texts(events, "text"), ["runtime 2.4 s", "runtime 2.5 s", "kept twice"], "exclusion applied");
-    assert_eq!(strings(&events[0], "tags"), ["line one"]);
-    assert_eq!(strings(&events[1], "tags"), ["not json"]);
+    let expected = ["runtime 2.3 s", "runtime 2.4 s", "runtime 2.5 s", "kept twice"];
+    assert_eq!(texts(events, "text"), expected, "exclusion applied");
+    assert_eq!(strings(&events[0], "tags"), ["1", "x"]);
+    assert_eq!(strings(&events[1], "tags"), ["line one"]);
+    assert_eq!(strings(&events[2], "tags"), ["not json"]);
+    // Every silent change is counted: a non-numeric importance, a tag that was no text, a
+    // summary's ids of events not imported.
+    let adjusted = report["adjusted"].to_string();
+    for what in ["importance not a number", "tags that were not text", "ids of events not imported"] {
+        assert!(adjusted.contains(what), "{what}: {report}");
+    }
     let lost = sb.json(&["read", "lost", "--all"]);
     assert_eq!(
         texts(array(&lost, "archival"), "text"),

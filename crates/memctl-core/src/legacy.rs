@@ -82,11 +82,31 @@ struct LegacyBranch {
 /// One row of a legacy branch, in the order it is written. An exclusion's `event_id` is None when
 /// the column holds no integer.
 enum LegacyRow {
-    Core { key: String, value: Option<String>, importance: Option<i64>, ttl: Option<String> },
-    Event { id: i64, kind: String, text: String, tags: Option<String> },
-    Archival { text: String, tags: Option<String> },
-    Exclusion { event_id: Option<i64> },
-    Summary { kind: String, text: String, event_ids: Option<String> },
+    /// `importance`: None when NULL, Some(None) when not an integer (`'high'`).
+    Core {
+        key: String,
+        value: Option<String>,
+        importance: Option<Option<i64>>,
+        ttl: Option<String>,
+    },
+    Event {
+        id: i64,
+        kind: String,
+        text: String,
+        tags: Option<String>,
+    },
+    Archival {
+        text: String,
+        tags: Option<String>,
+    },
+    Exclusion {
+        event_id: Option<i64>,
+    },
+    Summary {
+        kind: String,
+        text: String,
+        event_ids: Option<String>,
+    },
 }
 
 impl LegacyRow {
@@ -260,10 +280,14 @@ impl Tx<'_> {
                         continue;
                     }
                     let importance = match importance {
-                        Some(i) if (1..=PINNED as i64).contains(&i) => i as u8,
-                        Some(i) => {
+                        Some(Some(i)) if (1..=PINNED as i64).contains(&i) => i as u8,
+                        Some(Some(i)) => {
                             tally.adjust("core_kv", "importance clamped to 1..5");
                             i.clamp(1, PINNED as i64) as u8
+                        }
+                        Some(None) => {
+                            tally.adjust("core_kv", "importance not a number: imported as 3");
+                            DEFAULT_IMPORTANCE
                         }
                         None => DEFAULT_IMPORTANCE,
                     };
@@ -346,6 +370,9 @@ impl Tx<'_> {
                         });
                     let covered: Vec<i64> =
                         legacy_ids.iter().filter_map(|id| event_ids.get(id).copied()).collect();
+                    if covered.len() < legacy_ids.len() {
+                        tally.adjust("inherited_summaries", "ids of events not imported dropped");
+                    }
                     let shown = view::summaries(self, &path)?;
                     let mut kept: Vec<i64> = shown.iter().map(|s| s.id).collect();
                     let folded: Vec<i64> = shown
@@ -375,13 +402,18 @@ impl Tx<'_> {
     ) -> Result<Vec<String>> {
         let raw = raw.unwrap_or_default();
         let parsed: Vec<String> = match serde_json::from_str::<Value>(&raw) {
-            Ok(Value::Array(items)) => items
-                .into_iter()
-                .map(|item| match item {
-                    Value::String(s) => s,
-                    other => other.to_string(),
-                })
-                .collect(),
+            Ok(Value::Array(items)) => {
+                if items.iter().any(|item| !item.is_string()) {
+                    tally.adjust(table, "tags that were not text kept as their JSON");
+                }
+                items
+                    .into_iter()
+                    .map(|item| match item {
+                        Value::String(s) => s,
+                        other => other.to_string(),
+                    })
+                    .collect()
+            }
             _ if raw.trim().is_empty() => Vec::new(),
             _ => {
                 tally.adjust(table, "tags not a JSON array: kept as one tag");
@@ -574,7 +606,11 @@ fn read_legacy(source: &Path) -> Result<LegacyDatabase> {
         let row = LegacyRow::Core {
             key: text(r, 3)?,
             value: optional_text(r, 4)?,
-            importance: r.get::<_, Option<i64>>(5).unwrap_or(None),
+            importance: match r.get_ref(5)? {
+                ValueRef::Null => None,
+                ValueRef::Integer(i) => Some(Some(i)),
+                _ => Some(None),
+            },
             ttl: optional_text(r, 6)?,
         };
         push(r, row)
