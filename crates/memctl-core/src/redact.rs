@@ -3,7 +3,6 @@
 //! shape (`sk-…`, `hf_…`, AWS, GitHub, GitLab, Slack, Google and Stripe keys, JWTs, private key
 //! blocks) vanish; bearer tokens and the passwords of URLs (`scheme://user:…@`) lose theirs.
 
-use memchr::memmem::Finder;
 use regex::Regex;
 use std::borrow::Cow;
 use std::sync::LazyLock;
@@ -90,49 +89,26 @@ pub fn names_secret(name: &str) -> bool {
 }
 
 /// Literals every secret (or what introduces it) contains, in lower case. Checked first, so
-/// text with nothing to redact (nearly all of it) costs a few fast scans and the regexes are
-/// never even compiled in most processes.
-static MIGHT_HOLD_SECRET: LazyLock<Vec<Finder<'static>>> = LazyLock::new(|| {
-    [
-        "sk-",
-        "hf_",
-        "api_key",
-        "apikey",
-        "api-key",
-        "secret",
-        "access",
-        "private",
-        "token",
-        "passw",
-        "akia",
-        "asia",
-        "ghp_",
-        "gho_",
-        "ghu_",
-        "ghs_",
-        "ghr_",
-        "github_pat_",
-        "glpat-",
-        "xox",
-        "aiza",
-        "_live_",
-        "_test_",
-        "eyj",
-        "bearer",
-        "authorization",
-        "://",
-        "-----begin",
-    ]
-    .iter()
-    .map(|literal| Finder::new(literal).into_owned())
-    .collect()
-});
+/// text with nothing to redact (nearly all of it) costs one fast scan and the redaction
+/// regexes are never even compiled in most processes.
+const MIGHT_HOLD_SECRET: [&str; 27] = [
+    "sk-", "hf_", "api_key", "apikey", "api-key", "secret", "access", "private", "token", "passw", "akia", "asia",
+    "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "glpat-", "xox", "aiza", "_live_", "_test_", "eyj",
+    "bearer", "authorization", "-----begin",
+];
 
-/// A copy in lower case searched once per literal with SIMD: five times faster on an event's
-/// text than one case-insensitive Aho-Corasick scan, which goes a byte at a time.
+/// One scan of a copy in lower case for all the literals at once (the regex engine's SIMD
+/// multi-literal search), not one scan per literal; a case-insensitive search would go a byte
+/// at a time. About 40-80 ns for an event's text (2026-11-28).
 fn might_hold_secret(text: &str) -> bool {
-    let lower = text.to_ascii_lowercase();
-    MIGHT_HOLD_SECRET.iter().any(|literal| literal.find(lower.as_bytes()).is_some())
+    static LITERALS: LazyLock<Regex> = LazyLock::new(|| {
+        let alternatives: Vec<String> = MIGHT_HOLD_SECRET.iter().map(|l| regex::escape(l)).collect();
+        Regex::new(&alternatives.join("|")).expect("valid regex")
+    });
+    // A URL holds a password only with an `@` after its `://` (links are common, passwords in
+    // them rare).
+    let url_credentials = || text.find("://").is_some_and(|at| text[at..].contains('@'));
+    LITERALS.is_match(&text.to_ascii_lowercase()) || url_credentials()
 }
 
 #[cfg(test)]
