@@ -68,6 +68,12 @@ pub fn redact(text: &str) -> Cow<'_, str> {
     });
     let masked = SHAPED_KEY.replace_all(&masked, format!("${{1}}{MASK}")).into_owned();
     let masked = INTRODUCED.replace_all(&masked, |caps: &regex::Captures| {
+        // "the bearer of bad-news-for-everyone" is prose: a bearer token holds a digit.
+        if let Some(bearer) = caps.get(2) {
+            if !caps[0][bearer.len()..].bytes().any(|b| b.is_ascii_digit()) {
+                return caps[0].to_string();
+            }
+        }
         let kept = caps.get(1).or(caps.get(2)).or(caps.get(3)).map_or("", |m| m.as_str());
         let at = if caps.get(3).is_some() { "@" } else { "" };
         format!("{kept}{MASK}{at}")
@@ -142,6 +148,7 @@ mod tests {
             "secret_id: 3",
             "tokens: 12",
             "a basic configuration of the solver",
+            "the bearer of bad-news-for-everyone-involved",
             "see https://example.org/a:b@c and http://host:8080/path",
         ] {
             assert_eq!(redact(text), text);
