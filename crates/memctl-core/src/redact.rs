@@ -98,9 +98,33 @@ pub fn names_secret(name: &str) -> bool {
 /// text with nothing to redact (nearly all of it) costs one fast scan and the redaction
 /// regexes are never even compiled in most processes.
 const MIGHT_HOLD_SECRET: [&str; 27] = [
-    "sk-", "hf_", "api_key", "apikey", "api-key", "secret", "access", "private", "token", "passw", "akia", "asia",
-    "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "glpat-", "xox", "aiza", "_live_", "_test_", "eyj",
-    "bearer", "authorization", "-----begin",
+    "sk-",
+    "hf_",
+    "api_key",
+    "apikey",
+    "api-key",
+    "secret",
+    "access",
+    "private",
+    "token",
+    "passw",
+    "akia",
+    "asia",
+    "ghp_",
+    "gho_",
+    "ghu_",
+    "ghs_",
+    "ghr_",
+    "github_pat_",
+    "glpat-",
+    "xox",
+    "aiza",
+    "_live_",
+    "_test_",
+    "eyj",
+    "bearer",
+    "authorization",
+    "-----begin",
 ];
 
 /// One scan of a copy in lower case for all the literals at once (the regex engine's SIMD
