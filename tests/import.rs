@@ -241,14 +241,14 @@ fn a_careless_legacy_file_is_imported_with_everything_accounted_for() {
     insta::assert_snapshot!("import_careless_report", serde_json::to_string_pretty(&shown).unwrap());
 
     let root = sb.json(&["read", "root", "--all"]);
-    assert_eq!(field(&root, "core")["db_password"], "password: ***", "core value redacted on import");
+    assert_eq!(field(&root, "core")["db_password"], "***", "a value under a secret's name masked whole");
     let events = texts(array(field(&root, "recall"), "events"), "text");
     assert_eq!(events, ["kept twice", "uploaded with token=***"], "empty and duplicate events left out");
     let records = texts(array(&root, "archival"), "text");
     assert_eq!(records, ["key *** in the log"]);
 
     let a = sb.json(&["read", "node-a", "--all"]);
-    assert_eq!(field(&a, "core")["db_password"], "password: ***", "inherited");
+    assert_eq!(field(&a, "core")["db_password"], "***", "inherited");
     let events = array(field(&a, "recall"), "events");
     let expected = ["runtime 2.3 s", "runtime 2.4 s", "runtime 2.5 s", "kept twice"];
     assert_eq!(texts(events, "text"), expected, "exclusion applied");

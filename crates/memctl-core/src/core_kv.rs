@@ -98,8 +98,7 @@ impl Tx<'_> {
         options: CoreWrite,
     ) -> Result<CoreSetOutcome> {
         validate_key(key)?;
-        let key = self.redacted(key);
-        let key = key.as_str();
+        self.refuse_secret_name(key, "core key")?;
         if value.trim().is_empty() {
             return Err(Error::invalid(format!("core value of {key:?} is empty"))
                 .with_hint("remove a key with `memctl core del`"));
@@ -232,13 +231,11 @@ impl Tx<'_> {
     /// Keys are not validated: one that no write could store is not visible, and one an
     /// earlier memctl stored must still go.
     pub fn core_delete(&self, branch: &str, keys: &[&str]) -> Result<Vec<String>> {
-        // As `core_set` stored them.
-        let keys: Vec<String> = keys.iter().map(|key| self.redacted(key)).collect();
         let path = self.near_path(branch, 1)?;
         let visible = view::core(self, &path)?;
         let mut deleted = Vec::new();
-        for key in &keys {
-            if visible.iter().any(|e| &e.key == key) && !deleted.contains(key) {
+        for &key in keys {
+            if visible.iter().any(|e| e.key == key) && !deleted.iter().any(|d| d == key) {
                 self.core_tombstone(path.branch().bid, key)?;
                 deleted.push(key.to_string());
             }

@@ -296,8 +296,14 @@ impl Tx<'_> {
                     if ttl.is_some() {
                         tally.adjust("core_kv", "ttl dropped (never enforced by the Python store)");
                     }
-                    let value = self.redacted(&value);
-                    self.insert_core_row(bid, &key, &value, CoreWrite { importance, ttl: None })?;
+                    // As `core set` takes them, but a key holding a secret is kept masked (a
+                    // run's values cannot be refused after the fact).
+                    let value = self.redacted_named(&key, &value);
+                    let masked_key = self.redacted(&key);
+                    if masked_key != key {
+                        tally.adjust("core_kv", "key held a secret: masked");
+                    }
+                    self.insert_core_row(bid, &masked_key, &value, CoreWrite { importance, ttl: None })?;
                     tally.converted.core += 1;
                 }
                 LegacyRow::Event { id, kind, text, tags } => {

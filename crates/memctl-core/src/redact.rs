@@ -15,7 +15,7 @@ const SECRET_NAMES: &str = r"api[_\-]?key|secret(?:[_\-]?(?:access[_\-]?)?key)?|
 /// longer word, `max_tokens`, is not one), the separator, then the value, whole if quoted.
 static ASSIGNMENT: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(&format!(
-        r#"(?i)(\b[A-Za-z0-9_.\-]*?(?:{SECRET_NAMES})["']?\s*[:=]\s*)("[^"\n]*"|'[^'\n]*'|\S+)"#
+        r#"(?i)(\b([A-Za-z0-9_.\-]*?(?:{SECRET_NAMES}))(["']?)\s*[:=]\s*)("[^"\n]*"|'[^'\n]*'|\S+)"#
     ))
     .expect("valid regex")
 });
@@ -25,31 +25,35 @@ static ASSIGNMENT: LazyLock<Regex> = LazyLock::new(|| {
 /// no `sk-` key, where `key_sk-…` holds one.
 static SHAPED_KEY: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(concat!(
-        r"(^|[^A-Za-z0-9])(?:",
+        r"(^|[^A-Za-z0-9])(",
         r"sk-[A-Za-z0-9_\-]{16,}",
         r"|hf_[A-Za-z0-9]{10,}",
         r"|(?:AKIA|ASIA)[A-Z0-9]{16}\b",
         r"|gh[pousr]_[A-Za-z0-9]{20,}",
         r"|github_pat_[A-Za-z0-9_]{20,}",
         r"|glpat-[A-Za-z0-9_\-]{20,}",
-        r"|xox[abposr]-[A-Za-z0-9\-]{10,}",
+        r"|xox[abposr]-[0-9][A-Za-z0-9\-]{9,}",
         r"|AIza[A-Za-z0-9_\-]{30,}",
         r"|[rs]k_(?:live|test)_[A-Za-z0-9]{16,}",
         r"|eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}",
-        // A private key block, to its end line or, cut short, to the end of the text.
-        r"|-----BEGIN[A-Z ]*PRIVATE KEY-----(?s:.*?-----END[A-Z ]*PRIVATE KEY-----|.*)",
+        // A private key block: its body (base64, and header lines such as `Proc-Type: 4,ENCRYPTED`)
+        // to its end line, or, cut short, its lines of base64. Text that only names the block's
+        // lines (`pem.startswith("-----BEGIN PRIVATE KEY-----")`) holds none.
+        r"|-----BEGIN[A-Z ]*PRIVATE KEY-----[A-Za-z0-9+/=:,\-\s]*?-----END[A-Z ]*PRIVATE KEY-----",
+        r"|-----BEGIN[A-Z ]*PRIVATE KEY-----(?:\r?\n[A-Za-z][A-Za-z\-]*: [^\r\n]*)*(?:\s*\r?\n[A-Za-z0-9+/=]{16,})+",
         r")",
     ))
     .expect("valid regex")
 });
 
 /// A credential after the word that introduces it (`Bearer …`, `Authorization: Basic …`), and
-/// the password of a URL: the introduction is kept.
+/// the password of a URL (the user may be empty, the password may hold `@`): the introduction
+/// is kept.
 static INTRODUCED: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(concat!(
-        r"(?i)(\bauthorization\s*:\s*(?:basic\s+|bearer\s+|token\s+)?)\S+",
+        r"(?i)(\bauthorization\s*:\s*((?:basic|bearer|token|digest|negotiate)\s+)?)\S+",
         r"|(\bbearer\s+)[A-Za-z0-9\-._~+/]{16,}=*",
-        r"|(\b[a-z][a-z0-9+.\-]*://[^\s:/@]+:)[^\s@/]+@",
+        r"|(\b[a-z][a-z0-9+.\-]*://[^\s:/@]*:)[^\s/]+@",
     ))
     .expect("valid regex")
 });
@@ -62,26 +66,55 @@ pub fn redact(text: &str) -> Cow<'_, str> {
     if !might_hold_secret(text) {
         return Cow::Borrowed(text);
     }
-    let masked = ASSIGNMENT.replace_all(text, |caps: &regex::Captures| {
-        let quote = &caps[2][..caps[2].starts_with(['"', '\'']) as usize];
+    // Shapes first: a private key block assigned to a name goes whole, not its first line.
+    let masked = SHAPED_KEY.replace_all(text, |caps: &regex::Captures| {
+        let key = &caps[2];
+        // `sk-video-processing-toolkit` and `hf_transformers` are names: a key holds a digit.
+        if (key.starts_with("sk-") || key.starts_with("hf_")) && !has_digit(key) {
+            return caps[0].to_string();
+        }
+        format!("{}{MASK}", &caps[1])
+    });
+    let masked = ASSIGNMENT.replace_all(&masked, |caps: &regex::Captures| {
+        let (name, quoted_name, value) = (&caps[2], !caps[3].is_empty(), &caps[4]);
+        let quote = &value[..value.starts_with(['"', '\'']) as usize];
+        // A tokenizer's special tokens (`pad_token: <pad>`) are no secrets; in JSON
+        // (`"token": 5, …`) only a string is one.
+        if special_token(name) || (quoted_name && quote.is_empty()) {
+            return caps[0].to_string();
+        }
         format!("{}{quote}{MASK}{quote}", &caps[1])
     });
-    let masked = SHAPED_KEY.replace_all(&masked, format!("${{1}}{MASK}")).into_owned();
     let masked = INTRODUCED.replace_all(&masked, |caps: &regex::Captures| {
-        // "the bearer of bad-news-for-everyone" is prose: a bearer token holds a digit.
-        if let Some(bearer) = caps.get(2) {
-            if !caps[0][bearer.len()..].bytes().any(|b| b.is_ascii_digit()) {
-                return caps[0].to_string();
-            }
+        let credential = &caps[0][caps.get(1).or(caps.get(3)).or(caps.get(4)).map_or(0, |m| m.len())..];
+        // Prose ("Authorization: required", "the bearer of bad-news-for-everyone") names no
+        // credential: one after no scheme, or after "bearer", holds a digit (or, after
+        // "Authorization:", is long).
+        let schemeless = caps.get(1).is_some() && caps.get(2).is_none();
+        if (schemeless && !has_digit(credential) && credential.len() < 20)
+            || (caps.get(3).is_some() && !has_digit(credential))
+        {
+            return caps[0].to_string();
         }
-        let kept = caps.get(1).or(caps.get(2)).or(caps.get(3)).map_or("", |m| m.as_str());
-        let at = if caps.get(3).is_some() { "@" } else { "" };
+        let kept = caps.get(1).or(caps.get(3)).or(caps.get(4)).map_or("", |m| m.as_str());
+        let at = if caps.get(4).is_some() { "@" } else { "" };
         format!("{kept}{MASK}{at}")
     });
     match masked {
         Cow::Borrowed(same) if same == text => Cow::Borrowed(text),
         other => Cow::Owned(other.into_owned()),
     }
+}
+
+fn has_digit(text: &str) -> bool {
+    text.bytes().any(|b| b.is_ascii_digit())
+}
+
+/// A tokenizer's special token (`pad_token`, `eos_token`): a name ending in `token` that
+/// names no secret.
+fn special_token(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    ["pad", "bos", "eos", "unk", "sep", "cls", "mask"].iter().any(|t| lower.ends_with(&format!("{t}_token")))
 }
 
 /// Whether `name`, as the name of a value (a JSON key, a core key), names a secret as an
@@ -91,7 +124,7 @@ pub fn redact(text: &str) -> Cow<'_, str> {
 pub fn names_secret(name: &str) -> bool {
     static WHOLE_NAME: LazyLock<Regex> =
         LazyLock::new(|| Regex::new(&format!(r"(?i)(?:{SECRET_NAMES})$")).expect("valid regex"));
-    WHOLE_NAME.is_match(name)
+    WHOLE_NAME.is_match(name) && !special_token(name)
 }
 
 /// Literals every secret (or what introduces it) contains, in lower case. Checked first, so
@@ -173,6 +206,12 @@ mod tests {
             "tokens: 12",
             "a basic configuration of the solver",
             "the bearer of bad-news-for-everyone-involved",
+            "Authorization: required for all endpoints",
+            r#"{"token": 5, "temperature": 0.7, "use_auth_token": true,"#,
+            "pad_token: <pad>, eos_token: </s>",
+            "xoxo-gossip-girl-episodes",
+            "hf_transformers_cache",
+            "assert pem.startswith(\"-----BEGIN PRIVATE KEY-----\")\ndef other(): return 1",
             "see https://example.org/a:b@c and http://host:8080/path",
         ] {
             assert_eq!(redact(text), text);
@@ -208,7 +247,14 @@ mod tests {
             (r#"{"api_key": "abc def"}"#, r#"{"api_key": "***"}"#),
             (r#"password: "hunter2 secret words" end"#, r#"password: "***" end"#),
             ("-----BEGIN RSA PRIVATE KEY-----\nMIIE\nabc\n-----END RSA PRIVATE KEY-----\nafter", "***\nafter"),
-            ("-----BEGIN OPENSSH PRIVATE KEY-----\nb3Blbn\ncut short", "***"),
+            ("-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\ncut short", "***\ncut short"),
+            (
+                "private_key: -----BEGIN RSA PRIVATE KEY-----\nMIIEsecretbody\n-----END RSA PRIVATE KEY-----",
+                "private_key: ***",
+            ),
+            ("redis://:hunter2@host:6379", "redis://:***@host:6379"),
+            ("https://ann:p@ss@host/x", "https://ann:***@host/x"),
+            ("pip install sk-video-processing-toolkit", "pip install sk-video-processing-toolkit"),
         ];
         for (text, expected) in cases {
             assert_eq!(redact(text), expected, "{text}");
@@ -233,7 +279,7 @@ mod tests {
             assert!(names_secret(name), "{name}");
             assert_ne!(redact(&format!("{name}: x1")), format!("{name}: x1"), "{name}");
         }
-        for name in ["max_tokens", "secret_id", "tokenizer", "api", "pass"] {
+        for name in ["max_tokens", "secret_id", "tokenizer", "api", "pass", "pad_token", "EOS_TOKEN"] {
             assert!(!names_secret(name), "{name}");
             assert_eq!(redact(&format!("{name}: x1")), format!("{name}: x1"), "{name}");
         }

@@ -17,6 +17,17 @@ impl Store {
         }
     }
 
+    /// A name memctl stores, journals and prints as given (a branch id, a node_uid, a core
+    /// key), which therefore cannot be masked as a text is: refused when redaction would mask
+    /// it.
+    pub(crate) fn refuse_secret_name(&self, name: &str, what: &str) -> Result<()> {
+        if self.redacted(name) != name {
+            return Err(Error::invalid(format!("invalid {what}: it holds what looks like a secret"))
+                .with_hint("name it, and put the secret (which is masked) in a value"));
+        }
+        Ok(())
+    }
+
     /// An event kind as stored: trimmed, non-empty, one line, redacted. A kind to evict is
     /// taken the same way, so that it names the kind an append of it stored.
     pub(crate) fn event_kind(&self, kind: &str) -> Result<String> {

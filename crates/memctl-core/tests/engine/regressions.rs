@@ -871,7 +871,6 @@ fn write_secrets(s: &mut Store) -> (i64, i64) {
     )
     .unwrap();
     s.core_set("root", "db", "postgres://ann:pgpass77@db/runs", CoreWrite::default()).unwrap();
-    s.core_set("root", "key_sk-zyxwvutsrqponmlk9876", "v", CoreWrite::default()).unwrap();
     s.core_set("root", "openai_api_key", "plainvalue42", CoreWrite::default()).unwrap();
     (e, r)
 }
@@ -882,10 +881,12 @@ fn redaction_masks_secrets_before_storage_in_every_layer_and_the_journal() {
     let (e, r) = {
         let mut s = db.open();
         let ids = write_secrets(&mut s);
+        // A key is named as given: one holding a secret is refused.
+        let key = s.core_set("root", "key_sk-zyxwvutsrqponmlk9876", "v", CoreWrite::default());
+        assert_eq!(kind_of(key), ErrorKind::InvalidInput);
         let core = core_map(&s, "root");
         assert_eq!(core["creds"], "API_KEY=*** and ***", "core value");
         assert_eq!(core["db"], "postgres://ann:***@db/runs");
-        assert_eq!(core["key_***"], "v");
         assert_eq!(core["openai_api_key"], "***");
         let recall = s.recall_list("root", None).unwrap();
         assert_eq!(recall.events.len(), 1);
@@ -938,6 +939,7 @@ fn redaction_can_be_disabled() {
     let (_, r) = write_secrets(&mut s);
     assert_eq!(core_map(&s, "root")["creds"], "API_KEY=abc123secret and sk-abcdefghijklmnop1234");
     assert_eq!(core_map(&s, "root")["openai_api_key"], "plainvalue42");
+    assert!(s.core_set("root", "key_sk-zyxwvutsrqponmlk9876", "v", CoreWrite::default()).is_ok());
     assert_eq!(s.recall_list("root", None).unwrap().summaries[0].text, "used Password = hunter2 again");
     assert_eq!(s.archival_get("root", r).unwrap().text, "rotated: token: tok987xyz");
     assert_eq!(s.branch("root").unwrap().meta["api_key"], "abc123secret");
