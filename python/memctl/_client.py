@@ -195,8 +195,9 @@ class Memory:
         argv = [self.binary, *self._global, *[str(a) for a in args]]
         if stdin is not None and not isinstance(stdin, str):
             raise InvalidInput("invalid_input", 1, f"a text must be a str, not {type(stdin).__name__}")
-        # memctl drops one line break ending its stdin (`echo`'s); one more keeps the text whole.
-        data = _encoded([*argv, stdin + "\n" if stdin is not None else ""])
+        # memctl drops one line break ending its stdin (`echo`'s: "\n" or "\r\n"); one more
+        # keeps the text whole, a "\r" at its end included.
+        data = _encoded([*argv, stdin + "\r\n" if stdin is not None else ""], stdin is not None)
         try:
             proc = subprocess.run(argv, input=data[-1], capture_output=True)
         except OSError as e:
@@ -303,13 +304,14 @@ class Memory:
         return self._run("reset", *_flag("--all", all), "--", branch)
 
 
-def _encoded(texts: List[str]) -> List[bytes]:
-    """The texts as memctl takes them (UTF-8), or InvalidInput for one memctl could not: a NUL
-    character (refused by memctl too), a lone surrogate (no UTF-8 holds it)."""
+def _encoded(texts: List[str], last_is_stdin: bool) -> List[bytes]:
+    """The texts as memctl takes them (UTF-8), or InvalidInput for one it could not: a NUL
+    character in an argument (no command line holds one; memctl stores one on stdin as U+FFFD),
+    a lone surrogate (no UTF-8 holds it)."""
     out = []
-    for text in texts:
-        if "\0" in text:
-            raise InvalidInput("invalid_input", 1, "text holds the NUL character (U+0000), which memctl does not store")
+    for i, text in enumerate(texts):
+        if "\0" in text and not (last_is_stdin and i == len(texts) - 1):
+            raise InvalidInput("invalid_input", 1, "an argument holds the NUL character (U+0000)")
         try:
             out.append(text.encode("utf-8"))
         except UnicodeEncodeError as e:

@@ -217,11 +217,15 @@ def test_texts_arrive_whole_and_odd_inputs_are_memctl_errors(mem, tmp_path):
     first = mem.recall.append("root", "x\n", kind="note")["id"]
     assert mem.recall.append("root", "x\n", kind="note") == {"id": first, "skipped": True}
     assert mem.recall.append("root", "x", kind="note")["skipped"] is False
-    for bad in [lambda: mem.core.set("root", "n", 12.4), lambda: mem.core.set("root", "n", "a\x00b"),
-                lambda: mem.recall.search("root", "a\x00b"), lambda: mem.archival.add("root", "lone \udcff")]:
+    mem.core.set("root", "r", "x\r")
+    assert mem.core.get("root", "r") == {"r": "x\r"}
+    for bad in [lambda: mem.core.set("root", "n", 12.4), lambda: mem.recall.search("root", "a\x00b"),
+                lambda: mem.archival.add("root", "lone \udcff")]:
         with pytest.raises(memctl.InvalidInput):
             bad()
     assert mem.core.get("root", "n") == {"n": None}
+    mem.core.set("root", "n", "a\x00b")
+    assert mem.core.get("root", "n") == {"n": "a\ufffdb"}
     with pytest.raises(memctl.InvalidInput):
         mem.fork("root", "")
     assert mem.context("root", budget_tokens=50)["tokens"] <= 50

@@ -6,14 +6,17 @@ use crate::redact::{names_secret, redact, MASK};
 use crate::rows::{is_step, CONVERSATION_KIND};
 use crate::store::Store;
 use serde_json::{Map, Value};
+use std::borrow::Cow;
 
 impl Store {
-    /// Text as it will be stored: redacted when redaction is on.
+    /// Text as it will be stored: redacted when redaction is on, and a NUL character (which
+    /// PostgreSQL cannot store, and a tool's binary output may hold) as U+FFFD on both
+    /// backends.
     pub(crate) fn redacted(&self, text: &str) -> String {
-        if self.config.redaction.enabled {
-            redact(text).into_owned()
-        } else {
-            text.to_string()
+        let text = if self.config.redaction.enabled { redact(text) } else { Cow::Borrowed(text) };
+        match text.contains('\0') {
+            true => text.replace('\0', "\u{FFFD}"),
+            false => text.into_owned(),
         }
     }
 

@@ -112,16 +112,15 @@ impl Conn {
 
     /// Runs one statement; returns the number of rows it changed.
     pub fn execute<'a>(&self, sql: &str, params: impl Into<Params<'a>>) -> Result<usize> {
-        let params = params.into().without_nul()?;
         match self {
             Conn::Sqlite(conn) => {
                 let mut stmt = conn.prepare_cached(sql)?;
-                Ok(match params {
+                Ok(match params.into() {
                     Params::Positional(values) => stmt.execute(rusqlite::params_from_iter(values.iter()))?,
                     Params::Named(values) => stmt.execute(&*value::named(&values))?,
                 })
             }
-            Conn::Postgres(client) => client.execute(sql, &params),
+            Conn::Postgres(client) => client.execute(sql, &params.into().without_nul()?),
         }
     }
 
@@ -179,11 +178,10 @@ impl Conn {
         params: impl Into<Params<'a>>,
         mut f: impl FnMut(&Row<'_>) -> Result<ControlFlow<()>>,
     ) -> Result<()> {
-        let params = params.into().without_nul()?;
         match self {
             Conn::Sqlite(conn) => {
                 let mut stmt = conn.prepare_cached(sql)?;
-                let mut rows = match params {
+                let mut rows = match params.into() {
                     Params::Positional(values) => stmt.query(rusqlite::params_from_iter(values.iter()))?,
                     Params::Named(values) => stmt.query(&*value::named(&values))?,
                 };
@@ -194,7 +192,7 @@ impl Conn {
                 }
             }
             Conn::Postgres(client) => {
-                for row in &client.query(sql, &params)? {
+                for row in &client.query(sql, &params.into().without_nul()?)? {
                     if f(&Row::Postgres(row))?.is_break() {
                         break;
                     }

@@ -23,8 +23,9 @@ pub(crate) enum Params<'a> {
 }
 
 impl Params<'_> {
-    /// The parameters, unless a text among them holds NUL (U+0000): PostgreSQL cannot store
-    /// one, and a text SQLite took would then not migrate; both refuse it alike.
+    /// The parameters, unless a text among them holds NUL (U+0000), which PostgreSQL cannot
+    /// store: new text never does (see `Store::redacted`), but an SQLite database an earlier
+    /// memctl wrote may, and its migration says so.
     pub(super) fn without_nul(self) -> crate::error::Result<Self> {
         let values: Box<dyn Iterator<Item = &Value<'_>>> = match &self {
             Params::Positional(values) => Box::new(values.iter()),
@@ -33,7 +34,7 @@ impl Params<'_> {
         for value in values {
             if matches!(value, Value::Text(text) if text.contains('\0')) {
                 return Err(crate::error::Error::invalid(
-                    "text holds the NUL character (U+0000), which memctl does not store (PostgreSQL cannot)",
+                    "text holds the NUL character (U+0000), which PostgreSQL cannot store",
                 ));
             }
         }
