@@ -1144,6 +1144,18 @@ fn a_stdout_that_cannot_be_written_is_reported_and_the_write_kept() {
         let events = array(&sb.json(&["recall", "list", "root"]), "events").clone();
         assert!(events.iter().any(|e| e["text"] == text), "the committed append stays: {events:?}");
     }
+    // An export to stdout the same way.
+    for export in ["jsonl", "html"] {
+        let output = sb
+            .command(&["export", export, "--out", "-"])
+            .stdout(full.try_clone().unwrap())
+            .stderr(std::process::Stdio::piped())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8(output.stderr).unwrap();
+        assert_eq!(output.status.code(), Some(1), "{export}: {stderr}");
+        assert!(stderr.contains("cannot write to stdout"), "{stderr}");
+    }
 }
 
 #[test]

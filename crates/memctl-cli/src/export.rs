@@ -2,11 +2,11 @@
 
 use crate::artifacts::{viewer_page, write_file, write_paper, write_viewer};
 use crate::invocation::Context;
+use crate::output;
 use anyhow::Context as _;
 use clap::{Args, Subcommand};
 use memctl_core::Artifacts;
 use serde_json::json;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 pub const EXAMPLES: &str = "\
@@ -139,7 +139,8 @@ fn html(ctx: &Context, args: HtmlArgs) -> anyhow::Result<()> {
     };
     // The page is the data; --json changes nothing here.
     if is_stdout(&args.out) {
-        return write_stdout(viewer_page(&store, &title)?.0.as_bytes());
+        output::stdout_bytes(viewer_page(&store, &title)?.0.as_bytes());
+        return Ok(());
     }
     let (bytes, branches) = write_viewer(&store, &title, &args.out)?;
     ctx.emit(json!({"out": args.out, "bytes": bytes, "branches": branches}), || {
@@ -165,20 +166,14 @@ fn jsonl(ctx: &Context, args: JsonlArgs) -> anyhow::Result<()> {
             Ok(())
         }
         // The lines are the data; --json changes nothing here.
-        None => write_stdout(text.as_bytes()),
+        None => {
+            output::stdout_bytes(text.as_bytes());
+            Ok(())
+        }
     }
 }
 
 /// `-` names stdout, as everywhere in memctl.
 fn is_stdout(out: &Path) -> bool {
     out.as_os_str() == "-"
-}
-
-/// Writes data to stdout; a reader that stops early (`| head`) is not an error.
-fn write_stdout(bytes: &[u8]) -> anyhow::Result<()> {
-    let mut stdout = std::io::stdout().lock();
-    match stdout.write_all(bytes).and_then(|()| stdout.flush()) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
-        _ => Ok(()),
-    }
 }

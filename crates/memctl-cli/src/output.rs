@@ -12,6 +12,11 @@ pub fn stdout(text: &str) {
     to_stdout(|out| writeln!(out, "{text}"));
 }
 
+/// Writes an export (a page, the journal's lines) to stdout as it is.
+pub fn stdout_bytes(bytes: &[u8]) {
+    to_stdout(|out| out.write_all(bytes));
+}
+
 /// Writes `value` as one line of JSON to stdout, serialized as it is written: a whole view's
 /// JSON can run to tens of megabytes.
 pub fn stdout_json(value: &impl serde::Serialize) {
@@ -89,7 +94,7 @@ impl<W: Write> fmt::Write for IoText<W> {
 fn to_stdout(write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>) {
     let out = std::io::stdout().lock();
     let result = if out.is_terminal() {
-        let mut out = TerminalSafe(out);
+        let mut out = TerminalSafe::new(out);
         write(&mut out).and_then(|()| out.flush())
     } else {
         let mut out = out;
@@ -108,28 +113,57 @@ fn to_stdout(write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>) {
 /// Unicode pictures (ESC as ␛, CR as ␍), so that no text a run stored can move the cursor,
 /// clear the screen or overwrite a line. Piped output is the text as stored. Each is one byte
 /// that no multi-byte UTF-8 sequence holds, so bytes are mapped one at a time.
-struct TerminalSafe<W>(W);
+struct TerminalSafe<W> {
+    out: W,
+    /// The last byte written was 0xC2, the lead byte of the C1 controls (U+0080–U+009F, where
+    /// U+009B starts a sequence on some terminals), held back until the next byte says which.
+    lead: bool,
+}
+
+impl<W: Write> TerminalSafe<W> {
+    fn new(out: W) -> Self {
+        TerminalSafe { out, lead: false }
+    }
+}
 
 impl<W: Write> Write for TerminalSafe<W> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         let mut start = 0;
         for (i, &byte) in buf.iter().enumerate() {
+            let lead = std::mem::replace(&mut self.lead, false);
             let picture = match byte {
+                0x80..=0x9f if lead => '\u{FFFD}',
+                _ if lead => {
+                    // Not a C1 control: the held lead byte goes out before this one.
+                    self.out.write_all(&buf[start..i])?;
+                    self.out.write_all(&[0xc2])?;
+                    start = i;
+                    continue;
+                }
+                0xc2 => {
+                    self.out.write_all(&buf[start..i])?;
+                    self.lead = true;
+                    start = i + 1;
+                    continue;
+                }
                 b'\n' | b'\t' => continue,
                 0..=0x1f => char::from_u32(0x2400 + u32::from(byte)).expect("a control picture"),
                 0x7f => '\u{2421}',
                 _ => continue,
             };
-            self.0.write_all(&buf[start..i])?;
-            self.0.write_all(picture.encode_utf8(&mut [0; 3]).as_bytes())?;
+            self.out.write_all(&buf[start..i])?;
+            self.out.write_all(picture.encode_utf8(&mut [0; 3]).as_bytes())?;
             start = i + 1;
         }
-        self.0.write_all(&buf[start..])?;
+        self.out.write_all(&buf[start..])?;
         Ok(buf.len())
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
-        self.0.flush()
+        if std::mem::take(&mut self.lead) {
+            self.out.write_all(&[0xc2])?;
+        }
+        self.out.flush()
     }
 }
 
@@ -417,9 +451,16 @@ mod tests {
     /// line breaks, tabs and other text stay as they are.
     #[test]
     fn a_terminal_is_shown_control_characters_as_pictures() {
-        let mut out = TerminalSafe(Vec::new());
-        out.write_all("ok\x1b[2K\rFAKE\x08\x7f é\tend\n".as_bytes()).unwrap();
-        assert_eq!(String::from_utf8(out.0).unwrap(), "ok\u{241b}[2K\u{240d}FAKE\u{2408}\u{2421} é\tend\n");
+        let mut out = TerminalSafe::new(Vec::new());
+        out.write_all("ok\x1b[2K\rFAKE\x08\x7f é\tend\u{9b}2J ¢\n".as_bytes()).unwrap();
+        // A C1 control split between two writes, and a character whose lead byte ends one.
+        let (csi, cent) = ("\u{9b}".as_bytes(), "¢".as_bytes());
+        for bytes in [&csi[..1], &csi[1..], &cent[..1], &cent[1..], &cent[..1]] {
+            out.write_all(bytes).unwrap();
+        }
+        out.flush().unwrap();
+        let shown = String::from_utf8_lossy(&out.out).into_owned();
+        assert_eq!(shown, "ok\u{241b}[2K\u{240d}FAKE\u{2408}\u{2421} é\tend\u{FFFD}2J ¢\n\u{FFFD}¢\u{FFFD}");
     }
 
     /// Text written onto a failing output keeps its I/O error for the caller to report, which
