@@ -89,8 +89,7 @@ pub(crate) enum Item {
         id: i64,
         step: LazyStep,
     },
-    /// A compaction summary: its text and the steps it stands for (with those of the earlier
-    /// summaries it folded in).
+    /// A compaction summary: its text and the steps it replaced.
     Summary {
         id: i64,
         text: String,

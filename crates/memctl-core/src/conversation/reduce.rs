@@ -176,7 +176,7 @@ impl Tx<'_> {
             let shorter = |text: &String| {
                 let summary = Entry {
                     position: 0,
-                    item: Item::Summary { id: 0, text: text.clone(), steps: run.covered.clone() },
+                    item: Item::Summary { id: 0, text: text.clone(), steps: run.steps.clone() },
                 };
                 tokens(&to_messages(&summary, MessageFormat::Openai, false), encoding) < run.tokens
             };
@@ -185,7 +185,7 @@ impl Tx<'_> {
             };
             // Listed by the steps it replaces, the summary takes the place of the first: still
             // between the same two user messages as the summaries it folds in.
-            let seq = self.insert_summary(bid, &mut kept, SUMMARY_KIND, &text, &run.covered, &run.folded)?;
+            let seq = self.insert_summary(bid, &mut kept, SUMMARY_KIND, &text, &run.steps, &run.folded)?;
             self.insert_exclusions(bid, as_steps(&run.steps))?;
             outcome.summaries.push(seq);
             outcome.steps += run.steps.len();
@@ -310,9 +310,6 @@ struct Run {
     steps: Vec<i64>,
     /// The summaries it holds, folded into the new one.
     folded: Vec<i64>,
-    /// The steps the new summary stands for: its own and those of the summaries it folds in
-    /// (so that its message counts them all).
-    covered: Vec<i64>,
     /// Its messages' tokens.
     tokens: usize,
     /// What the summarizer is asked, and the deterministic summary if it does not answer.
@@ -342,19 +339,16 @@ fn compaction(entries: &[Entry], budget: usize, encoding: Encoding) -> (usize, V
         .filter_map(|run| {
             let mut steps = Vec::new();
             let mut folded = Vec::new();
-            let mut covered = Vec::new();
             let mut lines = Vec::new();
             let mut step_lines = Vec::new();
             for entry in &run {
                 match &entry.item {
                     Item::Step { id, step } => {
                         steps.push(*id);
-                        covered.push(*id);
                         step_lines.push(extract_line(step.step_type, &step.get().render()));
                     }
-                    Item::Summary { id, text, steps: theirs } => {
+                    Item::Summary { id, text, .. } => {
                         folded.push(*id);
-                        covered.extend(theirs);
                         lines.push(text.clone());
                     }
                 }
@@ -374,8 +368,7 @@ fn compaction(entries: &[Entry], budget: usize, encoding: Encoding) -> (usize, V
                 json!({}),
             );
             let tokens = count(run.iter().copied(), encoding);
-            covered.sort_unstable();
-            Some(Run { steps, folded, covered, tokens, request, extract })
+            Some(Run { steps, folded, tokens, request, extract })
         })
         .collect();
     (tokens_before, runs)
