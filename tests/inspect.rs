@@ -95,11 +95,14 @@ fn diff_is_the_difference_of_the_views_on(sb: &Sandbox) {
             let core = field(&diff, "core");
             assert_eq!(ids(array(core, "only_a"), "key"), quoted(&ka - &kb), "{a} {b}");
             assert_eq!(ids(array(core, "only_b"), "key"), quoted(&kb - &ka), "{a} {b}");
-            // Changed: another value, whoever wrote it (the same value written twice is none).
-            let value =
-                |k: usize, key: &str| string(field(field(&explained[k], "core"), key), "value").to_string();
+            // Changed: another value, importance or TTL, whoever wrote it (the same written
+            // twice is none).
+            let entry = |k: usize, key: &str| {
+                let e = field(field(&explained[k], "core"), key);
+                (e["value"].clone(), e["importance"].clone(), e["ttl"].clone())
+            };
             let changed: BTreeSet<String> =
-                ka.intersection(&kb).filter(|key| value(i, key) != value(j, key)).cloned().collect();
+                ka.intersection(&kb).filter(|key| entry(i, key) != entry(j, key)).cloned().collect();
             let reported: BTreeSet<String> =
                 array(core, "changed").iter().map(|c| string(field(c, "a"), "key").to_string()).collect();
             assert_eq!(reported, changed, "{a} {b}");
@@ -124,9 +127,11 @@ fn diff_shows_no_change_where_both_wrote_the_same() {
     assert!(array(field(&diff, "core"), "changed").is_empty(), "{diff}");
     assert!(array(field(&diff, "archival"), "changed").is_empty(), "{diff}");
     assert!(sb.ok(&["diff", "c1", "c2"]).contains("No differences: c1 and c2 see the same memory."));
-    sb.ok(&["core", "set", "c2", "status", "failed"]);
+    // The same value pinned in one: a change, which the text says.
+    sb.ok(&["core", "set", "c2", "status", "ok", "--importance", "5"]);
     let diff = sb.json(&["diff", "c1", "c2"]);
     assert_eq!(array(field(&diff, "core"), "changed").len(), 1, "{diff}");
+    assert!(sb.ok(&["diff", "c1", "c2"]).contains("importance 3 → 5"));
 }
 
 fn quoted(keys: BTreeSet<String>) -> BTreeSet<String> {

@@ -69,8 +69,16 @@ fn write_text(out: &mut dyn Write, diff: &Diff) -> fmt::Result {
             section.line(format_args!("  + {}", core_line(entry)))?;
         }
         for c in &core.changed {
+            let mut also = String::new();
+            if c.a.importance != c.b.importance {
+                also += &format!(", importance {} → {}", c.a.importance, c.b.importance);
+            }
+            if c.a.ttl != c.b.ttl {
+                let ttl = |t: Option<f64>| t.map_or("none".to_string(), |t| format!("{t} s"));
+                also += &format!(", ttl {} → {}", ttl(c.a.ttl), ttl(c.b.ttl));
+            }
             section.line(format_args!(
-                "  ~ {}: {} → {}  (← {} seq {} / ← {} seq {})",
+                "  ~ {}: {} → {}  (← {} seq {} / ← {} seq {}{also})",
                 c.a.key,
                 one_line(&c.a.value),
                 one_line(&c.b.value),

@@ -242,8 +242,11 @@ fn core_diff(a: &[CoreEntry], b: &[CoreEntry]) -> CoreDiff {
     let changed = a
         .iter()
         .filter_map(|ea| by_key.get(ea.key.as_str()).map(|eb| (ea, *eb)))
-        // The same value written twice (each branch its own) is no change.
-        .filter(|(ea, eb)| ea.seq != eb.seq && ea.value != eb.value)
+        // The same value written twice (each branch its own, as important, as long-lived) is
+        // no change; the same value pinned in one and evictable in the other is one.
+        .filter(|(ea, eb)| {
+            ea.seq != eb.seq && (ea.value != eb.value || ea.importance != eb.importance || ea.ttl != eb.ttl)
+        })
         .map(|(ea, eb)| Changed { a: ea.clone(), b: eb.clone() })
         .collect();
     CoreDiff { only_a, only_b, changed }

@@ -927,9 +927,14 @@ impl Harness {
                 let core = diff.core.as_ref().unwrap();
                 same_sides(
                     (core.only_a.iter().map(|e| e.key.clone()), core.only_b.iter().map(|e| e.key.clone())),
-                    // Changed: another value (the same value written by each is no change).
-                    keyed(&va.core, |l| (l.key.clone(), l.value.clone())),
-                    keyed(&vb.core, |l| (l.key.clone(), l.value.clone())),
+                    // Changed: another value, importance or TTL (the same written by each is no
+                    // change).
+                    keyed(&va.core, |l| {
+                        (l.key.clone(), (l.value.clone(), l.importance, l.ttl.map(f64::to_bits)))
+                    }),
+                    keyed(&vb.core, |l| {
+                        (l.key.clone(), (l.value.clone(), l.importance, l.ttl.map(f64::to_bits)))
+                    }),
                     core.changed.iter().map(|c| c.a.key.clone()),
                     &format!("core, {pair}"),
                 )?;
