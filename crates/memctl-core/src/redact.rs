@@ -67,14 +67,23 @@ pub fn redact(text: &str) -> Cow<'_, str> {
         return Cow::Borrowed(text);
     }
     // Shapes first: a private key block assigned to a name goes whole, not its first line.
-    let masked = SHAPED_KEY.replace_all(text, |caps: &regex::Captures| {
-        let key = &caps[2];
-        // `sk-video-processing-toolkit` and `hf_transformers` are names: a key holds a digit.
-        if (key.starts_with("sk-") || key.starts_with("hf_")) && !has_digit(key) {
-            return caps[0].to_string();
+    let mut masked = Cow::Borrowed(text);
+    // Again while it masks: a key right after another (`hf_…-----BEGIN…`) follows a letter
+    // until the first is masked.
+    for _ in 0..3 {
+        let again = SHAPED_KEY.replace_all(&masked, |caps: &regex::Captures| {
+            let key = &caps[2];
+            // `sk-video-processing-toolkit` and `hf_transformers` are names: a key holds a digit.
+            if (key.starts_with("sk-") || key.starts_with("hf_")) && !has_digit(key) {
+                return caps[0].to_string();
+            }
+            format!("{}{MASK}", &caps[1])
+        });
+        match again {
+            Cow::Owned(again) if again != *masked => masked = Cow::Owned(again),
+            _ => break,
         }
-        format!("{}{MASK}", &caps[1])
-    });
+    }
     let masked = ASSIGNMENT.replace_all(&masked, |caps: &regex::Captures| {
         let (name, quoted_name, value) = (&caps[2], !caps[3].is_empty(), &caps[4]);
         let quote = &value[..value.starts_with(['"', '\'']) as usize];
@@ -253,6 +262,7 @@ mod tests {
                 "private_key: ***",
             ),
             ("redis://:hunter2@host:6379", "redis://:***@host:6379"),
+            ("hf_abcdefghijklmnopqrst1-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEAxyz", "******"),
             ("https://ann:p@ss@host/x", "https://ann:***@host/x"),
             ("pip install sk-video-processing-toolkit", "pip install sk-video-processing-toolkit"),
         ];
