@@ -64,7 +64,7 @@ impl Store {
 }
 
 /// The longest TTL, 100 years: a longer one means no expiry, which no TTL says better.
-const MAX_TTL_SECS: f64 = 100.0 * 365.25 * 86_400.0;
+pub(crate) const MAX_TTL_SECS: f64 = 100.0 * 365.25 * 86_400.0;
 
 /// The tag naming a key's archival copies: a tag is one line, and a key an earlier memctl
 /// stored may hold a tab.

@@ -6,7 +6,7 @@
 //! descendants. Each copy records where it came from.
 
 use crate::conversation::{Step, StepType, RESET_KIND};
-use crate::core_kv::CoreWrite;
+use crate::core_kv::{CoreWrite, MAX_TTL_SECS};
 use crate::db::params;
 use crate::error::{Error, Result};
 use crate::rows::{is_step, AppendOutcome, BranchPath, Event, STEP_KIND};
@@ -109,8 +109,9 @@ impl Tx<'_> {
         let note = note.map(|n| self.redacted(n));
         let mut promoted = Vec::new();
         for entry in core {
-            // The copy expires when the original does: a TTL runs from its write.
-            let ttl = entry.ttl.map(|ttl| entry.ts + ttl - self.now());
+            // The copy expires when the original does: a TTL runs from its write. One over 100
+            // years (an earlier memctl took them) is none.
+            let ttl = entry.ttl.map(|ttl| entry.ts + ttl - self.now()).filter(|&ttl| ttl <= MAX_TTL_SECS);
             let write = CoreWrite { importance: entry.importance, ttl };
             let out = self.core_set(&dst_branch.id, &entry.key, &entry.value, write)?;
             promoted.push(Promoted {
