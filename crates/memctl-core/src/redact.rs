@@ -11,11 +11,22 @@ use std::sync::LazyLock;
 /// `aws_secret_access_key`, `client_secret`, `x-api-key`), in any case.
 const SECRET_NAMES: &str = r"api[_\-]?key|secret(?:[_\-]?(?:access[_\-]?)?key)?|access[_\-]?key|private[_\-]?key|token|passw(?:or)?d";
 
-/// `name: value`, `name=value`, `"name": "value"`: the identifier ending in a secret's name (a
-/// longer word, `max_tokens`, is not one), the separator, then the value, whole if quoted.
+/// `name: value`, `name=value`, `name := value`, `name => value`: the identifier ending in a
+/// secret's name (a longer word, `max_tokens`, is not one), the separator, then on the same
+/// line the value, whole if quoted, else up to a space, quote or closing punctuation. ASCII word
+/// bounds: Unicode ones made any text holding a non-ASCII letter 35 times slower.
 static ASSIGNMENT: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(&format!(
-        r#"(?i)(\b([A-Za-z0-9_.\-]*?(?:{SECRET_NAMES}))(["']?)\s*[:=]\s*)("[^"\n]*"|'[^'\n]*'|\S+)"#
+        r#"(?i)((?-u:\b)([A-Za-z0-9_.\-]*?(?:{SECRET_NAMES}))[ \t]*(?::=|=>|[:=])[ \t]*)("[^"\n]*"|'[^'\n]*'|[^\s"',;)\]}}]+)"#
+    ))
+    .expect("valid regex")
+});
+
+/// The same in JSON, a Python dict or YAML with quoted names (`"api_key": "…"`): only a string
+/// value is masked, so `{"token": 5, "password": "…"}` keeps its 5 and loses the password.
+static QUOTED_ASSIGNMENT: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(&format!(
+        r#"(?i)(["']([A-Za-z0-9_.\-]*?(?:{SECRET_NAMES}))["'][ \t]*(?::|=>|=)[ \t]*)("(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*')"#
     ))
     .expect("valid regex")
 });
@@ -28,7 +39,7 @@ static SHAPED_KEY: LazyLock<Regex> = LazyLock::new(|| {
         r"(^|[^A-Za-z0-9])(",
         r"sk-[A-Za-z0-9_\-]{16,}",
         r"|hf_[A-Za-z0-9]{10,}",
-        r"|(?:AKIA|ASIA)[A-Z0-9]{16}\b",
+        r"|(?:AKIA|ASIA)[A-Z0-9]{16}(?-u:\b)",
         r"|gh[pousr]_[A-Za-z0-9]{20,}",
         r"|github_pat_[A-Za-z0-9_]{20,}",
         r"|glpat-[A-Za-z0-9_\-]{20,}",
@@ -39,7 +50,8 @@ static SHAPED_KEY: LazyLock<Regex> = LazyLock::new(|| {
         // A private key block: its body (base64, and header lines such as `Proc-Type: 4,ENCRYPTED`)
         // to its end line, or, cut short, its lines of base64. Text that only names the block's
         // lines (`pem.startswith("-----BEGIN PRIVATE KEY-----")`) holds none.
-        r"|-----BEGIN[A-Z ]*PRIVATE KEY-----[A-Za-z0-9+/=:,\-\s]*?-----END[A-Z ]*PRIVATE KEY-----",
+        // (A body holds no `--`, so the search for its end line stops at the next block's.)
+        r"|-----BEGIN[A-Z ]*PRIVATE KEY-----(?:[A-Za-z0-9+/=:,\s]|-[A-Za-z0-9])*?-----END[A-Z ]*PRIVATE KEY-----",
         r"|-----BEGIN[A-Z ]*PRIVATE KEY-----(?:\r?\n[A-Za-z][A-Za-z\-]*: [^\r\n]*)*(?:\s*\r?\n[A-Za-z0-9+/=]{16,})+",
         r")",
     ))
@@ -51,9 +63,9 @@ static SHAPED_KEY: LazyLock<Regex> = LazyLock::new(|| {
 /// is kept.
 static INTRODUCED: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(concat!(
-        r"(?i)(\bauthorization\s*:\s*((?:basic|bearer|token|digest|negotiate)\s+)?)\S+",
-        r"|(\bbearer\s+)[A-Za-z0-9\-._~+/]{16,}=*",
-        r"|(\b[a-z][a-z0-9+.\-]*://[^\s:/@]*:)[^\s/]+@",
+        r#"(?i)((?-u:\b)authorization["']?[ \t]*:[ \t]*["']?((?:basic|bearer|token|digest|negotiate)[ \t]+)?)[^\s"',;]+"#,
+        r"|((?-u:\b)bearer[ \t]+)[A-Za-z0-9\-._~+/]{16,}=*",
+        r"|((?-u:\b)[a-z][a-z0-9+.\-]*://[^\s:/@]*:)[^\s/]+@",
     ))
     .expect("valid regex")
 });
@@ -73,8 +85,11 @@ pub fn redact(text: &str) -> Cow<'_, str> {
     for _ in 0..3 {
         let again = SHAPED_KEY.replace_all(&masked, |caps: &regex::Captures| {
             let key = &caps[2];
-            // `sk-video-processing-toolkit` and `hf_transformers` are names: a key holds a digit.
-            if (key.starts_with("sk-") || key.starts_with("hf_")) && !has_digit(key) {
+            // `sk-video-processing-toolkit` and `hf_transformers` are names: an OpenAI key holds
+            // a digit, a Hugging Face token a digit or 30 letters and more.
+            let name = (key.starts_with("sk-") && !has_digit(key))
+                || (key.starts_with("hf_") && !has_digit(key) && key.len() < 33);
+            if name {
                 return caps[0].to_string();
             }
             format!("{}{MASK}", &caps[1])
@@ -84,16 +99,16 @@ pub fn redact(text: &str) -> Cow<'_, str> {
             _ => break,
         }
     }
-    let masked = ASSIGNMENT.replace_all(&masked, |caps: &regex::Captures| {
-        let (name, quoted_name, value) = (&caps[2], !caps[3].is_empty(), &caps[4]);
+    let assigned = |caps: &regex::Captures| {
+        let (name, value) = (&caps[2], &caps[3]);
         let quote = &value[..value.starts_with(['"', '\'']) as usize];
-        // A tokenizer's special tokens (`pad_token: <pad>`) are no secrets; in JSON
-        // (`"token": 5, …`) only a string is one.
-        if special_token(name) || (quoted_name && quote.is_empty()) {
+        if !names_secret(name) || no_secret(value.trim_matches(['"', '\''])) {
             return caps[0].to_string();
         }
         format!("{}{quote}{MASK}{quote}", &caps[1])
-    });
+    };
+    let masked = QUOTED_ASSIGNMENT.replace_all(&masked, assigned);
+    let masked = ASSIGNMENT.replace_all(&masked, assigned);
     let masked = INTRODUCED.replace_all(&masked, |caps: &regex::Captures| {
         let credential = &caps[0][caps.get(1).or(caps.get(3)).or(caps.get(4)).map_or(0, |m| m.len())..];
         // Prose ("Authorization: required", "the bearer of bad-news-for-everyone") names no
@@ -119,11 +134,34 @@ fn has_digit(text: &str) -> bool {
     text.bytes().any(|b| b.is_ascii_digit())
 }
 
-/// A tokenizer's special token (`pad_token`, `eos_token`): a name ending in `token` that
-/// names no secret.
-fn special_token(name: &str) -> bool {
-    let lower = name.to_ascii_lowercase();
-    ["pad", "bos", "eos", "unk", "sep", "cls", "mask"].iter().any(|t| lower.ends_with(&format!("{t}_token")))
+/// A value no secret is: empty, a boolean, null, a number (`use_auth_token=True`,
+/// `loss_per_token=2.31`), or the rest of `==`.
+pub(crate) fn no_secret(value: &str) -> bool {
+    let lower = value.to_ascii_lowercase();
+    matches!(lower.as_str(), "" | "true" | "false" | "none" | "null" | "nil")
+        || value.starts_with('=')
+        || value.parse::<f64>().is_ok()
+}
+
+/// Words before `_token` that make it a credential (`hf_token`, `GITHUB_TOKEN`,
+/// `access_token`); after any other (`pad_token`, `next_token`, `time_per_token`) it is a
+/// token of text. `token` alone is one, as SPEC §5 has it.
+const CREDENTIAL_TOKENS: [&str; 24] = [
+    "hf", "auth", "access", "api", "bot", "refresh", "id", "github", "gh", "gitlab", "slack", "bearer",
+    "oauth", "session", "secret", "personal", "private", "app", "client", "service", "jwt", "openai",
+    "wandb", "npm",
+];
+
+/// Whether an identifier ending in `token` names a credential: `token` alone or after one of
+/// [`CREDENTIAL_TOKENS`].
+fn credential_token(lower: &str) -> bool {
+    let Some(before) = lower.strip_suffix("token") else { return false };
+    if before.is_empty() {
+        return true;
+    }
+    let Some(before) = before.strip_suffix(['_', '-', '.']) else { return false };
+    let word = before.rsplit(['_', '-', '.']).next().unwrap_or(before);
+    CREDENTIAL_TOKENS.contains(&word)
 }
 
 /// Whether `name`, as the name of a value (a JSON key, a core key), names a secret as an
@@ -133,7 +171,8 @@ fn special_token(name: &str) -> bool {
 pub fn names_secret(name: &str) -> bool {
     static WHOLE_NAME: LazyLock<Regex> =
         LazyLock::new(|| Regex::new(&format!(r"(?i)(?:{SECRET_NAMES})$")).expect("valid regex"));
-    WHOLE_NAME.is_match(name) && !special_token(name)
+    let lower = name.to_ascii_lowercase();
+    WHOLE_NAME.is_match(name) && (!lower.ends_with("token") || credential_token(&lower))
 }
 
 /// Literals every secret (or what introduces it) contains, in lower case. Checked first, so
@@ -219,6 +258,12 @@ mod tests {
             r#"{"token": 5, "temperature": 0.7, "use_auth_token": true,"#,
             "pad_token: <pad>, eos_token: </s>",
             "xoxo-gossip-girl-episodes",
+            "if next_token == tokenizer.eos_token_id:",
+            "from_pretrained(m, token=True, use_auth_token=True)",
+            "time_to_first_token=0.184 loss_per_token=2.31",
+            r#"{"token": 5, "logprob": -0.02, "image_token": "<image>"}"#,
+            "auth:\n  token:\n    enabled: true",
+            "OPENAI_API_KEY=\nWANDB_PROJECT=llm-evals",
             "hf_transformers_cache",
             "assert pem.startswith(\"-----BEGIN PRIVATE KEY-----\")\ndef other(): return 1",
             "see https://example.org/a:b@c and http://host:8080/path",
@@ -246,7 +291,14 @@ mod tests {
                 "jwt ***",
             ),
             ("Authorization: Bearer abc.def-ghi", "Authorization: Bearer ***"),
-            ("curl -H 'Authorization: Basic dXNlcjpwYXNz'", "curl -H 'Authorization: Basic ***"),
+            ("curl -H 'Authorization: Basic dXNlcjpwYXNz'", "curl -H 'Authorization: Basic ***'"),
+            (r#"curl -H "Authorization: Bearer sk-abcdefghijklmnop1234" https://x"#, r#"curl -H "Authorization: Bearer ***" https://x"#),
+            ("huggingface-cli login --token hf_AbCdEfGhIjKlMnOpQrStUvWxYzAbCdEfGh", "huggingface-cli login --token ***"),
+            (r#"{"use_auth_token":true,"api_key":"abc123xyz","password":"hunter2"}"#, r#"{"use_auth_token":true,"api_key":"***","password":"***"}"#),
+            (r#"{"pad_token":null,"hf_token":"hf_abcdefghij1"}"#, r#"{"pad_token":null,"hf_token":"***"}"#),
+            (r#"password := "hunter2""#, r#"password := "***""#),
+            ("'password' => 'hunter2'", "'password' => '***'"),
+            ("from_pretrained(m, token=hf_abcdefghij1)", "from_pretrained(m, token=***)"),
             ("bearer abcdefghijklmnop0123", "bearer ***"),
             ("postgres://user:hunter2secret@host/db", "postgres://user:***@host/db"),
             ("https://user:pw@github.com/x", "https://user:***@github.com/x"),
@@ -285,11 +337,24 @@ mod tests {
             "aws_secret_access_key",
             "x-api-key",
             "passwd",
+            "GITHUB_TOKEN",
+            "access_token",
         ] {
             assert!(names_secret(name), "{name}");
             assert_ne!(redact(&format!("{name}: x1")), format!("{name}: x1"), "{name}");
         }
-        for name in ["max_tokens", "secret_id", "tokenizer", "api", "pass", "pad_token", "EOS_TOKEN"] {
+        for name in [
+            "max_tokens",
+            "secret_id",
+            "tokenizer",
+            "api",
+            "pass",
+            "pad_token",
+            "EOS_TOKEN",
+            "next_token",
+            "time_per_output_token",
+            "mytoken",
+        ] {
             assert!(!names_secret(name), "{name}");
             assert_eq!(redact(&format!("{name}: x1")), format!("{name}: x1"), "{name}");
         }

@@ -2,7 +2,7 @@
 //! duplicate suppression.
 
 use crate::error::{Error, Result};
-use crate::redact::{names_secret, redact, MASK};
+use crate::redact::{names_secret, no_secret, redact, MASK};
 use crate::rows::{is_step, CONVERSATION_KIND};
 use crate::store::Store;
 use serde_json::{Map, Value};
@@ -76,7 +76,7 @@ impl Store {
     /// The text of a value named `name` (a core key, a JSON key) as stored: masked whole when
     /// the name names a secret (`api_key`), else redacted as text is.
     pub(crate) fn redacted_named(&self, name: &str, text: &str) -> String {
-        if self.config.redaction.enabled && names_secret(name) && !text.trim().is_empty() {
+        if self.config.redaction.enabled && names_secret(name) && !no_secret(text.trim()) {
             MASK.to_string()
         } else {
             self.redacted(text)
