@@ -1123,20 +1123,24 @@ fn a_stdout_that_cannot_be_written_is_reported_and_the_write_kept() {
     let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else {
         return; // not a Linux machine: nothing to write into that is always full
     };
-    for json in [false, true] {
-        let text = if json { "appended with --json" } else { "appended" };
-        let args =
-            [&["--json"][..json as usize], &["recall", "append", "--kind", "note", "root", text]].concat();
+    // Exit 1 as for a file an export cannot write, not 255 (a bug of memctl's); the stderr.
+    let into_full = |args: &[&str]| -> String {
         let output = sb
-            .command(&args)
+            .command(args)
             .stdout(full.try_clone().unwrap())
             .stderr(std::process::Stdio::piped())
             .output()
             .unwrap();
         let stderr = String::from_utf8(output.stderr).unwrap();
-        // Exit 1 as for a file an export cannot write, not 255 (a bug of memctl's).
-        assert_eq!(output.status.code(), Some(1), "{stderr}");
+        assert_eq!(output.status.code(), Some(1), "{args:?}: {stderr}");
         assert!(stderr.contains("cannot write to stdout"), "{stderr}");
+        stderr
+    };
+    for json in [false, true] {
+        let text = if json { "appended with --json" } else { "appended" };
+        let args =
+            [&["--json"][..json as usize], &["recall", "append", "--kind", "note", "root", text]].concat();
+        let stderr = into_full(&args);
         if json {
             let error: Value = serde_json::from_str(stderr.trim()).expect("the error as JSON");
             assert_eq!(error["error"]["kind"], "invalid_input");
@@ -1146,15 +1150,7 @@ fn a_stdout_that_cannot_be_written_is_reported_and_the_write_kept() {
     }
     // An export to stdout the same way.
     for export in ["jsonl", "html"] {
-        let output = sb
-            .command(&["export", export, "--out", "-"])
-            .stdout(full.try_clone().unwrap())
-            .stderr(std::process::Stdio::piped())
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8(output.stderr).unwrap();
-        assert_eq!(output.status.code(), Some(1), "{export}: {stderr}");
-        assert!(stderr.contains("cannot write to stdout"), "{stderr}");
+        into_full(&["export", export, "--out", "-"]);
     }
 }
 
