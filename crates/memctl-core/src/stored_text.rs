@@ -74,7 +74,8 @@ impl Store {
     }
 
     /// The text of a value named `name` (a core key, a JSON key) as stored: masked whole when
-    /// the name names a secret (`api_key`), else redacted as text is.
+    /// the name names a secret (`api_key`) and the value could be one (not `true` or `5`), else
+    /// redacted as text is.
     pub(crate) fn redacted_named(&self, name: &str, text: &str) -> String {
         if self.config.redaction.enabled && names_secret(name) && !no_secret(text.trim()) {
             MASK.to_string()
