@@ -197,9 +197,13 @@ class Memory:
             raise InvalidInput("invalid_input", 1, f"a text must be a str, not {type(stdin).__name__}")
         # memctl drops one line break ending its stdin (`echo`'s: "\n" or "\r\n"); one more
         # keeps the text whole, a "\r" at its end included.
-        data = _encoded([*argv, stdin + "\r\n" if stdin is not None else ""], stdin is not None)
+        for arg in argv:
+            if "\0" in arg:
+                raise InvalidInput("invalid_input", 1, "an argument holds the NUL character (U+0000)")
+            _utf8(arg)
+        data = _utf8(stdin + "\r\n") if stdin is not None else b""
         try:
-            proc = subprocess.run(argv, input=data[-1], capture_output=True)
+            proc = subprocess.run(argv, input=data, capture_output=True)
         except OSError as e:
             raise MemctlError("internal", 127, f"cannot run {self.binary}: {e}",
                               "install memctl, or pass binary= or set MEMCTL_BIN") from None
@@ -304,19 +308,13 @@ class Memory:
         return self._run("reset", *_flag("--all", all), "--", branch)
 
 
-def _encoded(texts: List[str], last_is_stdin: bool) -> List[bytes]:
-    """The texts as memctl takes them (UTF-8), or InvalidInput for one it could not: a NUL
-    character in an argument (no command line holds one; memctl stores one on stdin as U+FFFD),
-    a lone surrogate (no UTF-8 holds it)."""
-    out = []
-    for i, text in enumerate(texts):
-        if "\0" in text and not (last_is_stdin and i == len(texts) - 1):
-            raise InvalidInput("invalid_input", 1, "an argument holds the NUL character (U+0000)")
-        try:
-            out.append(text.encode("utf-8"))
-        except UnicodeEncodeError as e:
-            raise InvalidInput("invalid_input", 1, f"text is not valid Unicode: {e.reason} at {e.start}") from None
-    return out
+def _utf8(text: str) -> bytes:
+    """The text as memctl takes it, or InvalidInput for one no UTF-8 holds (a lone surrogate).
+    (A NUL character cannot be an argument; on stdin memctl stores it as U+FFFD.)"""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise InvalidInput("invalid_input", 1, f"text is not valid Unicode: {e.reason} at {e.start}") from None
 
 
 def _opt(flag: str, value: Any) -> List[str]:
