@@ -316,7 +316,7 @@ impl Tx<'_> {
                         "event".into()
                     });
                     let tags = self.legacy_tags("events", tags, tally)?;
-                    let outcome = self.insert_event(bid, &kind, &self.redacted(&text), &tags)?;
+                    let outcome = self.insert_event(path.branch(), &kind, &self.redacted(&text), &tags)?;
                     event_ids.insert(id, outcome.id);
                     if outcome.skipped {
                         tally.skip("events", "duplicate of an event of the same branch");

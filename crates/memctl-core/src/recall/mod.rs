@@ -10,7 +10,7 @@ use crate::db::params;
 use crate::error::{Error, Result};
 use crate::journal;
 use crate::query::{ranked, Query};
-use crate::rows::{is_step, AppendOutcome, BranchPath, Event, Summary};
+use crate::rows::{is_step, AppendOutcome, Branch, BranchPath, Event, Summary};
 use crate::schema::{event_rid, tags};
 use crate::store::{Store, Tx};
 use crate::stored_text::{content_hash, normalize_tags};
@@ -101,7 +101,7 @@ impl Tx<'_> {
         let bid = branch.bid;
         let text = self.redacted(text);
         let tags = normalize_tags(self, tags)?;
-        let outcome = self.insert_event(bid, kind, &text, &tags)?;
+        let outcome = self.insert_event(&branch, kind, &text, &tags)?;
         if !outcome.skipped {
             let args = journal::RecordArgs::new(outcome.id, Some(kind), &text, &tags);
             self.insert_op(Some(bid), "recall.append", &serde_json::to_string(&args)?)?;
@@ -114,11 +114,12 @@ impl Tx<'_> {
     /// branch holds an identical one in its view: then that one's id, skipped.
     pub(crate) fn insert_event(
         &self,
-        bid: i64,
+        branch: &Branch,
         kind: &str,
         text: &str,
         tags: &[String],
     ) -> Result<AppendOutcome> {
+        let bid = branch.bid;
         let tags_json = tags::to_json(tags)?;
         let hash = content_hash(&[kind, text, &tags_json]);
         // One statement in the common case: the unique (branch, text_hash) index turns a
@@ -130,7 +131,8 @@ impl Tx<'_> {
                 params![bid, hash],
                 |r| r.get(0),
             )?;
-            if !self.excluded_in(bid, id)? {
+            // The branch's own event: the nearest branch of its path holds it.
+            if !view::events_among(self, &*self.near_path(&branch.id, 1)?, &[id])?.is_empty() {
                 return Ok(AppendOutcome { id, skipped: true });
             }
             // The identical event left the branch's view (evicted, consolidated): this one is
@@ -146,14 +148,6 @@ impl Tx<'_> {
         }
         self.next_seq()?;
         Ok(AppendOutcome { id: seq, skipped: false })
-    }
-
-    /// Whether `bid` hid its own event `id` from its view.
-    fn excluded_in(&self, bid: i64, id: i64) -> Result<bool> {
-        self.conn.exists(
-            "SELECT 1 FROM inherited_exclusions WHERE event_id = ?1 AND branch = ?2",
-            params![id, bid],
-        )
     }
 
     /// Stores a conversation step (kind `step:…`, readable text, JSON payload) in `bid`. Steps
