@@ -61,20 +61,35 @@ impl Group {
     }
 
     /// The deterministic summary: count, time span, the first line of each event (newest kept
-    /// when cut), after the earlier summary's lines.
+    /// when cut), after the earlier summary's lines. Folding in an earlier extract adds up the
+    /// counts and keeps its start; a summarizer's text is kept whole, under a header that says
+    /// it counts the events after it ("N more").
     fn extract(&self) -> String {
-        let count = self.events.len();
         let first = self.events.first().map_or(0.0, |e| e.ts);
         let last = self.events.last().map_or(0.0, |e| e.ts);
-        let mut lines: Vec<String> = self
-            .previous
-            .iter()
-            .flat_map(|p| p.text.lines().skip(1).map(str::to_string).collect::<Vec<_>>())
-            .collect();
+        let mut header =
+            Header { count: self.events.len(), more: false, since: utc_datetime(first).to_string() };
+        let mut lines: Vec<String> = Vec::new();
+        if let Some(previous) = &self.previous {
+            let mut earlier = previous.text.lines();
+            match Header::of(&previous.text, &self.kind) {
+                Some(before) => {
+                    earlier.next();
+                    header = Header { count: before.count + header.count, ..before };
+                }
+                None => header.more = true,
+            }
+            lines.extend(earlier.map(str::to_string));
+        }
         lines.extend(self.events.iter().map(|e| format!("- {}", e.text.lines().next().unwrap_or("").trim())));
-        let more = if self.previous.is_some() { " more" } else { "" };
-        let header =
-            format!("{count}{more} {} events, {} to {}:", self.kind, utc_datetime(first), utc_datetime(last));
+        let more = if header.more { " more" } else { "" };
+        let header = format!(
+            "{}{more} {} events, {} to {}:",
+            header.count,
+            self.kind,
+            header.since,
+            utc_datetime(last)
+        );
         let mut kept: Vec<String> = Vec::new();
         let mut used = header.chars().count();
         for line in lines.iter().rev() {
@@ -87,6 +102,29 @@ impl Group {
         }
         kept.reverse();
         std::iter::once(header).chain(kept).collect::<Vec<_>>().join("\n")
+    }
+}
+
+/// The first line of an extract: `N KIND events, SINCE to LAST:`, or `N more …` when it
+/// follows a summarizer's text, which counts the events before.
+struct Header {
+    count: usize,
+    more: bool,
+    since: String,
+}
+
+impl Header {
+    /// The header of an earlier summary's text; None when a summarizer wrote it.
+    fn of(text: &str, kind: &str) -> Option<Header> {
+        let (count, rest) = text.lines().next()?.split_once(' ')?;
+        let count = count.parse().ok()?;
+        let (more, rest) = match rest.strip_prefix("more ") {
+            Some(rest) => (true, rest),
+            None => (false, rest),
+        };
+        let span = rest.strip_prefix(kind)?.strip_prefix(" events, ")?.strip_suffix(':')?;
+        let (since, _) = span.split_once(" to ")?;
+        Some(Header { count, more, since: since.to_string() })
     }
 }
 
@@ -222,5 +260,52 @@ impl Tx<'_> {
             self.consolidate(&branch.id, true)?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    fn event(id: i64, ts: f64, text: &str) -> Event {
+        Event { branch: "b".into(), id, kind: "note".into(), tags: Arc::from([]), text: text.into(), ts }
+    }
+
+    fn group(previous: Option<&str>, events: Vec<Event>) -> Group {
+        let previous = previous.map(|text| Summary {
+            branch: "b".into(),
+            event_ids: vec![],
+            id: 1,
+            kind: "note".into(),
+            text: text.into(),
+            ts: 0.0,
+        });
+        Group { kind: "note".into(), events, previous }
+    }
+
+    #[test]
+    fn a_folded_extract_counts_every_event_since_the_first() {
+        let first = group(None, vec![event(1, 0.0, "a"), event(2, 60.0, "b\nsecond line")]).extract();
+        assert_eq!(first, "2 note events, 1970-01-01 00:00:00 to 1970-01-01 00:01:00:\n- a\n- b");
+        let folded = group(Some(&first), vec![event(3, 3600.0, "c")]).extract();
+        assert_eq!(folded, "3 note events, 1970-01-01 00:00:00 to 1970-01-01 01:00:00:\n- a\n- b\n- c");
+    }
+
+    #[test]
+    fn a_summarizers_text_is_kept_whole_and_the_header_counts_what_follows() {
+        let llm = "Tried three learning rates.\nThe best was 3e-4.";
+        let folded = group(Some(llm), vec![event(3, 3600.0, "c")]).extract();
+        assert_eq!(
+            folded,
+            "1 more note events, 1970-01-01 01:00:00 to 1970-01-01 01:00:00:\n\
+             Tried three learning rates.\nThe best was 3e-4.\n- c"
+        );
+        // Folded again, the count adds up and still says "more".
+        let again = group(Some(&folded), vec![event(4, 7200.0, "d")]).extract();
+        assert!(
+            again.starts_with("2 more note events, 1970-01-01 01:00:00 to 1970-01-01 02:00:00:\nTried"),
+            "{again}"
+        );
     }
 }
