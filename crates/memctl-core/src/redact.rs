@@ -1,15 +1,17 @@
 //! Secret redaction before storage (SPEC §5): `name: value` assignments of api keys, secrets,
 //! tokens and passwords keep the name and lose the value; credentials recognisable by their
-//! shape (`sk-…`, `hf_…`, AWS, GitHub, GitLab, Slack, Google and Stripe keys, JWTs, private key
-//! blocks) vanish; bearer tokens and the passwords of URLs (`scheme://user:…@`) lose theirs.
+//! shape (`sk-…`, `hf_…`, AWS, GitHub, GitLab, Slack, Google, Stripe, Replicate, Groq, npm and
+//! PyPI keys, JWTs, private key blocks) vanish; bearer tokens and the passwords of URLs
+//! (`scheme://user:…@`) lose theirs.
 
 use regex::Regex;
 use std::borrow::Cow;
 use std::sync::LazyLock;
 
 /// Names whose value is a secret, as the end of an identifier (`OPENAI_API_KEY`,
-/// `aws_secret_access_key`, `client_secret`, `x-api-key`), in any case.
-const SECRET_NAMES: &str = r"api[_\-]?key|secret(?:[_\-]?(?:access[_\-]?)?key)?|access[_\-]?key|private[_\-]?key|token|passw(?:or)?d";
+/// `aws_secret_access_key`, `client_secret`, `x-api-key`, `gpg_passphrase`), in any case.
+/// `token`, `pass` and `pwd` only after some words: see [`names_secret`].
+const SECRET_NAMES: &str = r"api[_\-]?key|secret(?:[_\-]?(?:access[_\-]?)?key)?|access[_\-]?key|private[_\-]?key|token|passw(?:or)?d|passphrase|pass|pwd";
 
 /// `name: value`, `name=value`, `name := value`, `name => value`: the identifier ending in a
 /// secret's name (a longer word, `max_tokens`, is not one), the separator, then on the same
@@ -23,10 +25,11 @@ static ASSIGNMENT: LazyLock<Regex> = LazyLock::new(|| {
 });
 
 /// The same in JSON, a Python dict or YAML with quoted names (`"api_key": "…"`): only a string
-/// value is masked, so `{"token": 5, "password": "…"}` keeps its 5 and loses the password.
+/// value is masked, so `{"token": 5, "password": "…"}` keeps its 5 and loses the password. Also
+/// JSON held in a JSON string, its quotes escaped (`{\"password\": \"…\"}`).
 static QUOTED_ASSIGNMENT: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(&format!(
-        r#"(?i)(["']([A-Za-z0-9_.\-]*?(?:{SECRET_NAMES}))["'][ \t]*(?::|=>|=)[ \t]*)("(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*')"#
+        r#"(?i)(["']([A-Za-z0-9_.\-]*?(?:{SECRET_NAMES}))\\?["'][ \t]*(?::|=>|=)[ \t]*)(\\"(?:[^"\\\n]|\\[^"\n])*\\"|"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*')"#
     ))
     .expect("valid regex")
 });
@@ -46,26 +49,32 @@ static SHAPED_KEY: LazyLock<Regex> = LazyLock::new(|| {
         r"|xox[abposr]-[0-9][A-Za-z0-9\-]{9,}",
         r"|AIza[A-Za-z0-9_\-]{30,}",
         r"|[rs]k_(?:live|test)_[A-Za-z0-9]{16,}",
+        r"|r8_[A-Za-z0-9]{30,}",
+        r"|gsk_[A-Za-z0-9]{40,}",
+        r"|npm_[A-Za-z0-9]{30,}",
+        r"|ya29\.[A-Za-z0-9_\-]{20,}",
+        r"|pypi-[A-Za-z0-9_\-]{40,}",
         r"|eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}",
-        // A private key block: its body (base64, and header lines such as `Proc-Type: 4,ENCRYPTED`)
-        // to its end line, or, cut short, its lines of base64. Text that only names the block's
-        // lines (`pem.startswith("-----BEGIN PRIVATE KEY-----")`) holds none.
-        // (A body holds no `--`, so the search for its end line stops at the next block's.)
-        r"|-----BEGIN[A-Z ]*PRIVATE KEY-----(?:[A-Za-z0-9+/=:,\s]|-[A-Za-z0-9])*?-----END[A-Z ]*PRIVATE KEY-----",
-        r"|-----BEGIN[A-Z ]*PRIVATE KEY-----(?:\r?\n[A-Za-z][A-Za-z\-]*: [^\r\n]*)*(?:\s*\r?\n[A-Za-z0-9+/=]{16,})+",
+        // A private key block (PEM, or PGP's `PRIVATE KEY BLOCK`): all of it to its end line, or,
+        // cut short, its header lines (`Proc-Type: 4,ENCRYPTED`) and lines of base64, with its
+        // line ends as they are or escaped (`\n`, in a JSON string). Text that only names the
+        // block's lines (`pem.startswith("-----BEGIN PRIVATE KEY-----")`) holds none.
+        // (A block holds no `--`, so the search for its end line stops at the next block's.)
+        r"|-----BEGIN[A-Z ]*PRIVATE KEY(?: BLOCK)?-----(?:[^-]|-[^-])*?-----END[A-Z ]*PRIVATE KEY(?: BLOCK)?-----",
+        r"|-----BEGIN[A-Z ]*PRIVATE KEY(?: BLOCK)?-----(?:(?:\r?\n|\\n)[A-Za-z][A-Za-z\-]*: [^\r\n\\]*)*(?:\s*(?:\r?\n|\\n)[A-Za-z0-9+/=]{16,})+",
         r")",
     ))
     .expect("valid regex")
 });
 
 /// A credential after the word that introduces it (`Bearer …`, `Authorization: Basic …`), and
-/// the password of a URL (the user may be empty, the password may hold `@`): the introduction
-/// is kept.
+/// the password of a URL (the user may be empty, the password may hold `@` or `/`): the
+/// introduction is kept.
 static INTRODUCED: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(concat!(
         r#"(?i)((?-u:\b)authorization["']?[ \t]*:[ \t]*["']?((?:basic|bearer|token|digest|negotiate)[ \t]+)?)[^\s"',;]+"#,
         r"|((?-u:\b)bearer[ \t]+)[A-Za-z0-9\-._~+/]{16,}=*",
-        r"|((?-u:\b)[a-z][a-z0-9+.\-]*://[^\s:/@]*:)[^\s/]+@",
+        r"|((?-u:\b)[a-z][a-z0-9+.\-]*://[^\s:/@]*:)(?:[^\s/]+|[^\s/@]*/[^\s@]*?)@",
     ))
     .expect("valid regex")
 });
@@ -101,8 +110,8 @@ pub fn redact(text: &str) -> Cow<'_, str> {
     }
     let assigned = |caps: &regex::Captures| {
         let (name, value) = (&caps[2], &caps[3]);
-        let quote = &value[..value.starts_with(['"', '\'']) as usize];
-        if !names_secret(name) || no_secret(value.trim_matches(['"', '\''])) {
+        let quote = ["\\\"", "\"", "'"].into_iter().find(|q| value.starts_with(q)).unwrap_or("");
+        if !names_secret(name) || no_secret(value.trim_matches(['"', '\'', '\\'])) {
             return caps[0].to_string();
         }
         format!("{}{quote}{MASK}{quote}", &caps[1])
@@ -115,8 +124,11 @@ pub fn redact(text: &str) -> Cow<'_, str> {
         // credential: one after no scheme, or after "bearer", holds a digit (or, after
         // "Authorization:", is long).
         let schemeless = caps.get(1).is_some() && caps.get(2).is_none();
+        // `http://host:8080/a@b` holds a port and a path, no password.
+        let port = caps.get(4).is_some() && is_port_and_path(credential);
         if (schemeless && !has_digit(credential) && credential.len() < 20)
             || (caps.get(3).is_some() && !has_digit(credential))
+            || port
         {
             return caps[0].to_string();
         }
@@ -132,6 +144,11 @@ pub fn redact(text: &str) -> Cow<'_, str> {
 
 fn has_digit(text: &str) -> bool {
     text.bytes().any(|b| b.is_ascii_digit())
+}
+
+/// Whether what follows a URL's `host:` is a port and a path (`8080/…`).
+fn is_port_and_path(text: &str) -> bool {
+    text.split_once('/').is_some_and(|(port, _)| !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// A value no secret is: empty, a boolean, null, a number (`use_auth_token=True`,
@@ -152,33 +169,48 @@ const CREDENTIAL_TOKENS: [&str; 24] = [
     "wandb", "npm",
 ];
 
-/// Whether an identifier ending in `token` names a credential: `token` alone or after one of
-/// [`CREDENTIAL_TOKENS`].
-fn credential_token(lower: &str) -> bool {
-    let Some(before) = lower.strip_suffix("token") else { return false };
-    if before.is_empty() {
-        return true;
-    }
-    let Some(before) = before.strip_suffix(['_', '-', '.']) else { return false };
-    let word = before.rsplit(['_', '-', '.']).next().unwrap_or(before);
-    CREDENTIAL_TOKENS.contains(&word)
+/// Words before `_pass` that make it a password (`DB_PASS`, `smtp_pass`); after any other
+/// (`forward_pass`, `first_pass`) it is a pass over data, and `pass` alone is a test's verdict.
+const CREDENTIAL_PASSES: [&str; 20] = [
+    "db", "database", "mysql", "postgres", "pg", "redis", "mongo", "smtp", "mail", "email", "ftp", "ldap",
+    "admin", "root", "user", "login", "proxy", "wifi", "sudo", "amqp",
+];
+
+/// The word before a name's last `_`, `-` or `.` and its end `suffix` (`db` in `APP_DB_PASS`);
+/// None when the name is not `WORD_SUFFIX` (the suffix alone, or glued to a word: `bypass`).
+fn word_before<'n>(lower: &'n str, suffix: &str) -> Option<&'n str> {
+    let before = lower.strip_suffix(suffix)?.strip_suffix(['_', '-', '.'])?;
+    Some(before.rsplit(['_', '-', '.']).next().unwrap_or(before))
 }
 
 /// Whether `name`, as the name of a value (a JSON key, a core key), names a secret as an
 /// assignment's name does in text (ending in `api_key`, `secret`, `token`, `password` …, in
 /// any case): the value of `{"openai_api_key": "…"}` is a secret as that of
-/// `openai_api_key: …` is.
+/// `openai_api_key: …` is. `token` is one alone or after a word of [`CREDENTIAL_TOKENS`],
+/// `pass` after a word of [`CREDENTIAL_PASSES`], `pwd` after any word (alone it is the
+/// shell's working directory).
 pub fn names_secret(name: &str) -> bool {
     static WHOLE_NAME: LazyLock<Regex> =
         LazyLock::new(|| Regex::new(&format!(r"(?i)(?:{SECRET_NAMES})$")).expect("valid regex"));
+    if !WHOLE_NAME.is_match(name) {
+        return false;
+    }
     let lower = name.to_ascii_lowercase();
-    WHOLE_NAME.is_match(name) && (!lower.ends_with("token") || credential_token(&lower))
+    if lower.ends_with("token") {
+        lower == "token" || word_before(&lower, "token").is_some_and(|w| CREDENTIAL_TOKENS.contains(&w))
+    } else if lower.ends_with("pass") {
+        word_before(&lower, "pass").is_some_and(|w| CREDENTIAL_PASSES.contains(&w))
+    } else if lower.ends_with("pwd") {
+        word_before(&lower, "pwd").is_some_and(|w| !w.is_empty())
+    } else {
+        true
+    }
 }
 
 /// Literals every secret (or what introduces it) contains, in lower case. Checked first, so
 /// text with nothing to redact (nearly all of it) costs one fast scan and the redaction
 /// regexes are never even compiled in most processes.
-const MIGHT_HOLD_SECRET: [&str; 27] = [
+const MIGHT_HOLD_SECRET: [&str; 39] = [
     "sk-",
     "hf_",
     "api_key",
@@ -189,6 +221,13 @@ const MIGHT_HOLD_SECRET: [&str; 27] = [
     "private",
     "token",
     "passw",
+    "passphrase",
+    "_pass",
+    "-pass",
+    ".pass",
+    "_pwd",
+    "-pwd",
+    ".pwd",
     "akia",
     "asia",
     "ghp_",
@@ -203,6 +242,11 @@ const MIGHT_HOLD_SECRET: [&str; 27] = [
     "_live_",
     "_test_",
     "eyj",
+    "r8_",
+    "gsk_",
+    "npm_",
+    "ya29.",
+    "pypi-",
     "bearer",
     "authorization",
     "-----begin",
@@ -267,6 +311,11 @@ mod tests {
             "hf_transformers_cache",
             "assert pem.startswith(\"-----BEGIN PRIVATE KEY-----\")\ndef other(): return 1",
             "see https://example.org/a:b@c and http://host:8080/path",
+            "forward_pass: 12.3 ms, first_pass: done, pass: true, bypass=1, compass: north",
+            "PWD=/home/ann OLDPWD=/tmp pwd: /srv",
+            "pass@k: 0.42 after the forward-pass",
+            "http://host:8080/a@b and https://medium.com:443/@ann",
+            "npm_config_cache=/tmp/npm",
         ] {
             assert_eq!(redact(text), text);
         }
@@ -317,6 +366,26 @@ mod tests {
             ("hf_abcdefghijklmnopqrst1-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEAxyz", "******"),
             ("https://ann:p@ss@host/x", "https://ann:***@host/x"),
             ("pip install sk-video-processing-toolkit", "pip install sk-video-processing-toolkit"),
+            ("DB_PASS=hunter2 next", "DB_PASS=*** next"),
+            ("smtp_pass: hunter2", "smtp_pass: ***"),
+            ("MYSQL_PWD=hunter2", "MYSQL_PWD=***"),
+            ("gpg_passphrase=s3cr3t", "gpg_passphrase=***"),
+            ("REPLICATE_API_TOKEN r8_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789a", "REPLICATE_API_TOKEN ***"),
+            ("groq gsk_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789AbCdEfGhIjKlMnOp", "groq ***"),
+            ("//registry.npmjs.org/:_authToken npm_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789", "//registry.npmjs.org/:_authToken ***"),
+            ("access ya29.a0AfH6SMBx3kLmNoPqRsTuVwXyZ-0123456789", "access ***"),
+            ("TWINE pypi-AgEIcHlwaS5vcmcCJDU1ZjM0YTM4LTk2ZjEtNDg3Ni1hNmY3LWE0ZDQ1", "TWINE ***"),
+            (
+                "-----BEGIN PGP PRIVATE KEY BLOCK-----\nVersion: GnuPG v2\nComment: https://gnupg.org\n\nlQOYBF0\n=abcd\n-----END PGP PRIVATE KEY BLOCK-----\nafter",
+                "***\nafter",
+            ),
+            (
+                r#"{"key": "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA\n-----END RSA PRIVATE KEY-----\n"}"#,
+                r#"{"key": "***\n"}"#,
+            ),
+            (r#""-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0B\nMIIEabc"#, r#""***\nMIIEabc"#),
+            (r#"{\"password\": \"hunter2\", \"user\": \"ann\"}"#, r#"{\"password\": \"***\", \"user\": \"ann\"}"#),
+            ("postgres://ann:pa/ss@db/x", "postgres://ann:***@db/x"),
         ];
         for (text, expected) in cases {
             assert_eq!(redact(text), expected, "{text}");
@@ -339,6 +408,11 @@ mod tests {
             "passwd",
             "GITHUB_TOKEN",
             "access_token",
+            "DB_PASS",
+            "app.db-pass",
+            "MYSQL_PWD",
+            "passphrase",
+            "key_passphrase",
         ] {
             assert!(names_secret(name), "{name}");
             assert_ne!(redact(&format!("{name}: x1")), format!("{name}: x1"), "{name}");
@@ -354,6 +428,10 @@ mod tests {
             "next_token",
             "time_per_output_token",
             "mytoken",
+            "forward_pass",
+            "bypass",
+            "pwd",
+            "oldpwd",
         ] {
             assert!(!names_secret(name), "{name}");
             assert_eq!(redact(&format!("{name}: x1")), format!("{name}: x1"), "{name}");

@@ -821,7 +821,7 @@ fn defect_13_reading_writes_nothing() {
 // Redaction (SPEC §5).
 // ---------------------------------------------------------------------------------------------
 
-const SECRETS: [&str; 12] = [
+const SECRETS: [&str; 14] = [
     "abc123secret",
     "hunter2",
     "s3cr3tvalue",
@@ -834,6 +834,8 @@ const SECRETS: [&str; 12] = [
     "sk-zyxwvutsrqponmlk9876",
     "plainvalue42",
     "MIIEpAIBAAKCAQEA",
+    "escapedpw9",
+    "dbpass55",
 ];
 
 fn write_secrets(s: &mut Store) -> (i64, i64) {
@@ -872,6 +874,10 @@ fn write_secrets(s: &mut Store) -> (i64, i64) {
     .unwrap();
     s.core_set("root", "db", "postgres://ann:pgpass77@db/runs", CoreWrite::default()).unwrap();
     s.core_set("root", "openai_api_key", "plainvalue42", CoreWrite::default()).unwrap();
+    // A tool's JSON output held in a JSON string, and an environment dump.
+    s.fork("root", Some("tools")).unwrap();
+    s.recall_append("tools", "tool", r#"{"stdout": "{\"password\": \"escapedpw9\"}"}"#, &[]).unwrap();
+    s.archival_add("tools", "env: DB_HOST=db DB_PASS=dbpass55", &[]).unwrap();
     (e, r)
 }
 
