@@ -445,6 +445,8 @@ fn recall_append_list_search_evict_on(sb: &Sandbox) {
     let texts = event_texts(&found);
     assert!(texts.contains(&"make: *** [stencil.o] Error 1".to_string()), "{texts:?}");
     snap_ok(sb, "recall_search_no_match_text", &["recall", "search", "child", "late root"]);
+    // A query of emoji and punctuation holds no word: the message says so.
+    snap_ok(sb, "recall_search_no_word_text", &["recall", "search", "child", "🚀 ?!"]);
     let none = snap_json(sb, "recall_search_no_match_json", &["recall", "search", "child", "late"]);
     assert!(array(&none, "events").is_empty(), "a sibling's or later parent's events never match");
     // Words that start with '-' come after `--` (else a mistyped option would be searched for).

@@ -2,7 +2,7 @@
 
 use crate::input;
 use crate::invocation::Context;
-use crate::output::{record_line, timestamp};
+use crate::output::{no_match, record_line, timestamp};
 use clap::{ArgGroup, Subcommand};
 use memctl_core::{Record, Search};
 use serde_json::json;
@@ -120,7 +120,7 @@ pub fn run(ctx: &Context, command: ArchivalCommand) -> anyhow::Result<()> {
             let results = store.archival_search(&branch, &search)?;
             ctx.emit(json!({ "results": results }), || {
                 if results.is_empty() {
-                    return format!("No record in {branch}'s view matches");
+                    return no_match("record", &branch, search.query.as_str());
                 }
                 results.iter().map(record_line).collect::<Vec<_>>().join("\n")
             });

@@ -265,6 +265,20 @@ pub fn count(n: usize, one: &str, many: &str) -> String {
 }
 
 /// A search score with enough digits to tell results apart (bm25 scores can be tiny).
+/// What a search that found nothing says: `items` (records, events) of `branch`'s view, and
+/// why when the query holds no word to look for (emoji and punctuation only separate words).
+pub fn no_match(items: &str, branch: &str, query: &str) -> String {
+    let found = format!("No {items} in {branch}'s view matches");
+    if query.trim().is_empty() {
+        return found;
+    }
+    let query = one_line(query);
+    if memctl_core::search_words(&query).next().is_none() {
+        return format!("{found}: '{query}' holds no word to look for (words are letters, digits and marks)");
+    }
+    format!("{found} '{query}'")
+}
+
 pub fn score(value: f64) -> String {
     if value == 0.0 || value.abs() >= 0.01 {
         format!("{value:.2}")

@@ -2,7 +2,7 @@
 
 use crate::input;
 use crate::invocation::Context;
-use crate::output::{count, event_line, summary_line};
+use crate::output::{count, event_line, no_match, summary_line};
 use clap::{ArgGroup, Subcommand};
 use memctl_core::EvictSelector;
 use serde_json::json;
@@ -107,7 +107,7 @@ pub fn run(ctx: &Context, command: RecallCommand) -> anyhow::Result<()> {
             let events = store.recall_search(&branch, &query, k)?;
             ctx.emit(json!({ "events": events }), || {
                 if events.is_empty() {
-                    return format!("No event in {branch}'s view matches '{query}'");
+                    return no_match("event", &branch, &query);
                 }
                 events.iter().map(|e| event_line(e).to_string()).collect::<Vec<_>>().join("\n")
             });
