@@ -480,3 +480,102 @@ fn a_slow_summarizer_holds_up_no_writer_on(sb: &Sandbox) {
     let messages = sb.json(&["messages", "wordy"]).to_string();
     assert!(messages.contains("- action: run") && !messages.contains("ZZZ"), "{messages}");
 }
+
+#[test]
+fn reductions_keep_the_conversations_order_and_its_texts() {
+    for db in backends("reductions_keep_the_conversations_order_and_its_texts") {
+        reductions_keep_the_conversations_order_and_its_texts_on(&Sandbox::initialized_on(&db));
+    }
+}
+
+/// The messages' roles and the start of their contents, in order.
+fn roles(sb: &Sandbox, branch: &str) -> Vec<String> {
+    let messages = sb.json(&["messages", branch]);
+    array(&messages, "messages")
+        .iter()
+        .map(|m| {
+            let content = m["content"].as_str().unwrap_or("");
+            format!("{} {}", string(m, "role"), content.split([' ', '\n']).next().unwrap_or(""))
+        })
+        .collect()
+}
+
+fn reductions_keep_the_conversations_order_and_its_texts_on(sb: &Sandbox) {
+    let long = "word ".repeat(100);
+    // A summary of a run holding a shortened copy (prune) takes the run's place, not the
+    // copy's, which was written after the turns that follow.
+    sb.ok(&["branch", "create", "a"]);
+    sb.ok(&["step", "add", "a", "--type", "task", "--text", "task"]);
+    sb.ok(&["step", "add", "a", "--type", "user", "--text", "u1"]);
+    let observation = format!("AAA {long}");
+    sb.ok(&["step", "add", "a", "--type", "action", "--tool", "run", "--observation", &observation]);
+    sb.ok(&["step", "add", "a", "--type", "user", "--text", "u2"]);
+    sb.ok(&["step", "add", "a", "--type", "assistant", "--text", &format!("B {long}")]);
+    sb.ok(&["step", "add", "a", "--type", "user", "--text", "u3"]);
+    sb.ok(&["step", "add", "a", "--type", "assistant", "--text", "C"]);
+    sb.ok(&["prune", "a", "--old-observations", "2", "--max-chars", "300"]);
+    let compacted = sb.json(&["compact", "a", "--budget-tokens", "10"]);
+    assert_eq!(int(&compacted, "steps"), 2, "{compacted}");
+    assert_eq!(
+        roles(sb, "a"),
+        ["user task", "user u1", "assistant [1", "user u2", "assistant [1", "user u3", "assistant C"]
+    );
+    // The full texts went to archival: the tail of the observation is found there.
+    let archived = int(&compacted, "archived");
+    let found = sb.json(&["archival", "search", "a", "AAA", "-t", "COMPACTED_STEPS"]);
+    let ids: Vec<i64> = array(&found, "results").iter().map(|r| int(r, "id")).collect();
+    assert_eq!(ids, [archived], "{found}");
+
+    // A task or system step ends a run as a user turn does: the work for task 2 is not
+    // summarized with the work for task 1, nor moved before task 2.
+    sb.ok(&["branch", "create", "b"]);
+    sb.ok(&["step", "add", "b", "--type", "system", "--text", "sys"]);
+    sb.ok(&["step", "add", "b", "--type", "task", "--text", "task1"]);
+    sb.ok(&["step", "add", "b", "--type", "assistant", "--text", &format!("A {long}")]);
+    sb.ok(&["step", "add", "b", "--type", "task", "--text", "task2"]);
+    sb.ok(&["step", "add", "b", "--type", "assistant", "--text", &format!("B {long}")]);
+    sb.ok(&["step", "add", "b", "--type", "user", "--text", "u1"]);
+    sb.ok(&["step", "add", "b", "--type", "assistant", "--text", "C"]);
+    sb.ok(&["compact", "b", "--budget-tokens", "10"]);
+    assert_eq!(
+        roles(sb, "b"),
+        ["system sys", "user task1", "assistant [1", "user task2", "assistant [1", "user u1", "assistant C"]
+    );
+
+    // An action's observation and its error both reach the model, the timeline and search.
+    sb.ok(&["branch", "create", "c"]);
+    let failed = ["--tool", "make", "--observation", "kernel.c:42: undefined reference", "--error", "exit 2"];
+    sb.ok(&[&["step", "add", "c", "--type", "action"][..], &failed].concat());
+    let messages = sb.json(&["messages", "c"]);
+    let tool = &array(&messages, "messages")[1];
+    assert_eq!(string(tool, "content"), "kernel.c:42: undefined reference\nError: exit 2", "{messages}");
+    let anthropic = sb.json(&["messages", "c", "--format", "anthropic"]);
+    let result = &array(&anthropic, "messages")[1]["content"][0];
+    assert_eq!(
+        (string(result, "content"), boolean(result, "is_error")),
+        ("kernel.c:42: undefined reference\nError: exit 2", true)
+    );
+    assert_eq!(array(&sb.json(&["recall", "search", "c", "undefined"]), "events").len(), 1);
+
+    // Recall eviction leaves the conversation's steps to the conversation: --oldest counts the
+    // events besides them, and a step's kind or id is refused.
+    sb.ok(&["branch", "create", "d"]);
+    sb.ok(&["step", "add", "d", "--type", "system", "--text", "You are careful."]);
+    sb.ok(&["step", "add", "d", "--type", "task", "--text", "Tune the kernel."]);
+    let note = int(&sb.json(&["recall", "append", "d", "--kind", "note", "note 1"]), "id");
+    sb.ok(&["recall", "append", "d", "--kind", "note", "note 2"]);
+    let applied =
+        sb.run_stdin(&["--json", "apply", "d", "-"], r#"{"recall_evict": {"oldest": 1}}"#).success().json();
+    assert_eq!(ints(&applied["results"]["recall_evict"], "evicted"), [note], "{applied}");
+    let evicted = sb.json(&["recall", "evict", "d", "--oldest", "5"]);
+    assert_eq!(ints(&evicted, "evicted").len(), 1, "only note 2 is left besides the steps: {evicted}");
+    assert_eq!(roles(sb, "d"), ["system You", "user Tune"]);
+    let kind = sb.run(&["recall", "evict", "d", "--kind", "step:system"]).text_error(1);
+    assert!(kind.stderr.contains("conversation's steps"), "{}", kind.stderr);
+    let steps = sb.json(&["recall", "list", "d"]);
+    let system =
+        array(&steps, "events").iter().find(|e| string(e, "kind") == "step:system").map(|e| int(e, "id"));
+    let by_id = sb.run(&["recall", "evict", "d", "--id", &system.unwrap().to_string()]).text_error(1);
+    assert!(by_id.stderr.contains("is a conversation step"), "{}", by_id.stderr);
+    assert_eq!(roles(sb, "d"), ["system You", "user Tune"]);
+}

@@ -113,7 +113,7 @@ pub struct MessagesArgs {
     /// Only the last N steps (besides system and task)
     #[arg(long, value_name = "N")]
     pub keep_last: Option<usize>,
-    /// Cut the observations of actions older than the last N steps
+    /// Cut the observations (and errors) of actions older than the last N steps
     #[arg(long, value_name = "N")]
     pub old_observations: Option<usize>,
     /// With --old-observations: characters kept of each
@@ -137,7 +137,7 @@ pub struct PruneArgs {
     /// Keep only the last N steps (system and task stay)
     #[arg(long, value_name = "N")]
     pub keep_last: Option<usize>,
-    /// Cut the observations of actions older than the last N steps
+    /// Cut the observations (and errors) of actions older than the last N steps
     #[arg(long, value_name = "N")]
     pub old_observations: Option<usize>,
     /// With --old-observations: characters kept of each
@@ -248,11 +248,11 @@ pub fn prune(ctx: &Context, args: PruneArgs) -> anyhow::Result<()> {
     ctx.emit_serialized(&outcome, || {
         let archived = outcome.archived.map_or(String::new(), |id| format!("; full texts in archival #{id}"));
         format!(
-            "Pruned {}: {} steps and {} out of its view, {} observations shortened{archived}",
+            "Pruned {}: {} and {} out of its view, {} shortened{archived}",
             args.branch,
-            outcome.removed.len() - outcome.shortened.len(),
+            count(outcome.removed.len() - outcome.shortened.len(), "step", "steps"),
             count(outcome.summaries.len(), "compaction summary", "compaction summaries"),
-            outcome.shortened.len()
+            count(outcome.shortened.len(), "action's result", "actions' results"),
         )
     })
 }
@@ -279,10 +279,11 @@ pub fn compact(ctx: &Context, args: CompactArgs) -> anyhow::Result<()> {
             );
         }
         let over = if outcome.tokens_after > budget { " (still over the budget)" } else { "" };
+        let archived = outcome.archived.map_or(String::new(), |id| format!("; full texts in archival #{id}"));
         format!(
-            "Compacted {branch}: {} steps into {} summaries, {} → {} tokens{over}",
-            outcome.steps,
-            outcome.summaries.len(),
+            "Compacted {branch}: {} into {}, {} → {} tokens{over}{archived}",
+            count(outcome.steps, "step", "steps"),
+            count(outcome.summaries.len(), "summary", "summaries"),
             outcome.tokens_before,
             outcome.tokens_after
         )
@@ -294,14 +295,18 @@ pub fn reset(ctx: &Context, args: ResetArgs) -> anyhow::Result<()> {
     let outcome = ctx.open()?.reset(&args.branch, scope)?;
     ctx.emit_serialized(&outcome, || match scope {
         ResetScope::Conversation => {
-            format!("Reset {}'s conversation ({} steps out of its view)", args.branch, outcome.steps)
+            format!(
+                "Reset {}'s conversation ({} out of its view)",
+                args.branch,
+                count(outcome.steps, "step", "steps")
+            )
         }
         ResetScope::All => format!(
-            "Reset {}: {} steps, {} core keys and {} archival records out of its view",
+            "Reset {}: {}, {} and {} out of its view",
             args.branch,
-            outcome.steps,
-            outcome.core.len(),
-            outcome.records
+            count(outcome.steps, "step", "steps"),
+            count(outcome.core.len(), "core key", "core keys"),
+            count(outcome.records, "archival record", "archival records")
         ),
     })
 }

@@ -264,7 +264,6 @@ pub fn count(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
-/// A search score with enough digits to tell results apart (bm25 scores can be tiny).
 /// What a search that found nothing says: `items` (records, events) of `branch`'s view, and
 /// why when the query holds no word to look for (emoji and punctuation only separate words).
 pub fn no_match(items: &str, branch: &str, query: &str) -> String {
@@ -279,6 +278,7 @@ pub fn no_match(items: &str, branch: &str, query: &str) -> String {
     format!("{found} '{query}'")
 }
 
+/// A search score with enough digits to tell results apart (bm25 scores can be tiny).
 pub fn score(value: f64) -> String {
     if value == 0.0 || value.abs() >= 0.01 {
         format!("{value:.2}")

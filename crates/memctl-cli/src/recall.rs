@@ -65,7 +65,7 @@ Inherited events are only hidden from this branch (and its later children), neve
     Evict {
         /// Branch id or node_uid
         branch: String,
-        /// The N oldest visible events
+        /// The N oldest visible events besides conversation steps
         #[arg(long, value_name = "N", value_parser = input::positive)]
         oldest: Option<usize>,
         /// Every visible event of this kind

@@ -221,25 +221,34 @@ fn pruned(mut entries: Vec<Entry>, options: &ReadOptions) -> Vec<Entry> {
 /// What follows the head kept of a shortened observation.
 const SHORTENED: &str = "… [shortened]";
 
-/// Cuts an action's observation to `max_chars`, saying so; true when it was longer. An
-/// observation cut before counts by the head it kept, so a second cut to as many characters
+/// Cuts an action's observation and error to `max_chars` each, saying so; true when one was
+/// longer. A text cut before counts by the head it kept, so a second cut to as many characters
 /// changes nothing.
 pub(crate) fn shorten_observation(step: &mut Step, max_chars: usize) -> bool {
-    let observation = step.text("observation");
-    let kept = observation.strip_suffix(SHORTENED).unwrap_or(observation);
-    if step.step_type != StepType::Action || kept.chars().count() <= max_chars {
+    if step.step_type != StepType::Action {
         return false;
     }
-    let head: String = kept.chars().take(max_chars).collect();
-    step.payload.insert("observation".into(), Value::String(format!("{head}{SHORTENED}")));
-    true
+    let mut cut = false;
+    for field in ["observation", "error"] {
+        let text = step.text(field);
+        let kept = text.strip_suffix(SHORTENED).unwrap_or(text);
+        if kept.chars().count() > max_chars {
+            let head: String = kept.chars().take(max_chars).collect();
+            step.payload.insert(field.into(), Value::String(format!("{head}{SHORTENED}")));
+            cut = true;
+        }
+    }
+    cut
 }
 
 /// The messages one entry becomes (one or two).
 pub(crate) fn to_messages(entry: &Entry, format: MessageFormat, summary_mode: bool) -> Vec<Value> {
     let (id, step) = match &entry.item {
         Item::Summary { text, steps, .. } => {
-            let content = format!("[{} earlier steps, summarized]\n{text}", steps.len());
+            let content = match steps.len() {
+                1 => format!("[1 earlier step, summarized]\n{text}"),
+                n => format!("[{n} earlier steps, summarized]\n{text}"),
+            };
             return vec![json!({"role": "assistant", "content": content})];
         }
         Item::Step { id, step } => (*id, step.get()),
@@ -258,10 +267,7 @@ pub(crate) fn to_messages(entry: &Entry, format: MessageFormat, summary_mode: bo
             vec![text("assistant", &content)]
         }
         StepType::Action => {
-            let result = match (step.text("error"), step.text("observation")) {
-                ("", observation) => (observation.to_string(), false),
-                (error, _) => (format!("Error: {error}"), true),
-            };
+            let result = step.result();
             let thought = step.text("thought");
             match format {
                 MessageFormat::Openai => vec![

@@ -39,6 +39,8 @@ pub struct CompactOutcome {
     pub summaries: Vec<i64>,
     /// How many steps they replaced.
     pub steps: usize,
+    /// The archival record holding their full texts.
+    pub archived: Option<i64>,
 }
 
 /// What `reset` hides.
@@ -156,17 +158,24 @@ impl Tx<'_> {
     }
 
     /// When the conversation's messages exceed `budget` tokens: keeps system, task and every
-    /// user message verbatim, and replaces each run of agent steps between two user messages,
-    /// all but the newest run, by one summary (the summarizer's cached answer, else an extract)
-    /// — unless neither is shorter than the run. [`Store::compact`] asks the summarizer first.
+    /// user message verbatim, and replaces each run of agent steps between two of them, all but
+    /// the newest run, by one summary (the summarizer's cached answer, else an extract) —
+    /// unless neither is shorter than the run; the steps' full texts go to one archival record.
+    /// [`Store::compact`] asks the summarizer first.
     pub fn compact(&self, branch: &str, budget: usize, encoding: Encoding) -> Result<CompactOutcome> {
         let path = self.path(branch)?;
         let bid = path.branch().bid;
         let entries = conversation(self, &path)?;
         let (tokens_before, runs) = compaction(&entries, budget, encoding);
-        let mut outcome =
-            CompactOutcome { tokens_before, tokens_after: tokens_before, summaries: vec![], steps: 0 };
+        let mut outcome = CompactOutcome {
+            tokens_before,
+            tokens_after: tokens_before,
+            summaries: vec![],
+            steps: 0,
+            archived: None,
+        };
         let mut kept = self.kept_summaries(&path)?;
+        let mut full_texts = Vec::new();
         for run in runs {
             let answer = match self.ask_summarizer(&run.request, Mode::CacheOnly)? {
                 Answer::Text(answer) => Some(answer),
@@ -185,12 +194,18 @@ impl Tx<'_> {
             };
             // Listed by the steps it replaces, the summary takes the place of the first: still
             // between the same two user messages as the summaries it folds in.
-            let seq = self.insert_summary(bid, &mut kept, SUMMARY_KIND, &text, &run.steps, &run.folded)?;
+            let seq = self.insert_summary(bid, &mut kept, SUMMARY_KIND, &text, &run.covers, &run.folded)?;
             self.insert_exclusions(bid, as_steps(&run.steps))?;
             outcome.summaries.push(seq);
             outcome.steps += run.steps.len();
+            full_texts.extend(run.full_texts);
         }
         if !outcome.summaries.is_empty() {
+            let record = ArchivalWrite::new(
+                format!("Compacted conversation steps:\n{}", full_texts.join("\n")),
+                ["COMPACTED_STEPS".into(), format!("step_count:{}", outcome.steps)],
+            );
+            outcome.archived = Some(self.archival_insert(bid, record)?.id);
             self.forget();
             outcome.tokens_after = count(&conversation(self, &path)?, encoding);
             self.journal(Some(bid), "conversation.compact", serde_json::to_value(&outcome)?)?;
@@ -308,8 +323,14 @@ pub(super) fn compaction_requests(
 struct Run {
     /// The steps it holds.
     steps: Vec<i64>,
+    /// The steps the summary stands for, as their places in the conversation: a shortened copy
+    /// (`prune --old-observations`) by the step it stands in for, so that the summary, placed
+    /// at the first of them, takes the run's place.
+    covers: Vec<i64>,
     /// The summaries it holds, folded into the new one.
     folded: Vec<i64>,
+    /// Its steps' full texts, for archival.
+    full_texts: Vec<String>,
     /// Its messages' tokens.
     tokens: usize,
     /// What the summarizer is asked, and the deterministic summary if it does not answer.
@@ -324,11 +345,13 @@ fn compaction(entries: &[Entry], budget: usize, encoding: Encoding) -> (usize, V
     if tokens_before <= budget {
         return (tokens_before, vec![]);
     }
+    // A user message, a task or a system message ends a run: the agent's work is summarized
+    // between the same two of them, never across one.
     let mut runs: Vec<Vec<&Entry>> = vec![vec![]];
     for entry in entries {
-        if entry.is_user() {
+        if entry.is_user() || entry.pinned() {
             runs.push(vec![]);
-        } else if !entry.pinned() {
+        } else {
             runs.last_mut().expect("a run").push(entry);
         }
     }
@@ -338,14 +361,19 @@ fn compaction(entries: &[Entry], budget: usize, encoding: Encoding) -> (usize, V
         .into_iter()
         .filter_map(|run| {
             let mut steps = Vec::new();
+            let mut covers = Vec::new();
+            let mut full_texts = Vec::new();
             let mut folded = Vec::new();
             let mut lines = Vec::new();
             let mut step_lines = Vec::new();
             for entry in &run {
                 match &entry.item {
                     Item::Step { id, step } => {
+                        let text = step.get().render();
                         steps.push(*id);
-                        step_lines.push(extract_line(step.step_type, &step.get().render()));
+                        covers.push(entry.position);
+                        step_lines.push(extract_line(step.step_type, &text));
+                        full_texts.push(format!("[step:{}] {text}", step.step_type.as_str()));
                     }
                     Item::Summary { id, text, .. } => {
                         folded.push(*id);
@@ -368,7 +396,7 @@ fn compaction(entries: &[Entry], budget: usize, encoding: Encoding) -> (usize, V
                 json!({}),
             );
             let tokens = count(run.iter().copied(), encoding);
-            Some(Run { steps, folded, tokens, request, extract })
+            Some(Run { steps, covers, full_texts, folded, tokens, request, extract })
         })
         .collect();
     (tokens_before, runs)

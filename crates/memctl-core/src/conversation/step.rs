@@ -157,6 +157,16 @@ impl Step {
         self.payload.get("args").cloned().unwrap_or_else(|| json!({}))
     }
 
+    /// What an action's tool gave back, as the model is shown it, and whether it failed: the
+    /// observation, the error (`Error: …`), or the observation and the error after it.
+    pub fn result(&self) -> (String, bool) {
+        match (self.text("observation"), self.text("error")) {
+            (observation, "") => (observation.to_string(), false),
+            ("", error) => (format!("Error: {error}"), true),
+            (observation, error) => (format!("{observation}\nError: {error}"), true),
+        }
+    }
+
     /// The step as one readable line or block: what `recall list` and `context` show.
     pub fn render(&self) -> String {
         match self.step_type {
@@ -172,10 +182,11 @@ impl Step {
                     out.push('\n');
                 }
                 out.push_str(&format!("{}({})", self.text("tool"), self.args()));
-                match (self.text("error"), self.text("observation")) {
+                match (self.text("observation"), self.text("error")) {
                     ("", "") => {}
-                    ("", observation) => out.push_str(&format!(" → {observation}")),
-                    (error, _) => out.push_str(&format!(" → error: {error}")),
+                    (observation, "") => out.push_str(&format!(" → {observation}")),
+                    ("", error) => out.push_str(&format!(" → error: {error}")),
+                    (observation, error) => out.push_str(&format!(" → {observation}\nerror: {error}")),
                 }
                 out
             }

@@ -302,11 +302,25 @@ impl Tx<'_> {
     pub fn recall_evict(&self, branch: &str, selector: &EvictSelector) -> Result<EvictOutcome> {
         let path = self.path(branch)?;
         let bid = path.branch().bid;
+        // Steps are the conversation's: `prune`, `compact` and `reset` reduce it, and keep its
+        // system and task steps.
+        let steps = |what: String| {
+            Error::invalid(format!("{what}: `memctl prune`, `compact` and `reset` reduce the conversation"))
+        };
         let selected: Vec<Event> = match selector {
             EvictSelector::Ids(ids) => self.visible_events(&path, ids)?,
-            EvictSelector::Oldest(n) => view::oldest_events(self, &path, *n)?,
-            EvictSelector::Kind(kind) => view::events_of_kind(self, &path, &self.event_kind(kind)?)?,
+            EvictSelector::Oldest(n) => view::oldest_events_besides_steps(self, &path, *n)?,
+            EvictSelector::Kind(kind) => {
+                let kind = self.event_kind(kind)?;
+                if is_step(&kind) {
+                    return Err(steps(format!("kind '{kind}' is the conversation's steps")));
+                }
+                view::events_of_kind(self, &path, &kind)?
+            }
         };
+        if let Some(step) = selected.iter().find(|e| is_step(&e.kind)) {
+            return Err(steps(format!("event {} is a conversation step", step.id)));
+        }
         if selected.is_empty() {
             return Ok(EvictOutcome { evicted: vec![], archived: None });
         }

@@ -455,7 +455,7 @@ pub(crate) fn newest_events_besides_steps(
     limit: usize,
     wanted: usize,
 ) -> Result<Vec<Event>> {
-    let not_step = |kind: &[u8]| !std::str::from_utf8(kind).is_ok_and(is_step);
+    let not_step = |kind: &[u8]| !is_step_kind(kind);
     Ok(newest_by_probes(store, path, limit, not_step, wanted)?.into_iter().flatten().collect())
 }
 
@@ -645,23 +645,33 @@ fn events_by_scans<T>(
     Ok(Some(events))
 }
 
-/// The oldest `n` visible events, oldest first. Unless that is all of them ([`event_count`]),
-/// the ids of every event are read first, without building any; then [`FEW_EVENTS`] or fewer
-/// are looked up by rowid, and more built by a second read (a lookup costs about what reading
-/// four events does).
-pub(crate) fn oldest_events(store: &Store, path: &BranchPath, n: usize) -> Result<Vec<Event>> {
-    if n >= event_count(store, path.branch().bid)? {
-        let mut events = events_where(store, path, |_, _| true)?;
+/// The oldest `n` visible events besides the conversation's steps (which `prune`, `compact`
+/// and `reset` manage, and whose system and task steps always stay), oldest first. Unless that
+/// is all of them ([`event_counts`]), the ids of every event are read first, without building
+/// any; then [`FEW_EVENTS`] or fewer are looked up by rowid, and more built by a second read (a
+/// lookup costs about what reading four events does).
+pub(crate) fn oldest_events_besides_steps(store: &Store, path: &BranchPath, n: usize) -> Result<Vec<Event>> {
+    if n >= event_counts(store, path.branch().bid)?.besides_steps() {
+        let mut events = events_where(store, path, |kind, _| !is_step_kind(kind))?;
         events.truncate(n);
         return Ok(events);
     }
-    let mut ids = every_event(store, path, |_: &Row<'_>, _, seq, _: &Arc<str>| Ok(Some(seq)))?;
+    let mut ids = every_event(store, path, |row: &Row<'_>, first, seq, _: &Arc<str>| {
+        Ok((!is_step_kind(row.text_bytes(first)?)).then_some(seq))
+    })?;
     ids.sort_unstable();
     ids.truncate(n);
     match ids.last() {
-        Some(&newest) if ids.len() > FEW_EVENTS => events_where(store, path, |_, seq| seq <= newest),
+        Some(&newest) if ids.len() > FEW_EVENTS => {
+            events_where(store, path, |kind, seq| seq <= newest && !is_step_kind(kind))
+        }
         _ => events_in_order(store, path, &ids),
     }
+}
+
+/// Whether a stored kind is a conversation step's.
+fn is_step_kind(kind: &[u8]) -> bool {
+    std::str::from_utf8(kind).is_ok_and(is_step)
 }
 
 /// The visible events of kind `kind`, oldest first.
@@ -1911,7 +1921,12 @@ mod tests {
             let oldest: Vec<Event> = every_event_by_probes(&s, path).unwrap().into_iter().rev().collect();
             assert!(oldest.len() > FEW_EVENTS + 20);
             for n in [10, FEW_EVENTS, FEW_EVENTS + 1, oldest.len() - 1, oldest.len()] {
-                assert_eq!(oldest_events(&s, path, n).unwrap(), oldest[..n], "{n} of {}", path.branch().id);
+                assert_eq!(
+                    oldest_events_besides_steps(&s, path, n).unwrap(),
+                    oldest[..n],
+                    "{n} of {}",
+                    path.branch().id
+                );
             }
         }
     }
@@ -2305,10 +2320,15 @@ mod tests {
                 prop_assert_eq!(&events_by_probes(&s, &path, count).unwrap(), &probed);
                 let counts = EventCounts { events: count, steps: probed.iter().filter(|e| is_step(&e.kind)).count() };
                 prop_assert_eq!(event_counts(&s, path.branch().bid).unwrap(), counts);
-                // Eviction's reads: the oldest n events, and those of a kind, oldest first.
+                // Eviction's reads: the oldest n events besides the steps, and those of a kind,
+                // oldest first.
                 let oldest: Vec<Event> = probed.iter().rev().cloned().collect();
-                for n in [0, 1, 3, oldest.len().saturating_sub(1), oldest.len(), 1000] {
-                    prop_assert_eq!(&oldest_events(&s, &path, n).unwrap()[..], &oldest[..n.min(oldest.len())]);
+                let besides: Vec<Event> = oldest.iter().filter(|e| !is_step(&e.kind)).cloned().collect();
+                for n in [0, 1, 3, besides.len().saturating_sub(1), besides.len(), 1000] {
+                    prop_assert_eq!(
+                        &oldest_events_besides_steps(&s, &path, n).unwrap()[..],
+                        &besides[..n.min(besides.len())]
+                    );
                 }
                 for kind in ["note", "step:user", "absent"] {
                     let of_kind: Vec<Event> = oldest.iter().filter(|e| &*e.kind == kind).cloned().collect();
