@@ -60,8 +60,23 @@ fn mark_shows_in_list_show_and_paper_on(sb: &Sandbox) {
     // The paper takes the one best branch when not told.
     let paper = sb.json(&["export", "paper", "--out", "paper"]);
     assert_eq!(string(&paper, "branch"), "good-1");
-    sb.ok(&["branch", "mark", "mixed-1", "best"]);
-    snap!("paper_two_best_text", &sb.run(&["export", "paper", "--out", "paper"]).exit(2));
+    // One branch is best: the one before becomes alive, and the paper takes the new one.
+    snap!("mark_second_best_text", &sb.run(&["branch", "mark", "mixed-1", "best"]).success());
+    let good = &sb.json(&["branch", "show", "good-1"])["branch"];
+    assert_eq!((string(good, "status"), &good["status_note"]), ("alive", &Value::Null), "{good}");
+    let paper = sb.json(&["export", "paper", "--out", "paper"]);
+    assert_eq!(string(&paper, "branch"), "mixed-1");
+    sb.run(&["branch", "mark", "good", "best", "--subtree"]).text_error(2);
+    // A subtree's mark leaves the best branch under it best, and gc keeps its path.
+    let marked = sb.json(&["branch", "mark", "mixed", "dead", "--subtree"]);
+    assert_eq!(
+        (strings(&marked, "marked"), strings(&marked, "kept_best")),
+        (vec!["mixed".to_string()], vec!["mixed-1".to_string()]),
+        "{marked}"
+    );
+    let gc = sb.json(&["gc"]);
+    assert!(!strings(&gc, "collected").contains(&"mixed".to_string()), "{gc}");
+    assert_eq!(string(&sb.json(&["export", "paper", "--out", "paper"]), "branch"), "mixed-1");
     snap!("mark_unknown_status_text", &sb.run(&["branch", "mark", "bad", "zombie"]).exit(2));
     snap!("mark_unknown_branch_text", &sb.run(&["branch", "mark", "nope", "dead"]).exit(3));
     // The note is shown as stored: redacted.

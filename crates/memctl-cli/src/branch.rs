@@ -42,7 +42,8 @@ pub enum BranchCommand {
         /// Branch id or node_uid
         branch: String,
     },
-    /// Mark a branch alive, dead, best or pruned (gc collects dead and pruned ones)
+    /// Mark a branch alive, dead, best or pruned (gc collects dead and pruned ones; one branch is
+    /// best: the one before becomes alive)
     #[command(after_help = MARK_EXAMPLES)]
     Mark {
         /// Branch id or node_uid
@@ -53,7 +54,7 @@ pub enum BranchCommand {
         /// Why (kept with the status, shown by `branch show` and `branch list`)
         #[arg(long)]
         note: Option<String>,
-        /// Mark every branch under it too
+        /// Mark every branch under it too, but those marked best
         #[arg(long)]
         subtree: bool,
     },
@@ -121,15 +122,10 @@ pub fn run(ctx: &Context, command: BranchCommand) -> anyhow::Result<()> {
         BranchCommand::List { status } => list(ctx, &store, status.map(BranchStatus::from))?,
         BranchCommand::Mark { branch, status, note, subtree } => {
             let status = BranchStatus::from(status);
-            let MarkOutcome { marked, note } =
-                store.mark_branch(&branch, status, note.as_deref(), subtree)?;
-            ctx.emit(json!({"marked": marked, "status": status.as_str(), "note": note}), || {
-                let others = match marked.len() {
-                    1 => String::new(),
-                    n => format!(" and {} under it", count(n - 1, "branch", "branches")),
-                };
-                format!("Marked {}{others} {}", marked[0], status.as_str())
-            });
+            let outcome = store.mark_branch(&branch, status, note.as_deref(), subtree)?;
+            let mut value = serde_json::to_value(&outcome)?;
+            value["status"] = json!(status.as_str());
+            ctx.emit(value, || mark_text(&outcome, status));
         }
         BranchCommand::Show { branch } => show(ctx, &store, &branch)?,
         BranchCommand::SetUid { branch, uid } => {
@@ -254,4 +250,21 @@ fn status_text(branch: &Branch) -> String {
         Some(note) => format!("{} — {note}", branch.status.as_str()),
         None => branch.status.as_str().to_string(),
     }
+}
+
+/// What `branch mark` says it did.
+fn mark_text(outcome: &MarkOutcome, status: BranchStatus) -> String {
+    let marked = &outcome.marked;
+    let others = match marked.len() {
+        1 => String::new(),
+        n => format!(" and {} under it", count(n - 1, "branch", "branches")),
+    };
+    let mut text = format!("Marked {}{others} {}", marked[0], status.as_str());
+    if !outcome.kept_best.is_empty() {
+        text.push_str(&format!(" (kept best: {})", outcome.kept_best.join(", ")));
+    }
+    if let Some(earlier) = &outcome.was_best {
+        text.push_str(&format!("; {earlier}, best before, is alive now"));
+    }
+    text
 }

@@ -15,6 +15,12 @@ use serde_json::json;
 pub struct MarkOutcome {
     pub marked: Vec<String>,
     pub note: Option<String>,
+    /// Branches under it marked best, which a subtree's mark leaves as they are.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub kept_best: Vec<String>,
+    /// The branch that was best before this one was marked best: alive now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub was_best: Option<String>,
 }
 
 /// What `fork` and `create_root` did.
@@ -174,10 +180,35 @@ impl Tx<'_> {
         note: Option<&str>,
         subtree: bool,
     ) -> Result<MarkOutcome> {
+        let best = status == BranchStatus::Best;
+        if best && subtree {
+            return Err(Error::new(
+                ErrorKind::Usage,
+                "one branch is best: --subtree cannot mark a subtree best",
+            ));
+        }
         let branch = self.branch(name)?;
         let mut marked = vec![branch.clone()];
+        let mut kept_best = Vec::new();
         if subtree {
-            marked.extend(self.descendants(&branch.id)?);
+            // The search's result outlives a mark of the subtree above it (as `gc` would not).
+            let (kept, others): (Vec<Branch>, Vec<Branch>) =
+                self.descendants(&branch.id)?.into_iter().partition(|b| b.status == BranchStatus::Best);
+            marked.extend(others);
+            kept_best = kept.into_iter().map(|b| b.id).collect();
+        }
+        // Best is one branch: the one marked best before becomes alive.
+        let was_best = match best {
+            true => {
+                self.branches()?.into_iter().find(|b| b.status == BranchStatus::Best && b.bid != branch.bid)
+            }
+            false => None,
+        };
+        if let Some(earlier) = &was_best {
+            self.conn.execute(
+                "UPDATE branches SET status = ?1, status_note = NULL WHERE bid = ?2",
+                params![BranchStatus::Alive.as_str(), earlier.bid],
+            )?;
         }
         let note = note.map(|n| self.redacted(n));
         for b in &marked {
@@ -188,12 +219,13 @@ impl Tx<'_> {
         }
         self.forget();
         let ids: Vec<String> = marked.into_iter().map(|b| b.id).collect();
+        let was_best = was_best.map(|b| b.id);
         self.journal(
             Some(branch.bid),
             "branch.mark",
-            json!({"status": status.as_str(), "note": note, "branches": ids}),
+            json!({"status": status.as_str(), "note": note, "branches": ids, "kept_best": kept_best, "was_best": was_best}),
         )?;
-        Ok(MarkOutcome { marked: ids, note })
+        Ok(MarkOutcome { marked: ids, note, kept_best, was_best })
     }
 
     /// Sets the node_uid alias of a branch.
