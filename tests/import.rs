@@ -377,3 +377,21 @@ fn importing_into_a_database_that_has_the_branches_is_a_conflict_and_changes_not
     assert!(outcome.stderr.contains("already exists"), "{}", outcome.transcript());
     assert_eq!(dump(&sb), before, "nothing written by the refused import");
 }
+
+/// Another run's node_uids (`root`, `node-1` …) in the database: importing would leave the
+/// runner's uids pointing at the first run's branches, so nothing is imported (exit 4).
+#[test]
+fn importing_a_second_run_whose_node_uids_are_taken_is_a_conflict_and_changes_nothing() {
+    let sb = Sandbox::new();
+    copy_legacy(&sb, "tiny");
+    sb.ok(&["import", "legacy", "legacy.sqlite"]);
+    let before = dump(&sb);
+    copy_legacy(&sb, "search_run");
+    let outcome = sb.run(&["import", "legacy", "legacy.sqlite"]).text_error(4);
+    assert!(
+        outcome.stderr.contains("node_uid 'root'") && outcome.stderr.contains("is taken"),
+        "{}",
+        outcome.transcript()
+    );
+    assert_eq!(dump(&sb), before, "nothing written by the refused import");
+}

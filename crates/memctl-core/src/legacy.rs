@@ -210,8 +210,18 @@ impl Tx<'_> {
                 .with_topic(Topic::ImportTargetInUse));
             }
             if let Some(uid) = branch.node_uid.as_deref().filter(|uid| *uid != branch.id) {
-                let free = validate_branch_id(uid, "node_uid").is_ok() && self.find_branch(uid)?.is_none();
-                if free {
+                let holder = self.find_branch(uid)?;
+                // A uid another run's branch answers to: a runner would read and write that run
+                // (one file holds one run); a uid twice in the legacy file keeps the first.
+                if let Some(holder) = holder.as_ref().filter(|h| !created.contains_key(h.id.as_str())) {
+                    return Err(Error::conflict(format!(
+                        "node_uid '{uid}' of legacy branch '{}' is taken by branch '{}' of this database; \
+                         nothing was imported",
+                        branch.id, holder.id
+                    ))
+                    .with_topic(Topic::ImportTargetInUse));
+                }
+                if holder.is_none() && validate_branch_id(uid, "node_uid").is_ok() {
                     self.set_node_uid(&branch.id, uid)?;
                 } else {
                     tally.adjust("branches", "node_uid invalid or taken by another branch: dropped");
