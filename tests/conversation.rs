@@ -578,4 +578,12 @@ fn reductions_keep_the_conversations_order_and_its_texts_on(sb: &Sandbox) {
     let by_id = sb.run(&["recall", "evict", "d", "--id", &system.unwrap().to_string()]).text_error(1);
     assert!(by_id.stderr.contains("is a conversation step"), "{}", by_id.stderr);
     assert_eq!(roles(sb, "d"), ["system You", "user Tune"]);
+
+    // Pressure counts the steps apart from the events consolidation reduces, as it does.
+    for i in 0..30 {
+        sb.ok(&["step", "add", "d", "--type", "assistant", "--text", &format!("a{i}")]);
+    }
+    let pressure = sb.json(&["pressure", "d"]);
+    assert_eq!((int(&pressure["recall"], "count"), int(&pressure["recall"], "steps")), (0, 32), "{pressure}");
+    assert!(array(&pressure, "recommendations").is_empty(), "{pressure}");
 }

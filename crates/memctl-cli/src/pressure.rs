@@ -40,7 +40,7 @@ pub fn pressure(ctx: &Context, args: BranchArg) -> anyhow::Result<()> {
         let mut text = format!("Memory pressure of {}: {level} ({:.3})\n", args.branch, p.overall_ratio);
         text += &fields(&[
             ("  core", format!("{} / {} chars ({:.2})", p.core.used, p.core.max, p.core.ratio)),
-            ("  recall", format!("{} / {} events ({:.2})", p.recall.count, p.recall.max, p.recall.ratio)),
+            ("  recall", recall_line(&p.recall)),
             (
                 "  archival",
                 format!("{}, {} chars", count(p.archival.count, "record", "records"), p.archival.chars),
@@ -74,4 +74,16 @@ pub fn consolidate(ctx: &Context, args: BranchArg) -> anyhow::Result<()> {
         )
     });
     Ok(())
+}
+
+/// The recall line: events besides the steps against their bound, then the steps apart.
+fn recall_line(recall: &memctl_core::RecallPressure) -> String {
+    let line = format!("{} / {} events ({:.2})", recall.count, recall.max, recall.ratio);
+    match recall.steps {
+        0 => line,
+        steps => format!(
+            "{line}, besides {} (`compact` reduces those)",
+            count(steps, "conversation step", "conversation steps")
+        ),
+    }
 }

@@ -26,8 +26,11 @@ pub struct CorePressure {
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RecallPressure {
-    /// Visible events.
+    /// Visible events besides the conversation's steps: those consolidation reduces (`compact`
+    /// reduces the steps).
     pub count: usize,
+    /// Visible conversation steps, not in `count`.
+    pub steps: usize,
     pub max: usize,
     pub ratio: f64,
 }
@@ -61,7 +64,7 @@ impl Store {
             let path = self.path(branch)?;
             Ok((
                 view::core(self, &path)?,
-                view::event_count(self, path.branch().bid)?,
+                view::event_counts(self, path.branch().bid)?,
                 view::current_text_chars(self, &path)?,
             ))
         })?;
@@ -71,9 +74,10 @@ impl Store {
         let core =
             CorePressure { used, max: config.core_max_chars, ratio: ratio(used, config.core_max_chars) };
         let recall = RecallPressure {
-            count: events,
+            count: events.besides_steps(),
+            steps: events.steps,
             max: config.recall_max_events,
-            ratio: ratio(events, config.recall_max_events),
+            ratio: ratio(events.besides_steps(), config.recall_max_events),
         };
         let archival = ArchivalSize { count: texts.len(), chars: texts.iter().sum() };
         // To 4 places, as a reader would write it (0.4563, not 0.45629999999999993); the level
