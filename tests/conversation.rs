@@ -579,6 +579,18 @@ fn reductions_keep_the_conversations_order_and_its_texts_on(sb: &Sandbox) {
     assert!(by_id.stderr.contains("is a conversation step"), "{}", by_id.stderr);
     assert_eq!(roles(sb, "d"), ["system You", "user Tune"]);
 
+    // A promoted step is skipped only when the target sees it, or a copy of it, already: a
+    // turn repeated ("retry") is another turn.
+    sb.ok(&["branch", "create", "e"]);
+    sb.ok(&["step", "add", "e", "--type", "user", "--text", "retry"]);
+    sb.ok(&["fork", "e", "f"]);
+    let retry = int(&sb.json(&["step", "add", "f", "--type", "user", "--text", "retry"]), "id").to_string();
+    let first = sb.json(&["promote", "f", "e", "--event", &retry]);
+    assert!(!boolean(&array(&first, "promoted")[0], "skipped"), "{first}");
+    let again = sb.json(&["promote", "f", "e", "--event", &retry]);
+    assert!(boolean(&array(&again, "promoted")[0], "skipped"), "{again}");
+    assert_eq!(roles(sb, "e"), ["user retry", "user retry"]);
+
     // Pressure counts the steps apart from the events consolidation reduces, as it does.
     for i in 0..30 {
         sb.ok(&["step", "add", "d", "--type", "assistant", "--text", &format!("a{i}")]);

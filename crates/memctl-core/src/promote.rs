@@ -14,7 +14,7 @@ use crate::store::{Store, Tx};
 use crate::view::{self, StoredStep};
 use serde::Serialize;
 use serde_json::{json, Map, Value};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// What to promote: core keys, archival records and events of the source's view.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -132,23 +132,19 @@ impl Tx<'_> {
                 skipped: out.skipped,
             });
         }
-        // The steps DST holds, to skip one it already has, as `recall_append` skips events.
-        let mut held = match steps.is_empty() {
-            true => vec![],
-            false => held_steps(&view::steps(self, &*self.path(&dst_branch.id)?)?)?,
+        // The steps DST sees: a step is skipped when DST sees it, or a copy promoted from it,
+        // already. Steps are never matched by content: "retry" twice is two turns.
+        let held: HashSet<i64> = match steps.is_empty() {
+            true => HashSet::new(),
+            false => view::steps(self, &*self.path(&dst_branch.id)?)?.iter().map(|s| s.id).collect(),
         };
         for event in events {
             let out = match steps.get(&event.id) {
                 Some(step) => {
-                    let step = self.stored_step(step);
-                    let key = (step.step_type.kind(), step.payload.clone());
-                    match held.iter().find(|(_, held)| *held == key) {
-                        Some((id, _)) => AppendOutcome { id: *id, skipped: true },
-                        None => {
-                            let out = self.step_add(&dst_branch.id, &step)?;
-                            held.push((out.id, key));
-                            out
-                        }
+                    let copies = self.promoted_copies(event.id)?;
+                    match std::iter::once(event.id).chain(copies).find(|id| held.contains(id)) {
+                        Some(id) => AppendOutcome { id, skipped: true },
+                        None => self.step_add(&dst_branch.id, &self.stored_step(step))?,
                     }
                 }
                 None => self.recall_append(&dst_branch.id, &event.kind, &event.text, &event.tags)?,
@@ -177,6 +173,11 @@ impl Tx<'_> {
 }
 
 impl Tx<'_> {
+    /// The rows promoted from the row at `seq`, in any branch.
+    fn promoted_copies(&self, seq: i64) -> Result<Vec<i64>> {
+        self.conn.query("SELECT seq FROM promoted WHERE src_seq = ?1", params![seq], |r| r.get(0))
+    }
+
     /// The conversation steps among `events` of `path`'s view, whole (their payloads), to be
     /// added to the target as steps: a new step at the end of its conversation, so without the
     /// `at` of a shortened copy. A reset mark is refused: it would end the target's conversation.
@@ -208,14 +209,6 @@ impl Tx<'_> {
         }
         Ok(steps)
     }
-}
-
-/// A step as two are compared: its kind and its payload without `at`.
-type StepContent = (String, Map<String, Value>);
-
-/// Steps as (id, content), to compare with a step about to be added.
-fn held_steps(steps: &[StoredStep]) -> Result<Vec<(i64, StepContent)>> {
-    steps.iter().map(|step| Ok((step.id, (step.kind.clone(), content(step)?)))).collect()
 }
 
 /// A stored step's payload (a JSON object; none for a reset mark) without the `at` of a

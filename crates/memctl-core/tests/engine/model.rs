@@ -1490,15 +1490,34 @@ impl Harness {
                 let (b, id) = self.branch(*b);
                 self.note(format!("mark_branch({id:?}, {status:?}, None, {subtree})"));
                 let result = self.store.mark_branch(&id, *status, None, *subtree);
+                let best = *status == BranchStatus::Best;
+                if best && *subtree {
+                    return expect_err(result, ErrorKind::Usage, "mark a subtree best");
+                }
                 let Some(b) = b else {
                     return expect_err(result, ErrorKind::NotFound, "mark a ghost");
                 };
+                // A subtree's mark leaves the branches under it marked best as they are.
                 let mut marked = vec![b];
                 if *subtree {
-                    marked.extend(self.model.descendants(b));
+                    let under = self.model.descendants(b);
+                    marked.extend(
+                        under.into_iter().filter(|&d| self.model.branches[d].status != BranchStatus::Best),
+                    );
                 }
+                // Best is one branch: the one before becomes alive.
+                let was_best = (0..self.model.branches.len()).find(|&o| {
+                    best && o != b
+                        && !self.model.branches[o].collected
+                        && self.model.branches[o].status == BranchStatus::Best
+                });
                 let names: Vec<String> = marked.iter().map(|&m| self.model.name(m)).collect();
-                prop_assert_eq!(expect_ok(result, "mark_branch")?.marked, names, "branches marked");
+                let outcome = expect_ok(result, "mark_branch")?;
+                prop_assert_eq!(outcome.marked, names, "branches marked");
+                prop_assert_eq!(outcome.was_best, was_best.map(|o| self.model.name(o)), "the best before");
+                if let Some(o) = was_best {
+                    self.model.branches[o].status = BranchStatus::Alive;
+                }
                 for m in marked {
                     self.model.branches[m].status = *status;
                 }
