@@ -244,7 +244,7 @@ fn artifacts(vlm: Value) -> Value {
         "top_nodes_data": [
             {"id": "node-3", "branch_id": "node-3", "plan": "Tile 64 | 32 threads", "metric": {"value": 1.9, "name": "runtime_s"},
              "analysis": "best", "vlm_feedback_summary": "clean"},
-            {"id": "node-9", "branch_id": "node-9", "plan": "Tile 128", "metric": 2.4, "analysis": "close second",
+            {"id": "node-9", "branch_id": "node-9", "plan": "Tile 128", "metric": 2.4, "analysis": "close\nsecond",
              "vlm_feedback_summary": ["ok"]}
         ]
     })
@@ -286,6 +286,7 @@ fn artifacts_fill_the_summary_best_node_vlm_and_top_nodes_on(sb: &Sandbox) {
             top.contains("| 1 | node-3 | runtime_s = 1.9 | Tile 64 \\| 32 threads | best |"),
             "{name}: {top}"
         );
+        // A cell is one line: a line break would end the row.
         assert!(top.contains("| 2 | node-9 | 2.4 | Tile 128 | close second |"), "{name}: {top}");
         assert_eq!(body(&md, "## Execution Feedback"), "Each run took about 2 s.");
         let sources: Vec<&str> = array(&json, "sections").iter().map(|s| string(s, "source")).collect();

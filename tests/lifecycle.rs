@@ -77,6 +77,11 @@ fn mark_shows_in_list_show_and_paper_on(sb: &Sandbox) {
     let gc = sb.json(&["gc"]);
     assert!(!strings(&gc, "collected").contains(&"mixed".to_string()), "{gc}");
     assert_eq!(string(&sb.json(&["export", "paper", "--out", "paper"]), "branch"), "mixed-1");
+    // The paper's two files go to a directory: stdout is none.
+    sb.run(&["export", "paper", "--out", "-"]).text_error(2);
+    assert!(!sb.file("-").exists());
+    // An empty note is none.
+    assert_eq!(sb.json(&["branch", "mark", "good", "alive", "--note", " "])["note"], Value::Null);
     snap!("mark_unknown_status_text", &sb.run(&["branch", "mark", "bad", "zombie"]).exit(2));
     snap!("mark_unknown_branch_text", &sb.run(&["branch", "mark", "nope", "dead"]).exit(3));
     // The note is shown as stored: redacted.

@@ -80,7 +80,7 @@ pub struct PaperArgs {
     #[arg(long, value_name = "FILE")]
     pub artifacts: Option<PathBuf>,
     /// Directory to write final_memory_for_paper.md and .json into
-    #[arg(long, short, value_name = "DIR", default_value = ".")]
+    #[arg(long, short, value_name = "DIR", default_value = ".", value_parser = crate::input::directory)]
     pub out: PathBuf,
 }
 

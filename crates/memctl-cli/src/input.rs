@@ -38,6 +38,14 @@ pub fn encoding(text: &str) -> std::result::Result<memctl_core::Encoding, String
     text.parse().map_err(|e: Error| e.to_string())
 }
 
+/// A directory to write files into (`export paper --out`): `-`, stdout elsewhere, is none.
+pub fn directory(text: &str) -> std::result::Result<std::path::PathBuf, String> {
+    match text {
+        "-" => Err("is a directory for two files, not stdout (-)".into()),
+        _ => Ok(text.into()),
+    }
+}
+
 /// A whole text file: a missing one is not-found (exit 3), an unreadable one invalid input.
 pub fn file(path: &std::path::Path) -> Result<String> {
     std::fs::read_to_string(path).map_err(|e| {

@@ -210,7 +210,8 @@ impl Tx<'_> {
                 params![BranchStatus::Alive.as_str(), earlier.bid],
             )?;
         }
-        let note = note.map(|n| self.redacted(n));
+        // An empty note is none.
+        let note = note.filter(|n| !n.trim().is_empty()).map(|n| self.redacted(n));
         for b in &marked {
             self.conn.execute(
                 "UPDATE branches SET status = ?1, status_note = ?2 WHERE bid = ?3",

@@ -732,7 +732,9 @@ fn top_nodes(artifacts: Option<&Artifacts>) -> String {
     if artifacts.top.is_empty() {
         return "_No top_nodes_data in the artifacts._".into();
     }
-    let cell = |text: Option<String>, max: usize| excerpt(&text.unwrap_or_default(), max).replace('|', "\\|");
+    // One line each: a line break would end the table's row.
+    let cell =
+        |text: Option<String>, max: usize| excerpt(&one_line(&text.unwrap_or_default()), max).replace('|', "\\|");
     let mut lines = vec![
         "| # | node | metric | plan | analysis | visual feedback |".to_string(),
         "|---|---|---|---|---|---|".to_string(),
