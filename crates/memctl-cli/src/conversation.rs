@@ -70,7 +70,8 @@ pub struct StepArgs {
     /// system, task, user, planning, action, assistant or final
     #[arg(long = "type", value_name = "TYPE")]
     pub step_type: String,
-    /// `-`: the step's fields as one JSON object on stdin (instead of the field flags)
+    /// The step's fields as one JSON object (instead of the field flags), or `-` to read it
+    /// from stdin
     #[arg(conflicts_with_all = ["text", "plan", "answer", "tool", "thought", "args", "observation", "error", "duration"])]
     pub payload: Option<String>,
     #[arg(long)]
