@@ -196,6 +196,11 @@ fn gc_collects_finished_subtrees_and_keeps_every_other_view_on(sb: &Sandbox) {
     // Search no longer finds the collected record.
     let hits = sb.json(&["archival", "search", "root", "CUDA memory"]);
     assert!(array(&hits, "results").is_empty());
+    // A later `gc --journal` deletes the journal rows of branches collected before.
+    let purged = sb.json(&["gc", "--journal"]);
+    assert!(array(&purged, "collected").is_empty(), "{purged}");
+    assert!(int(field(&purged, "rows"), "journal") > 0, "{purged}");
+    assert!(array(&sb.json(&["log", "bad-1"]), "ops").is_empty());
     snap!("gc_nothing_text", &sb.run(&["gc"]).success());
 }
 

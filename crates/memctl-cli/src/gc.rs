@@ -29,7 +29,7 @@ pub struct GcArgs {
     /// With --branch: collect everything under it too
     #[arg(long, requires = "branches")]
     pub subtree: bool,
-    /// Delete the collected branches' journal rows too
+    /// Delete the journal rows of collected branches too (those an earlier gc collected as well)
     #[arg(long)]
     pub journal: bool,
     /// Report what would be collected and freed; change nothing
@@ -63,7 +63,14 @@ fn text(report: &GcReport, vacuum: Option<&VacuumOutcome>) -> String {
     let mut out = Vec::new();
     let verb = if report.dry_run { "Would collect" } else { "Collected" };
     if report.collected.is_empty() {
-        out.push("Nothing to collect.".to_string());
+        let verb = if report.dry_run { "would delete" } else { "deleted" };
+        out.push(match report.rows.journal {
+            0 => "Nothing to collect.".to_string(),
+            n => format!(
+                "Nothing to collect; {verb} {} of branches collected before.",
+                count(n, "journal row", "journal rows")
+            ),
+        });
     } else {
         let shown: Vec<&str> = report.collected.iter().take(10).map(String::as_str).collect();
         let more = report.collected.len() - shown.len();
@@ -86,7 +93,9 @@ fn text(report: &GcReport, vacuum: Option<&VacuumOutcome>) -> String {
         ];
         let rows: Vec<Vec<String>> =
             rows.iter().filter(|(_, n)| *n > 0).map(|(t, n)| vec![t.to_string(), n.to_string()]).collect();
-        out.push(table(&["TABLE", "ROWS"], &rows));
+        if !rows.is_empty() {
+            out.push(table(&["TABLE", "ROWS"], &rows));
+        }
         let freed = if report.dry_run { "would free" } else { "freed" };
         out.push(format!("{} rows, {freed} {} bytes of pages", report.rows.total(), report.bytes_freed));
     }

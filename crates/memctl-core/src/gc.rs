@@ -23,7 +23,7 @@ pub struct GcRequest {
     pub branches: Vec<String>,
     /// …with everything under them (without it, a named branch must be a leaf).
     pub subtree: bool,
-    /// Delete the collected branches' journal rows too.
+    /// Delete the journal rows of the branches collected, now and before.
     pub journal: bool,
     /// Report only; change nothing.
     pub dry_run: bool,
@@ -94,7 +94,7 @@ impl Tx<'_> {
                 collected,
                 kept,
             };
-            if !chosen.is_empty() {
+            if !chosen.is_empty() || report.rows.journal > 0 {
                 tx.journal(None, "gc", json!({"collected": report.collected, "rows": report.rows}))?;
             }
             Ok(report)
@@ -152,8 +152,8 @@ impl Tx<'_> {
         Ok((chosen, kept))
     }
 
-    /// Deletes every row of `branches` (and with `journal` their journal rows) and marks them
-    /// collected.
+    /// Deletes every row of `branches` and marks them collected; with `journal`, the journal
+    /// rows of every collected branch too.
     fn delete_rows(&self, branches: &[Branch], journal: bool) -> Result<RowsFreed> {
         let mut rows = RowsFreed::default();
         let fts = self.fts_table()?;
@@ -189,13 +189,17 @@ impl Tx<'_> {
             rows.summaries += delete("DELETE FROM inherited_summaries WHERE branch = ?1")?;
             rows.anchors += delete("DELETE FROM anchor_rows WHERE branch = ?1")?;
             rows.promoted += delete("DELETE FROM promoted WHERE branch = ?1")?;
-            if journal {
-                rows.journal += delete("DELETE FROM ops WHERE branch = ?1")?;
-            }
             self.conn.execute("UPDATE branches SET collected_at = ?1 WHERE bid = ?2", params![now, b.bid])?;
             self.progress().advance(1);
         }
         self.progress().finish();
+        if journal {
+            // Those of the branches collected now, and of those an earlier gc collected.
+            rows.journal += self.conn.execute(
+                "DELETE FROM ops WHERE branch IN (SELECT bid FROM branches WHERE collected_at IS NOT NULL)",
+                params![],
+            )?;
+        }
         if !branches.is_empty() {
             // Handles that cached these branches' paths learn they are gone (view/path.rs).
             self.conn.execute(
