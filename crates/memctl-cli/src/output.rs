@@ -426,7 +426,7 @@ pub fn tree(branches: &[Branch]) -> String {
             _ => b.id.clone(),
         };
         match (b.status, &b.status_note) {
-            (BranchStatus::Alive, _) => name,
+            (BranchStatus::Alive, None) => name,
             (status, None) => format!("{name}  [{}]", status.as_str()),
             (status, Some(note)) => format!("{name}  [{}: {}]", status.as_str(), excerpt(note, 40)),
         }
