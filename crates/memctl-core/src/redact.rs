@@ -13,13 +13,17 @@ use std::sync::LazyLock;
 /// `token`, `pass` and `pwd` only after some words: see [`names_secret`].
 const SECRET_NAMES: &str = r"api[_\-]?key|secret(?:[_\-]?(?:access[_\-]?)?key)?|access[_\-]?key|private[_\-]?key|token|passw(?:or)?d|passphrase|pass|pwd";
 
+/// A string inside a JSON string, its quotes escaped (`\"…\"`), holding escaped quotes of its
+/// own (`\\\"`) and other escapes.
+const ESCAPED_STRING: &str = r#"\\"(?:\\\\\\"|[^"\\\n]|\\[^"\n])*\\""#;
+
 /// `name: value`, `name=value`, `name := value`, `name => value`: the identifier ending in a
 /// secret's name (a longer word, `max_tokens`, is not one), the separator, then on the same
 /// line the value, whole if quoted, else up to a space, quote or closing punctuation. ASCII word
 /// bounds: Unicode ones made any text holding a non-ASCII letter 35 times slower.
 static ASSIGNMENT: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(&format!(
-        r#"(?i)((?-u:\b)([A-Za-z0-9_.\-]*?(?:{SECRET_NAMES}))[ \t]*(?::=|=>|[:=])[ \t]*)("[^"\n]*"|'[^'\n]*'|[^\s"',;)\]}}]+)"#
+        r#"(?i)((?-u:\b)([A-Za-z0-9_.\-]*?(?:{SECRET_NAMES}))[ \t]*(?::=|=>|[:=])[ \t]*)({ESCAPED_STRING}|"[^"\n]*"|'[^'\n]*'|[^\s"',;)\]}}]+)"#
     ))
     .expect("valid regex")
 });
@@ -29,7 +33,7 @@ static ASSIGNMENT: LazyLock<Regex> = LazyLock::new(|| {
 /// JSON held in a JSON string, its quotes escaped (`{\"password\": \"…\"}`).
 static QUOTED_ASSIGNMENT: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(&format!(
-        r#"(?i)(["']([A-Za-z0-9_.\-]*?(?:{SECRET_NAMES}))\\?["'][ \t]*(?::|=>|=)[ \t]*)(\\"(?:[^"\\\n]|\\[^"\n])*\\"|"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*')"#
+        r#"(?i)(["']([A-Za-z0-9_.\-]*?(?:{SECRET_NAMES}))\\?["'][ \t]*(?::|=>|=)[ \t]*)({ESCAPED_STRING}|"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*')"#
     ))
     .expect("valid regex")
 });
@@ -52,15 +56,16 @@ static SHAPED_KEY: LazyLock<Regex> = LazyLock::new(|| {
         r"|r8_[A-Za-z0-9]{30,}",
         r"|gsk_[A-Za-z0-9]{40,}",
         r"|npm_[A-Za-z0-9]{30,}",
-        r"|ya29\.[A-Za-z0-9_\-]{20,}",
-        r"|pypi-[A-Za-z0-9_\-]{40,}",
+        r"|ya29\.[A-Za-z0-9_.\-]{20,}",
+        r"|pypi-AgE[A-Za-z0-9_\-]{40,}",
         r"|eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}",
         // A private key block (PEM, or PGP's `PRIVATE KEY BLOCK`): all of it to its end line, or,
-        // cut short, its header lines (`Proc-Type: 4,ENCRYPTED`) and lines of base64, with its
-        // line ends as they are or escaped (`\n`, in a JSON string). Text that only names the
-        // block's lines (`pem.startswith("-----BEGIN PRIVATE KEY-----")`) holds none.
+        // cut short, its header lines (`Proc-Type: 4,ENCRYPTED`, `Comment: <a@b.org>`) and lines
+        // of base64, with its line ends as they are or escaped (`\n`, in a JSON string). Text that
+        // only names the block's lines (`pem.startswith("-----BEGIN PRIVATE KEY-----")`, even
+        // with its end line after) holds none: a block holds no quote.
         // (A block holds no `--`, so the search for its end line stops at the next block's.)
-        r"|-----BEGIN[A-Z ]*PRIVATE KEY(?: BLOCK)?-----(?:[^-]|-[^-])*?-----END[A-Z ]*PRIVATE KEY(?: BLOCK)?-----",
+        r"|-----BEGIN[A-Z ]*PRIVATE KEY(?: BLOCK)?-----(?:[A-Za-z0-9+/=:,.@<>\\\s]|-[A-Za-z0-9])*?-----END[A-Z ]*PRIVATE KEY(?: BLOCK)?-----",
         r"|-----BEGIN[A-Z ]*PRIVATE KEY(?: BLOCK)?-----(?:(?:\r?\n|\\n)[A-Za-z][A-Za-z\-]*: [^\r\n\\]*)*(?:\s*(?:\r?\n|\\n)[A-Za-z0-9+/=]{16,})+",
         r")",
     ))
@@ -74,7 +79,7 @@ static INTRODUCED: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(concat!(
         r#"(?i)((?-u:\b)authorization["']?[ \t]*:[ \t]*["']?((?:basic|bearer|token|digest|negotiate)[ \t]+)?)[^\s"',;]+"#,
         r"|((?-u:\b)bearer[ \t]+)[A-Za-z0-9\-._~+/]{16,}=*",
-        r"|((?-u:\b)[a-z][a-z0-9+.\-]*://[^\s:/@]*:)(?:[^\s/]+|[^\s/@]*/[^\s@]*?)@",
+        r"|((?-u:\b)[a-z][a-z0-9+.\-]*://[^\s:/@\[]*:)(?:[^\s/]+|[^\s/@]*/[^\s@]*?)@",
     ))
     .expect("valid regex")
 });
@@ -111,7 +116,7 @@ pub fn redact(text: &str) -> Cow<'_, str> {
     let assigned = |caps: &regex::Captures| {
         let (name, value) = (&caps[2], &caps[3]);
         let quote = ["\\\"", "\"", "'"].into_iter().find(|q| value.starts_with(q)).unwrap_or("");
-        if !names_secret(name) || no_secret(value.trim_matches(['"', '\'', '\\'])) {
+        if !secret_assignment(name, value.trim_matches(['"', '\'', '\\']), !quote.is_empty()) {
             return caps[0].to_string();
         }
         format!("{}{quote}{MASK}{quote}", &caps[1])
@@ -125,7 +130,7 @@ pub fn redact(text: &str) -> Cow<'_, str> {
         // "Authorization:", is long).
         let schemeless = caps.get(1).is_some() && caps.get(2).is_none();
         // `http://host:8080/a@b` holds a port and a path, no password.
-        let port = caps.get(4).is_some() && is_port_and_path(credential);
+        let port = caps.get(4).is_some_and(|prefix| is_port_and_path(prefix.as_str(), credential));
         if (schemeless && !has_digit(credential) && credential.len() < 20)
             || (caps.get(3).is_some() && !has_digit(credential))
             || port
@@ -146,9 +151,24 @@ fn has_digit(text: &str) -> bool {
     text.bytes().any(|b| b.is_ascii_digit())
 }
 
-/// Whether what follows a URL's `host:` is a port and a path (`8080/…`).
-fn is_port_and_path(text: &str) -> bool {
-    text.split_once('/').is_some_and(|(port, _)| !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()))
+/// Whether what follows a URL's `scheme://host:` (`prefix`) is a port and a path (`8080/…`),
+/// not a password: digits, then a path, after a host name (`localhost`, or one with a dot), not
+/// a user's (`ann:2024/x@db` holds one).
+fn is_port_and_path(prefix: &str, text: &str) -> bool {
+    let host = prefix.rsplit_once("://").map_or("", |(_, rest)| rest.trim_end_matches(':'));
+    let port = text.split_once('/').map(|(port, _)| port);
+    (host.contains('.') || host.eq_ignore_ascii_case("localhost"))
+        && port.is_some_and(|port| (1..=5).contains(&port.len()) && port.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// Whether `name` assigned `value` (quoted or not) holds a secret: a name that names one
+/// ([`names_secret`]), or `pass` alone given a string (`{user: 'ann', pass: '…'}`; a test's
+/// verdict is a boolean or a number), and a value that can be one ([`no_secret`]; a `*_pwd`'s
+/// path, `CUR_PWD=/home/ann`, is a working directory).
+fn secret_assignment(name: &str, value: &str, quoted: bool) -> bool {
+    let named = names_secret(name) || (quoted && name.eq_ignore_ascii_case("pass"));
+    let path = name.to_ascii_lowercase().ends_with("pwd") && value.starts_with(['/', '~', '$']);
+    named && !path && !no_secret(value)
 }
 
 /// A value no secret is: empty, a boolean, null, a number (`use_auth_token=True`,
@@ -171,9 +191,10 @@ const CREDENTIAL_TOKENS: [&str; 24] = [
 
 /// Words before `_pass` that make it a password (`DB_PASS`, `smtp_pass`); after any other
 /// (`forward_pass`, `first_pass`) it is a pass over data, and `pass` alone is a test's verdict.
-const CREDENTIAL_PASSES: [&str; 20] = [
+const CREDENTIAL_PASSES: [&str; 32] = [
     "db", "database", "mysql", "postgres", "pg", "redis", "mongo", "smtp", "mail", "email", "ftp", "ldap",
-    "admin", "root", "user", "login", "proxy", "wifi", "sudo", "amqp",
+    "admin", "root", "user", "login", "proxy", "wifi", "sudo", "amqp", "rabbitmq", "es", "elastic", "kafka",
+    "vpn", "ssh", "sftp", "imap", "api", "app", "service", "master",
 ];
 
 /// The word before a name's last `_`, `-` or `.` and its end `suffix` (`db` in `APP_DB_PASS`);
@@ -210,7 +231,7 @@ pub fn names_secret(name: &str) -> bool {
 /// Literals every secret (or what introduces it) contains, in lower case. Checked first, so
 /// text with nothing to redact (nearly all of it) costs one fast scan and the redaction
 /// regexes are never even compiled in most processes.
-const MIGHT_HOLD_SECRET: [&str; 39] = [
+const MIGHT_HOLD_SECRET: [&str; 43] = [
     "sk-",
     "hf_",
     "api_key",
@@ -222,6 +243,10 @@ const MIGHT_HOLD_SECRET: [&str; 39] = [
     "token",
     "passw",
     "passphrase",
+    "pass\"",
+    "pass'",
+    "pass:",
+    "pass=",
     "_pass",
     "-pass",
     ".pass",
@@ -314,8 +339,14 @@ mod tests {
             "forward_pass: 12.3 ms, first_pass: done, pass: true, bypass=1, compass: north",
             "PWD=/home/ann OLDPWD=/tmp pwd: /srv",
             "pass@k: 0.42 after the forward-pass",
-            "http://host:8080/a@b and https://medium.com:443/@ann",
+            "http://localhost:8080/a@b and https://medium.com:443/@ann",
             "npm_config_cache=/tmp/npm",
+            "assert pem.startswith(\"-----BEGIN PRIVATE KEY-----\")\nassert pem.endswith(\"-----END PRIVATE KEY-----\\n\")",
+            "if line == \"-----BEGIN RSA PRIVATE KEY-----\": start = i\nelif line == \"-----END RSA PRIVATE KEY-----\": end = i",
+            "pip install pypi-attestations-and-signing-helpers-package",
+            "curl http://[::1]:8080/users/@me and http://127.0.0.1:8080/@me",
+            "CUR_PWD=/home/ann/project start_pwd: ~/exp SAVED_PWD=$(pwd)",
+            "pass: true, pass = 3, tests pass: 12/12",
         ] {
             assert_eq!(redact(text), text);
         }
@@ -386,6 +417,13 @@ mod tests {
             (r#""-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0B\nMIIEabc"#, r#""***\nMIIEabc"#),
             (r#"{\"password\": \"hunter2\", \"user\": \"ann\"}"#, r#"{\"password\": \"***\", \"user\": \"ann\"}"#),
             ("postgres://ann:pa/ss@db/x", "postgres://ann:***@db/x"),
+            ("https://ann:2024/secret@db.example.com/x", "https://ann:***@db.example.com/x"),
+            ("access ya29.c.c0ASRK0GZabcdef0123456789", "access ***"),
+            (r#"{"cmd": "PGPASSWORD=\"s3cret\" psql -h db"}"#, r#"{"cmd": "PGPASSWORD=\"***\" psql -h db"}"#),
+            (r#"{\"password\": \"hunt\\\"er2\"}"#, r#"{\"password\": \"***\"}"#),
+            ("auth: { user: 'ann', pass: 'hunter2' }", "auth: { user: 'ann', pass: '***' }"),
+            (r#"{"user": "ann", "pass": "hunter2"}"#, r#"{"user": "ann", "pass": "***"}"#),
+            ("RABBITMQ_PASS=hunter2", "RABBITMQ_PASS=***"),
         ];
         for (text, expected) in cases {
             assert_eq!(redact(text), expected, "{text}");
