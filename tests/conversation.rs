@@ -590,6 +590,17 @@ fn reductions_keep_the_conversations_order_and_its_texts_on(sb: &Sandbox) {
     let again = sb.json(&["promote", "f", "e", "--event", &retry]);
     assert!(boolean(&array(&again, "promoted")[0], "skipped"), "{again}");
     assert_eq!(roles(sb, "e"), ["user retry", "user retry"]);
+    // Through any number of promotions: a step promoted up two levels is there when the leaf
+    // promotes it again.
+    sb.ok(&["fork", "e", "g"]);
+    sb.ok(&["fork", "g", "h"]);
+    let found = int(&sb.json(&["step", "add", "h", "--type", "assistant", "--text", "found it"]), "id");
+    let up = sb.json(&["promote", "h", "g", "--event", &found.to_string()]);
+    let copy = int(&array(&up, "promoted")[0], "seq").to_string();
+    sb.json(&["promote", "g", "e", "--event", &copy]);
+    let again = sb.json(&["promote", "h", "e", "--event", &found.to_string()]);
+    assert!(boolean(&array(&again, "promoted")[0], "skipped"), "{again}");
+    assert_eq!(roles(sb, "e"), ["user retry", "user retry", "assistant found"]);
 
     // Pressure counts the steps apart from the events consolidation reduces, as it does.
     for i in 0..30 {

@@ -14,7 +14,7 @@ use crate::store::{Store, Tx};
 use crate::view::{self, StoredStep};
 use serde::Serialize;
 use serde_json::{json, Map, Value};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 /// What to promote: core keys, archival records and events of the source's view.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -132,21 +132,30 @@ impl Tx<'_> {
                 skipped: out.skipped,
             });
         }
-        // The steps DST sees: a step is skipped when DST sees it, or a copy promoted from it,
-        // already. Steps are never matched by content: "retry" twice is two turns.
-        let held: HashSet<i64> = match steps.is_empty() {
-            true => HashSet::new(),
-            false => view::steps(self, &*self.path(&dst_branch.id)?)?.iter().map(|s| s.id).collect(),
+        // A step is skipped when DST sees it already, or a copy of the step it was first
+        // copied from, through any promotions. Steps are never matched by content: "retry"
+        // twice is two turns.
+        let sources = match steps.is_empty() {
+            true => HashMap::new(),
+            false => self.promotion_sources()?,
+        };
+        let mut held: HashMap<i64, i64> = match steps.is_empty() {
+            true => HashMap::new(),
+            false => view::steps(self, &*self.path(&dst_branch.id)?)?
+                .iter()
+                .map(|s| (original(&sources, s.id), s.id))
+                .collect(),
         };
         for event in events {
             let out = match steps.get(&event.id) {
-                Some(step) => {
-                    let copies = self.promoted_copies(event.id)?;
-                    match std::iter::once(event.id).chain(copies).find(|id| held.contains(id)) {
-                        Some(id) => AppendOutcome { id, skipped: true },
-                        None => self.step_add(&dst_branch.id, &self.stored_step(step))?,
+                Some(step) => match held.get(&original(&sources, event.id)) {
+                    Some(&id) => AppendOutcome { id, skipped: true },
+                    None => {
+                        let out = self.step_add(&dst_branch.id, &self.stored_step(step))?;
+                        held.insert(original(&sources, event.id), out.id);
+                        out
                     }
-                }
+                },
                 None => self.recall_append(&dst_branch.id, &event.kind, &event.text, &event.tags)?,
             };
             promoted.push(Promoted {
@@ -173,9 +182,12 @@ impl Tx<'_> {
 }
 
 impl Tx<'_> {
-    /// The rows promoted from the row at `seq`, in any branch.
-    fn promoted_copies(&self, seq: i64) -> Result<Vec<i64>> {
-        self.conn.query("SELECT seq FROM promoted WHERE src_seq = ?1", params![seq], |r| r.get(0))
+    /// Every promoted row's source: seq → the seq it was copied from.
+    fn promotion_sources(&self) -> Result<HashMap<i64, i64>> {
+        let rows = self
+            .conn
+            .query("SELECT seq, src_seq FROM promoted", params![], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        Ok(rows.into_iter().collect())
     }
 
     /// The conversation steps among `events` of `path`'s view, whole (their payloads), to be
@@ -209,6 +221,16 @@ impl Tx<'_> {
         }
         Ok(steps)
     }
+}
+
+/// The row `seq` was first copied from, through every promotion (`sources`): itself when it
+/// is no copy. A copy is written after its source, so the chain ends.
+fn original(sources: &HashMap<i64, i64>, seq: i64) -> i64 {
+    let mut seq = seq;
+    while let Some(&source) = sources.get(&seq).filter(|&&source| source < seq) {
+        seq = source;
+    }
+    seq
 }
 
 /// A stored step's payload (a JSON object; none for a reset mark) without the `at` of a
