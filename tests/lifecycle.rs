@@ -63,8 +63,12 @@ fn mark_shows_in_list_show_and_paper_on(sb: &Sandbox) {
     // One branch is best: the one before becomes alive, and the paper takes the new one.
     snap!("mark_second_best_text", &sb.run(&["branch", "mark", "mixed-1", "best"]).success());
     let good = &sb.json(&["branch", "show", "good-1"])["branch"];
-    assert_eq!((string(good, "status"), &good["status_note"]), ("alive", &Value::Null), "{good}");
-    let paper = sb.json(&["export", "paper", "--out", "paper"]);
+    assert_eq!((string(good, "status"), string(good, "status_note")), ("alive", "1.9 s"), "{good}");
+    // Another root's tree is another search: its best stays.
+    sb.ok(&["branch", "create", "other-run"]);
+    sb.ok(&["branch", "mark", "other-run", "best"]);
+    assert_eq!(string(&sb.json(&["branch", "show", "mixed-1"])["branch"], "status"), "best");
+    let paper = sb.json(&["export", "paper", "--out", "paper", "--branch", "mixed-1"]);
     assert_eq!(string(&paper, "branch"), "mixed-1");
     sb.run(&["branch", "mark", "good", "best", "--subtree"]).text_error(2);
     // A subtree's mark leaves the best branch under it best, and gc keeps its path.
@@ -76,7 +80,8 @@ fn mark_shows_in_list_show_and_paper_on(sb: &Sandbox) {
     );
     let gc = sb.json(&["gc"]);
     assert!(!strings(&gc, "collected").contains(&"mixed".to_string()), "{gc}");
-    assert_eq!(string(&sb.json(&["export", "paper", "--out", "paper"]), "branch"), "mixed-1");
+    let paper = sb.json(&["export", "paper", "--out", "paper", "--branch", "mixed-1"]);
+    assert_eq!(string(&paper, "branch"), "mixed-1");
     // The paper's two files go to a directory: stdout is none.
     sb.run(&["export", "paper", "--out", "-"]).text_error(2);
     assert!(!sb.file("-").exists());

@@ -42,8 +42,8 @@ pub enum BranchCommand {
         /// Branch id or node_uid
         branch: String,
     },
-    /// Mark a branch alive, dead, best or pruned (gc collects dead and pruned ones; one branch is
-    /// best: the one before becomes alive)
+    /// Mark a branch alive, dead, best or pruned (gc collects dead and pruned ones; one branch of
+    /// a tree is best: the one before becomes alive)
     #[command(after_help = MARK_EXAMPLES)]
     Mark {
         /// Branch id or node_uid

@@ -8,6 +8,7 @@ use crate::store::{Store, Tx};
 use crate::view;
 use serde::Serialize;
 use serde_json::json;
+use std::collections::HashMap;
 
 /// What `mark_branch` did: the ids marked, the branch first, and the note as stored
 /// (redacted), which a `gc` may collect with the branch as soon as the mark commits.
@@ -197,16 +198,23 @@ impl Tx<'_> {
             marked.extend(others);
             kept_best = kept.into_iter().map(|b| b.id).collect();
         }
-        // Best is one branch: the one marked best before becomes alive.
+        // Best is one branch of a tree: the one marked best before becomes alive (its note
+        // stays, as history). Another root's tree is another search.
         let was_best = match best {
             true => {
-                self.branches()?.into_iter().find(|b| b.status == BranchStatus::Best && b.bid != branch.bid)
+                let all = self.branches()?;
+                let root = root_of(&all, &branch.id);
+                all.iter()
+                    .find(|b| {
+                        b.status == BranchStatus::Best && b.bid != branch.bid && root_of(&all, &b.id) == root
+                    })
+                    .cloned()
             }
             false => None,
         };
         if let Some(earlier) = &was_best {
             self.conn.execute(
-                "UPDATE branches SET status = ?1, status_note = NULL WHERE bid = ?2",
+                "UPDATE branches SET status = ?1 WHERE bid = ?2",
                 params![BranchStatus::Alive.as_str(), earlier.bid],
             )?;
         }
@@ -248,6 +256,17 @@ impl Tx<'_> {
         self.journal(Some(branch.bid), "branch.set_uid", json!({"node_uid": node_uid}))?;
         Ok(Branch { node_uid: Some(node_uid.to_string()), ..branch })
     }
+}
+
+/// The root of branch `id`'s tree among `branches` (every branch, parents first).
+fn root_of<'b>(branches: &'b [Branch], id: &'b str) -> &'b str {
+    let parents: HashMap<&str, Option<&str>> =
+        branches.iter().map(|b| (b.id.as_str(), b.parent.as_deref())).collect();
+    let mut at = id;
+    while let Some(Some(parent)) = parents.get(at) {
+        at = parent;
+    }
+    at
 }
 
 /// How many rows a branch wrote itself, per layer.

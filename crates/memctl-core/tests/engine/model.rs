@@ -1505,11 +1505,18 @@ impl Harness {
                         under.into_iter().filter(|&d| self.model.branches[d].status != BranchStatus::Best),
                     );
                 }
-                // Best is one branch: the one before becomes alive.
+                // Best is one branch of a tree: the one before becomes alive.
+                let root = |mut at: usize| {
+                    while let Some(parent) = self.model.branches[at].parent {
+                        at = parent;
+                    }
+                    at
+                };
                 let was_best = (0..self.model.branches.len()).find(|&o| {
                     best && o != b
                         && !self.model.branches[o].collected
                         && self.model.branches[o].status == BranchStatus::Best
+                        && root(o) == root(b)
                 });
                 let names: Vec<String> = marked.iter().map(|&m| self.model.name(m)).collect();
                 let outcome = expect_ok(result, "mark_branch")?;
