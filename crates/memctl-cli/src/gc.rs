@@ -97,7 +97,11 @@ fn text(report: &GcReport, vacuum: Option<&VacuumOutcome>) -> String {
             out.push(table(&["TABLE", "ROWS"], &rows));
         }
         let freed = if report.dry_run { "would free" } else { "freed" };
-        out.push(format!("{} rows, {freed} {} bytes of pages", report.rows.total(), report.bytes_freed));
+        out.push(format!(
+            "{}, {freed} {} bytes of pages",
+            count(report.rows.total(), "row", "rows"),
+            report.bytes_freed
+        ));
     }
     for kept in &report.kept {
         out.push(format!("Kept {}: {}", kept.branch, kept.reason));

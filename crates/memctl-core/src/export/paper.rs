@@ -733,8 +733,9 @@ fn top_nodes(artifacts: Option<&Artifacts>) -> String {
         return "_No top_nodes_data in the artifacts._".into();
     }
     // One line each: a line break would end the table's row.
-    let cell =
-        |text: Option<String>, max: usize| excerpt(&one_line(&text.unwrap_or_default()), max).replace('|', "\\|");
+    let cell = |text: Option<String>, max: usize| {
+        excerpt(&one_line(&text.unwrap_or_default()), max).replace('|', "\\|")
+    };
     let mut lines = vec![
         "| # | node | metric | plan | analysis | visual feedback |".to_string(),
         "|---|---|---|---|---|---|".to_string(),

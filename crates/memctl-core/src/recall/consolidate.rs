@@ -114,7 +114,8 @@ struct Header {
 }
 
 impl Header {
-    /// The header of an earlier summary's text; None when a summarizer wrote it.
+    /// The header of an earlier summary's text; None when a summarizer wrote it (one whose
+    /// first line reads like an extract's header is taken for one: it then counts as one).
     fn of(text: &str, kind: &str) -> Option<Header> {
         let (count, rest) = text.lines().next()?.split_once(' ')?;
         let count = count.parse().ok()?;

@@ -304,7 +304,7 @@ impl Tx<'_> {
         let bid = path.branch().bid;
         // Steps are the conversation's: `prune`, `compact` and `reset` reduce it, and keep its
         // system and task steps.
-        let steps = |what: String| {
+        let not_recall = |what: String| {
             Error::invalid(format!("{what}: `memctl prune`, `compact` and `reset` reduce the conversation"))
         };
         let selected: Vec<Event> = match selector {
@@ -313,13 +313,13 @@ impl Tx<'_> {
             EvictSelector::Kind(kind) => {
                 let kind = self.event_kind(kind)?;
                 if is_step(&kind) {
-                    return Err(steps(format!("kind '{kind}' is the conversation's steps")));
+                    return Err(not_recall(format!("kind '{kind}' is the conversation's steps")));
                 }
                 view::events_of_kind(self, &path, &kind)?
             }
         };
         if let Some(step) = selected.iter().find(|e| is_step(&e.kind)) {
-            return Err(steps(format!("event {} is a conversation step", step.id)));
+            return Err(not_recall(format!("event {} is a conversation step", step.id)));
         }
         if selected.is_empty() {
             return Ok(EvictOutcome { evicted: vec![], archived: None });
