@@ -231,7 +231,7 @@ pub fn names_secret(name: &str) -> bool {
 /// Literals every secret (or what introduces it) contains, in lower case. Checked first, so
 /// text with nothing to redact (nearly all of it) costs one fast scan and the redaction
 /// regexes are never even compiled in most processes.
-const MIGHT_HOLD_SECRET: [&str; 43] = [
+const MIGHT_HOLD_SECRET: [&str; 45] = [
     "sk-",
     "hf_",
     "api_key",
@@ -247,6 +247,8 @@ const MIGHT_HOLD_SECRET: [&str; 43] = [
     "pass'",
     "pass:",
     "pass=",
+    "pass :",
+    "pass =",
     "_pass",
     "-pass",
     ".pass",
@@ -424,6 +426,7 @@ mod tests {
             ("auth: { user: 'ann', pass: 'hunter2' }", "auth: { user: 'ann', pass: '***' }"),
             (r#"{"user": "ann", "pass": "hunter2"}"#, r#"{"user": "ann", "pass": "***"}"#),
             ("RABBITMQ_PASS=hunter2", "RABBITMQ_PASS=***"),
+            ("smtp = {'user': 'ann', 'pass' : 'hunter2'}; pass = 'hunter2'", "smtp = {'user': 'ann', 'pass' : '***'}; pass = '***'"),
         ];
         for (text, expected) in cases {
             assert_eq!(redact(text), expected, "{text}");
