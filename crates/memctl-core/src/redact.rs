@@ -165,7 +165,7 @@ fn is_port_and_path(prefix: &str, text: &str) -> bool {
 /// ([`names_secret`]), or `pass` alone given a string (`{user: 'ann', pass: '…'}`; a test's
 /// verdict is a boolean or a number), and a value that can be one ([`no_secret`]; a `*_pwd`'s
 /// path, `CUR_PWD=/home/ann`, is a working directory).
-fn secret_assignment(name: &str, value: &str, quoted: bool) -> bool {
+pub(crate) fn secret_assignment(name: &str, value: &str, quoted: bool) -> bool {
     let named = names_secret(name) || (quoted && name.eq_ignore_ascii_case("pass"));
     let path = name.to_ascii_lowercase().ends_with("pwd") && value.starts_with(['/', '~', '$']);
     named && !path && !no_secret(value)
@@ -173,7 +173,7 @@ fn secret_assignment(name: &str, value: &str, quoted: bool) -> bool {
 
 /// A value no secret is: empty, a boolean, null, a number (`use_auth_token=True`,
 /// `loss_per_token=2.31`), or the rest of `==`.
-pub(crate) fn no_secret(value: &str) -> bool {
+fn no_secret(value: &str) -> bool {
     let lower = value.to_ascii_lowercase();
     matches!(lower.as_str(), "" | "true" | "false" | "none" | "null" | "nil")
         || value.starts_with('=')

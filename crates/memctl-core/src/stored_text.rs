@@ -2,7 +2,7 @@
 //! duplicate suppression.
 
 use crate::error::{Error, Result};
-use crate::redact::{names_secret, no_secret, redact, MASK};
+use crate::redact::{redact, secret_assignment, MASK};
 use crate::rows::{is_step, CONVERSATION_KIND};
 use crate::store::Store;
 use serde_json::{Map, Value};
@@ -74,10 +74,10 @@ impl Store {
     }
 
     /// The text of a value named `name` (a core key, a JSON key) as stored: masked whole when
-    /// the name names a secret (`api_key`) and the value could be one (not `true` or `5`), else
+    /// `name: "text"` in text would lose it (`api_key`, `pass`; not `true` or `5`), else
     /// redacted as text is.
     pub(crate) fn redacted_named(&self, name: &str, text: &str) -> String {
-        if self.config.redaction.enabled && names_secret(name) && !no_secret(text.trim()) {
+        if self.config.redaction.enabled && secret_assignment(name, text.trim(), true) {
             MASK.to_string()
         } else {
             self.redacted(text)

@@ -821,7 +821,7 @@ fn defect_13_reading_writes_nothing() {
 // Redaction (SPEC §5).
 // ---------------------------------------------------------------------------------------------
 
-const SECRETS: [&str; 14] = [
+const SECRETS: [&str; 15] = [
     "abc123secret",
     "hunter2",
     "s3cr3tvalue",
@@ -836,6 +836,7 @@ const SECRETS: [&str; 14] = [
     "MIIEpAIBAAKCAQEA",
     "escapedpw9",
     "dbpass55",
+    "jsonpass7",
 ];
 
 fn write_secrets(s: &mut Store) -> (i64, i64) {
@@ -851,7 +852,7 @@ fn write_secrets(s: &mut Store) -> (i64, i64) {
     s.write(|tx| tx.set_branch_meta("root", &meta)).unwrap();
     // A tool call whose arguments name a secret, in a child's conversation.
     s.fork("root", Some("agent")).unwrap();
-    let call = serde_json::json!({"tool": "login", "args": {"user": "ann", "password": "s3cr3tvalue"}});
+    let call = serde_json::json!({"tool": "login", "args": {"user": "ann", "password": "s3cr3tvalue", "pass": "jsonpass7"}});
     s.step_add("agent", &Step::new(StepType::Action, call).unwrap()).unwrap();
     s.recall_append("agent", "hf_abcdefghijk1", "an event whose kind is a key", &[]).unwrap();
     s.core_set("root", "creds", "API_KEY=abc123secret and sk-abcdefghijklmnop1234", CoreWrite::default())
