@@ -8,7 +8,6 @@ use crate::store::{Store, Tx};
 use crate::view;
 use serde::Serialize;
 use serde_json::json;
-use std::collections::HashMap;
 
 /// What `mark_branch` did: the ids marked, the branch first, and the note as stored
 /// (redacted), which a `gc` may collect with the branch as soon as the mark commits.
@@ -202,13 +201,12 @@ impl Tx<'_> {
         // stays, as history). Another root's tree is another search.
         let was_best = match best {
             true => {
-                let all = self.branches()?;
-                let root = root_of(&all, &branch.id);
-                all.iter()
-                    .find(|b| {
-                        b.status == BranchStatus::Best && b.bid != branch.bid && root_of(&all, &b.id) == root
-                    })
-                    .cloned()
+                let path = self.path(&branch.id)?;
+                let root = self.branch(&path.branches().last().expect("a path holds its branch").id)?;
+                let tree = self.descendants(&root.id)?;
+                std::iter::once(root)
+                    .chain(tree)
+                    .find(|b| b.status == BranchStatus::Best && b.bid != branch.bid)
             }
             false => None,
         };
@@ -256,17 +254,6 @@ impl Tx<'_> {
         self.journal(Some(branch.bid), "branch.set_uid", json!({"node_uid": node_uid}))?;
         Ok(Branch { node_uid: Some(node_uid.to_string()), ..branch })
     }
-}
-
-/// The root of branch `id`'s tree among `branches` (every branch, parents first).
-fn root_of<'b>(branches: &'b [Branch], id: &'b str) -> &'b str {
-    let parents: HashMap<&str, Option<&str>> =
-        branches.iter().map(|b| (b.id.as_str(), b.parent.as_deref())).collect();
-    let mut at = id;
-    while let Some(Some(parent)) = parents.get(at) {
-        at = parent;
-    }
-    at
 }
 
 /// How many rows a branch wrote itself, per layer.
