@@ -1157,6 +1157,52 @@ fn a_stdout_that_cannot_be_written_is_reported_and_the_write_kept() {
 }
 
 #[test]
+fn a_stderr_that_cannot_be_written_keeps_the_exit_code() {
+    let sb = Sandbox::initialized();
+    sb.ok(&["branch", "create", "root"]);
+    let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else {
+        return; // not a Linux machine
+    };
+    for args in
+        [&["core", "set", "root", "k", "v", "--ttl", "0"][..], &["--json", "core", "get", "nope", "k"]]
+    {
+        let status = sb.command(args).stderr(full.try_clone().unwrap()).status().unwrap();
+        let expected = if args[0] == "--json" { 3 } else { 1 };
+        assert_eq!(status.code(), Some(expected), "{args:?}: the error's own code, not a panic's");
+    }
+}
+
+#[test]
+fn text_that_is_not_utf8_in_the_environment_or_arguments_is_refused_not_a_panic() {
+    use std::os::unix::ffi::OsStrExt;
+    let sb = Sandbox::initialized();
+    sb.ok(&["branch", "create", "root"]);
+    let bad = std::ffi::OsStr::from_bytes(b"caf\xe9");
+    let outcome = |command: &mut std::process::Command| {
+        let output = command.output().unwrap();
+        (output.status.code(), String::from_utf8(output.stderr).unwrap())
+    };
+    // Another program's variable is none of memctl's business.
+    let (code, stderr) = outcome(sb.command(&["--json", "core", "get", "root", "k"]).env("UNRELATED", bad));
+    assert_eq!(code, Some(0), "{stderr}");
+    // memctl's own: exit 1, named.
+    for name in ["MEMCTL_NOW", "MEMCTL_CORE_MAX_CHARS"] {
+        let (code, stderr) = outcome(sb.command(&["--json", "core", "get", "root", "k"]).env(name, bad));
+        assert_eq!(code, Some(1), "{name}: {stderr}");
+        assert!(stderr.contains(&format!("{name} is not valid UTF-8")), "{stderr}");
+    }
+    // An argument: a usage error, as JSON with --json.
+    let (code, stderr) = outcome(sb.command(&["--json", "archival", "search", "root"]).arg(bad));
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("invalid UTF-8"), "{stderr}");
+    let error: Value = serde_json::from_str(stderr.trim()).expect("the error as JSON");
+    assert_eq!(error["error"]["kind"], "usage");
+    // A database path need not be UTF-8.
+    let (code, stderr) = outcome(sb.command(&["core", "get", "root", "k"]).arg("--db").arg(bad));
+    assert_eq!(code, Some(3), "a path like any other, not found here: {stderr}");
+}
+
+#[test]
 fn unknown_record_and_event_are_exit_3() {
     for db in backends("unknown_record_and_event_are_exit_3") {
         unknown_record_and_event_are_exit_3_on(&Sandbox::initialized_on(&db));

@@ -11,7 +11,7 @@ use std::process::ExitCode;
 
 pub fn main() -> ExitCode {
     // `--json` must shape even the errors of a command line that does not parse.
-    let json = std::env::args().skip(1).take_while(|a| a != "--").any(|a| a == "--json");
+    let json = std::env::args_os().skip(1).take_while(|a| a != "--").any(|a| a == "--json");
     let cli = match parse() {
         Ok(cli) => cli,
         Err(err) => return usage_error(err, json),
@@ -52,7 +52,7 @@ fn usage_error(err: clap::Error, json: bool) -> ExitCode {
         }
         // `memctl core` alone: the group's help, as a usage error.
         Clap::DisplayHelpOnMissingArgumentOrSubcommand if !json => {
-            eprintln!("{}", err.render().to_string().trim_end());
+            output::stderr(err.render().to_string().trim_end());
             return ExitCode::from(failure::exit_code(ErrorKind::Usage));
         }
         _ => {}
@@ -78,7 +78,7 @@ fn usage_error(err: clap::Error, json: bool) -> ExitCode {
 /// A usage line without the options clap took from the environment (`MEMCTL_DB`) and lists as
 /// if typed, where they read as required.
 fn without_env_options(usage: &str) -> String {
-    let typed: Vec<String> = std::env::args().collect();
+    let typed: Vec<String> = std::env::args_os().map(|a| a.to_string_lossy().into_owned()).collect();
     let mut usage = usage.to_string();
     for arg in Cli::command().get_arguments() {
         let (Some(var), Some(long)) = (arg.get_env(), arg.get_long()) else { continue };

@@ -59,19 +59,24 @@ fn parse(table: toml::Table, origin: impl Fn() -> String) -> Result<Config> {
 /// `(variable, key path, value)` of every `MEMCTL_*` configuration override.
 fn env_overrides() -> Result<Vec<(String, Vec<String>, toml::Value)>> {
     let mut found = Vec::new();
-    for (name, raw) in std::env::vars() {
-        let Some(key) = name.strip_prefix("MEMCTL_") else {
+    // `vars()` would panic on any variable that is not UTF-8, memctl's or not.
+    for (name, raw) in std::env::vars_os() {
+        let Some(key) = name.to_str().and_then(|name| name.strip_prefix("MEMCTL_")) else {
             continue;
         };
+        let name = format!("MEMCTL_{key}");
         // Set but empty counts as unset, as for the options' variables.
         if NOT_KEYS.contains(&name.as_str()) || raw.is_empty() {
             continue;
         }
+        let Some(raw) = raw.to_str() else {
+            return Err(Error::invalid(format!("{name} is not valid UTF-8")));
+        };
         let key_path: Vec<String> = key.to_ascii_lowercase().split("__").map(str::to_string).collect();
         if key_path.iter().any(String::is_empty) {
             return Err(Error::invalid(format!("malformed configuration variable {name}")));
         }
-        found.push((name, key_path, scalar(&raw)));
+        found.push((name, key_path, scalar(raw)));
     }
     found.sort_by(|a, b| a.0.cmp(&b.0));
     Ok(found)

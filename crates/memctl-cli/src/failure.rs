@@ -2,6 +2,7 @@
 //! hint on stderr, or `{"error":{kind, message, hint}}` with `--json`. Advice about memctl's own
 //! commands and flags is worded here, from the engine error's topic.
 
+use crate::output;
 use memctl_core::{Error, ErrorKind, Topic};
 use serde_json::json;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -63,11 +64,11 @@ pub fn print_error(error: &Error, json: bool) {
         if let Some(hint) = hint {
             body["hint"] = json!(hint);
         }
-        eprintln!("{}", json!({ "error": body }));
+        output::stderr(&json!({ "error": body }).to_string());
     } else {
-        eprintln!("Error: {}", error.message());
+        output::stderr(&format!("Error: {}", error.message()));
         if let Some(hint) = hint {
-            eprintln!("hint: {hint}");
+            output::stderr(&format!("hint: {hint}"));
         }
     }
 }

@@ -171,14 +171,14 @@ impl Context {
     /// A warning on stderr (JSON output too has it, as a message): silent only with `--quiet`.
     pub fn warn(&self, message: &str) {
         if !self.quiet {
-            eprintln!("warning: {message}");
+            output::stderr(&format!("warning: {message}"));
         }
     }
 
     /// A message for people, on stderr: silent with `--quiet` or `--json`.
     pub fn note(&self, message: &str) {
         if !self.quiet && !self.json {
-            eprintln!("{message}");
+            output::stderr(message);
         }
     }
 

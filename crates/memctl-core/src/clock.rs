@@ -20,6 +20,7 @@ impl Clock {
             Ok(text) if !text.trim().is_empty() => parse_timestamp(&text)
                 .map(Clock::Fixed)
                 .map_err(|e| Error::invalid(format!("MEMCTL_NOW: {}", e.message()))),
+            Err(std::env::VarError::NotUnicode(_)) => Err(Error::invalid("MEMCTL_NOW is not valid UTF-8")),
             _ => Ok(Clock::System),
         }
     }
