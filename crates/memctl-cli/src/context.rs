@@ -10,9 +10,10 @@ Examples:
   memctl context node-7 --query 'tiling speedup' --budget-chars 24000
   memctl context node-7 --budget-tokens 2000 --encoding o200k_base
   memctl --json context node-7 | jq .sections.recall.dropped
-Core lines come first; recall (summaries, then events newest first) and archival (best first for
---query, else newest) share the rest. Whole lines are dropped, never cut, so the text never
-exceeds the budget. Reading the context writes nothing.";
+Core lines come first (kept by importance, then newest; shown by key); recall (summaries, then
+events newest first) and archival (best first for --query, else newest) share the rest. Whole
+items are dropped, never cut, so the text never exceeds the budget; an item's lines after its
+first are indented. Reading the context writes nothing.";
 
 #[derive(Debug, Args)]
 pub struct ContextArgs {

@@ -121,35 +121,57 @@ impl std::fmt::Display for TagsSuffix<'_> {
     }
 }
 
-/// The candidate lines of each section, in display order.
-fn items(view: &View, records: &[Record]) -> [Vec<Item>; 3] {
+/// A text inside an item: its lines after the first indented by two spaces, so that a text of
+/// several lines stays within its item and none of its lines reads as a header or an item of
+/// its own (a stored `Recall Memory:` or `- [note] …` line, a summary's list of events).
+struct Indented<'a>(&'a str);
+
+impl std::fmt::Display for Indented<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut lines = self.0.split('\n');
+        f.write_str(lines.next().unwrap_or_default())?;
+        for line in lines {
+            f.write_str(if line.is_empty() { "\n" } else { "\n  " })?;
+            f.write_str(line)?;
+        }
+        Ok(())
+    }
+}
+
+/// The candidate lines of each section, in display order, and the core lines' places in the
+/// order the budget keeps them: the eviction's order reversed (highest importance, then newest).
+fn items(view: &View, records: &[Record]) -> ([Vec<Item>; 3], Vec<usize>) {
     let mut core: Vec<&crate::rows::CoreEntry> = view.core.iter().collect();
     core.sort_by(|a, b| a.key.cmp(&b.key));
+    let mut core_rank: Vec<usize> = (0..core.len()).collect();
+    core_rank.sort_by_key(|&i| std::cmp::Reverse((core[i].importance, core[i].seq)));
     let core = core
         .into_iter()
-        .map(|e| Item { line: format!("- {}: {}", e.key, e.value), id: json!(e.key) })
+        .map(|e| Item { line: format!("- {}: {}", e.key, Indented(&e.value)), id: json!(e.key) })
         .collect();
     let summaries = view
         .summaries
         .iter()
         .rev()
-        .map(|s| Item { line: format!("- [summary:{}] {}", s.kind, s.text), id: json!(s.id) });
+        .map(|s| Item { line: format!("- [summary:{}] {}", s.kind, Indented(&s.text)), id: json!(s.id) });
     let events = view.events.iter().map(|e| Item {
-        line: format!("- [{}] {}{}", e.kind, e.text, tags_suffix(&e.tags)),
+        line: format!("- [{}] {}{}", e.kind, Indented(&e.text), tags_suffix(&e.tags)),
         id: json!(e.id),
     });
     let recall = summaries.chain(events).collect();
     let archival = records
         .iter()
-        .map(|r| Item { line: format!("- {}{}", r.text, tags_suffix(&r.tags)), id: json!(r.id) })
+        .map(|r| Item { line: format!("- {}{}", Indented(&r.text), tags_suffix(&r.tags)), id: json!(r.id) })
         .collect();
-    [core, recall, archival]
+    ([core, recall, archival], core_rank)
 }
 
 /// Core first, then recall and archival in turns: the order items are offered to the budget.
-fn priority(sections: &[Vec<Item>; 3]) -> Vec<(usize, usize)> {
-    let [core, recall, archival] = sections;
-    let mut order: Vec<(usize, usize)> = (0..core.len()).map(|i| (0, i)).collect();
+/// Core lines go by `core_rank` (shown by key), so that a pinned fact is kept before a scratch
+/// note that sorts before it.
+fn priority(sections: &[Vec<Item>; 3], core_rank: &[usize]) -> Vec<(usize, usize)> {
+    let [_, recall, archival] = sections;
+    let mut order: Vec<(usize, usize)> = core_rank.iter().map(|&i| (0, i)).collect();
     for i in 0..recall.len().max(archival.len()) {
         if i < recall.len() {
             order.push((1, i));
@@ -196,8 +218,8 @@ impl Store {
                 Search { query: query.unwrap_or("").to_string(), k: config.retrieval_k, tags: vec![] };
             Ok((view, self.archival_search(branch, &search)?))
         })?;
-        let sections = items(&view, &records);
-        let order = priority(&sections);
+        let (sections, core_rank) = items(&view, &records);
+        let order = priority(&sections, &core_rank);
         let limit = budget.limit();
         let mut included: [Vec<bool>; 3] = sections.each_ref().map(|s| vec![false; s.len()]);
         // Sizes add up: each part after the first costs its separating newline too. For tokens
