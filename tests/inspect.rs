@@ -3,7 +3,7 @@
 //! two `read --all` views.
 
 use crate::support::*;
-use serde_json::Value;
+use serde_json::{json, Value};
 use std::collections::BTreeSet;
 
 /// root ─┬─ a ── a1
@@ -132,6 +132,35 @@ fn diff_shows_no_change_where_both_wrote_the_same() {
     let diff = sb.json(&["diff", "c1", "c2"]);
     assert_eq!(array(field(&diff, "core"), "changed").len(), 1, "{diff}");
     assert!(sb.ok(&["diff", "c1", "c2"]).contains("importance 3 → 5"));
+}
+
+#[test]
+fn tags_in_another_order_are_the_same_tags() {
+    let sb = Sandbox::initialized();
+    sb.ok(&["branch", "create", "r"]);
+    let add = |tags: &[&str]| {
+        let mut args = vec!["archival", "add", "r", "rec"];
+        tags.iter().for_each(|t| args.extend(["--tag", t]));
+        sb.json(&args)
+    };
+    let first = add(&["a", "b"]);
+    assert_eq!(add(&["b", "a"]), json!({"id": int(&first, "id"), "skipped": true}));
+    let append = |tags: &[&str]| {
+        let mut args = vec!["recall", "append", "r", "--kind", "note", "event"];
+        tags.iter().for_each(|t| args.extend(["--tag", t]));
+        sb.json(&args)
+    };
+    let first_event = append(&["x", "y"]);
+    assert_eq!(append(&["y", "x"]), json!({"id": int(&first_event, "id"), "skipped": true}));
+    // A child that writes the tags again in another order sees no change; new tags are one,
+    // and the text diff shows them, as they are all that changed.
+    let record = int(&first, "id").to_string();
+    sb.ok(&["fork", "r", "c"]);
+    sb.ok(&["archival", "update", "c", &record, "--tag", "b", "--tag", "a"]);
+    assert!(array(field(&sb.json(&["diff", "r", "c"]), "archival"), "changed").is_empty());
+    sb.ok(&["archival", "update", "c", &record, "--tag", "c"]);
+    let text = sb.ok(&["diff", "r", "c"]);
+    assert!(text.contains("rec (tags: a, b) → seq 11 by c: rec (tags: c)"), "{text}");
 }
 
 fn quoted(keys: BTreeSet<String>) -> BTreeSet<String> {

@@ -116,7 +116,9 @@ fn write_text(out: &mut dyn Write, diff: &Diff) -> fmt::Result {
             section.marked('+', record_line(record))?;
         }
         for c in &archival.changed {
-            section.line(format_args!("  ~ #{}: {} → {}", c.a.id, version(&c.a), version(&c.b)))?;
+            let tags_changed = c.a.tags != c.b.tags;
+            let (a, b) = (version(&c.a, tags_changed), version(&c.b, tags_changed));
+            section.line(format_args!("  ~ #{}: {a} → {b}", c.a.id))?;
         }
     }
     writeln!(out)
@@ -183,8 +185,11 @@ fn core_line(entry: &CoreEntry) -> String {
     format!("{}: {}  (← {} seq {})", entry.key, one_line(&entry.value), entry.branch, entry.seq)
 }
 
-fn version(record: &Record) -> String {
-    format!("seq {} by {}: {}", record.seq, record.branch, crate::output::excerpt(&record.text, 60))
+/// A version of a record on a `~` line, with its tags when they changed (they may be all that did).
+fn version(record: &Record, tags_changed: bool) -> String {
+    let text = crate::output::excerpt(&record.text, 60);
+    let tags = crate::output::tags_suffix(if tags_changed { &record.tags } else { &[] });
+    format!("seq {} by {}: {text}{tags}", record.seq, record.branch)
 }
 
 #[cfg(test)]

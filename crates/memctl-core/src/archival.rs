@@ -8,7 +8,7 @@ use crate::query::{index_words, ranked, token_count, Query};
 use crate::rows::{AppendOutcome, Record};
 use crate::schema;
 use crate::store::{Store, Tx};
-use crate::stored_text::{content_hash, normalize_tags};
+use crate::stored_text::{content_hash, normalize_tags, tags_identity};
 use crate::view;
 use serde::Serialize;
 use serde_json::json;
@@ -137,7 +137,7 @@ impl Tx<'_> {
     /// [`Tx::archival_insert`] of a text and tags as they are stored (redacted, normalized).
     fn insert_record(&self, bid: i64, text: &str, tags: &[String]) -> Result<AppendOutcome> {
         let tags_json = schema::tags::to_json(tags)?;
-        let hash = content_hash(&[text, &tags_json]);
+        let hash = content_hash(&[text, &tags_identity(tags)?]);
         let existing: Option<i64> =
             self.conn.query_opt(&IDENTICAL_CURRENT_VERSION, params![bid, hash], |r| r.get(0))?;
         if let Some(id) = existing {
@@ -212,7 +212,7 @@ impl Tx<'_> {
             None => current.tags.to_vec(),
         };
         let tags_json = schema::tags::to_json(&tags)?;
-        let hash = content_hash(&[&text, &tags_json]);
+        let hash = content_hash(&[&text, &tags_identity(&tags)?]);
         let seq = self.next_seq()?;
         self.insert_version(seq, id, bid, Some(&text), &tags_json, Some(&hash))?;
         self.journal(

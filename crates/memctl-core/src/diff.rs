@@ -150,9 +150,9 @@ impl Store {
                     .iter()
                     .filter_map(|ra| {
                         // Another version with the same text and tags is no change.
-                        let rb = by_id
-                            .get(&ra.id)
-                            .filter(|rb| rb.seq != ra.seq && (rb.text != ra.text || rb.tags != ra.tags))?;
+                        let rb = by_id.get(&ra.id).filter(|rb| {
+                            rb.seq != ra.seq && (rb.text != ra.text || !same_tags(&rb.tags, &ra.tags))
+                        })?;
                         Some(Changed { a: ra.clone(), b: (*rb).clone() })
                     })
                     .collect();
@@ -170,6 +170,11 @@ impl Store {
             })
         })
     }
+}
+
+/// Whether two rows carry the same tags, in any order (a row holds each tag once).
+fn same_tags(a: &[String], b: &[String]) -> bool {
+    a.len() == b.len() && a.iter().all(|tag| b.contains(tag))
 }
 
 /// What a diff reads of one view.

@@ -116,6 +116,14 @@ pub(crate) fn normalize_tags(store: &Store, tags: &[String]) -> Result<Vec<Strin
     Ok(out)
 }
 
+/// The tags as the duplicate checks take them: a set, so that `a, b` and `b, a` are the same
+/// tags (as a tag filter takes them), though each row keeps the order it was given.
+pub(crate) fn tags_identity(tags: &[String]) -> Result<String> {
+    let mut sorted: Vec<&String> = tags.iter().collect();
+    sorted.sort();
+    Ok(serde_json::to_string(&sorted)?)
+}
+
 pub(crate) fn content_hash(parts: &[&str]) -> [u8; 32] {
     let mut hasher = blake3::Hasher::new();
     for part in parts {

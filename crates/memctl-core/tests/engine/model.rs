@@ -1683,7 +1683,9 @@ impl Harness {
         let duplicate = branch
             .events
             .iter()
-            .find(|e| !hidden.contains(&e.id) && e.kind == *kind && e.text == *text && e.tags == tags)
+            .find(|e| {
+                !hidden.contains(&e.id) && e.kind == *kind && e.text == *text && same_tags(&e.tags, &tags)
+            })
             .map(|e| e.id);
         match duplicate {
             Some(existing) => {
@@ -1722,7 +1724,7 @@ impl Harness {
             .model
             .archival_view(b)
             .into_iter()
-            .filter(|r| r.writer == name && r.text == *text && r.tags == tags)
+            .filter(|r| r.writer == name && r.text == *text && same_tags(&r.tags, &tags))
             .map(|r| r.id)
             .collect();
         if duplicates.is_empty() {
@@ -1793,6 +1795,11 @@ fn id_ref() -> impl Strategy<Value = IdRef> {
 
 fn one_of(values: &'static [&'static str]) -> impl Strategy<Value = &'static str> {
     prop::sample::select(values)
+}
+
+/// Tags are a set to the duplicate checks: `a, b` is `b, a` (each row holds a tag once).
+fn same_tags(a: &[String], b: &[String]) -> bool {
+    a.len() == b.len() && a.iter().all(|tag| b.contains(tag))
 }
 
 /// Mostly no tags (so that identical appends and adds happen often), sometimes one or two, the
