@@ -191,6 +191,38 @@ fn why_text_and_json_on(sb: &Sandbox) {
     snap!("why_event_json", &sb.run(&["--json", "why", "b", "--event", &event]).success());
 }
 
+/// A summary folded into a newer one still leads to it: `why` of an event the first names
+/// says which summary of the view stands for it, on both backends (the folding is read through
+/// the summaries' lists of what they fold in).
+#[test]
+fn why_follows_a_summary_into_the_one_that_folds_it_in() {
+    for db in backends("why_follows_a_summary_into_the_one_that_folds_it_in") {
+        let sb = Sandbox::on(&db, "recall_max_events = 2\nauto_consolidate = false\n");
+        sb.ok(&["init"]);
+        sb.ok(&["branch", "create", "root"]);
+        let first = sb.json(&["recall", "append", "root", "--kind", "n", "ev 1"]);
+        for text in ["ev 2", "ev 3", "ev 4"] {
+            sb.ok(&["recall", "append", "root", "--kind", "n", text]);
+        }
+        sb.ok(&["fork", "root", "a"]);
+        let older = ints(&sb.json(&["consolidate", "a"]), "summaries")[0];
+        sb.ok(&["fork", "a", "a1"]);
+        for text in ["ev 6", "ev 7"] {
+            sb.ok(&["recall", "append", "a1", "--kind", "n", text]);
+        }
+        let newer = ints(&sb.json(&["consolidate", "a1"]), "summaries")[0];
+        let event = int(&first, "id").to_string();
+        let why = sb.json(&["why", "a1", "--event", &event]);
+        assert!(string(&why, "reason").ends_with(&format!("summary #{newer} stands for it")), "{why}");
+        let writes = array(&why, "writes");
+        let status = |seq: i64| writes.iter().find(|w| int(w, "seq") == seq).map(|w| string(w, "status"));
+        assert_eq!((status(older), status(newer)), (Some("folded"), Some("visible")), "{why}");
+        // In the branch that wrote the first, that one.
+        let why = sb.json(&["why", "a", "--event", &event]);
+        assert!(string(&why, "reason").ends_with(&format!("summary #{older} stands for it")), "{why}");
+    }
+}
+
 /// `why`'s text names each write's journal row with the phase and actor it was written under
 /// (either, both or none), and a promoted row's origin with and without a note.
 #[test]

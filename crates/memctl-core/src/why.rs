@@ -7,7 +7,7 @@ use crate::clock::utc_datetime;
 use crate::error::{Error, Result};
 use crate::journal::Op;
 use crate::promote::Origin;
-use crate::rows::BranchPath;
+use crate::rows::{BranchPath, Summary};
 use crate::store::Store;
 use crate::view;
 use crate::view::history::{self, CoreRow, Placed, Reach, Version};
@@ -372,10 +372,14 @@ impl Store {
         let me = &path.branch().id;
         let visible = !view::events_among(self, path, &[id])?.is_empty();
         let exclusions = history::exclusions(self, path, id)?;
-        let summaries = history::summaries(self, path, id)?;
+        let mut summaries = history::summaries(self, path, id)?;
         let shown_summaries: HashSet<i64> = view::summaries(self, path)?.iter().map(|s| s.id).collect();
+        // A summary that names the event may be folded into a newer one, which names only the
+        // events it added: the summaries of the view that fold it in, however many times over.
+        let mut folding = self.summaries_folding(path, &summaries, &shown_summaries)?;
         let hider = exclusions.iter().find(|x| x.reach == Reach::InView);
-        let standing_in = summaries.iter().find(|s| shown_summaries.contains(&s.seq));
+        let standing_in =
+            summaries.iter().chain(folding.iter().map(|(s, _)| s)).find(|s| shown_summaries.contains(&s.seq));
         let (verdict, reason, decided_by) = match (visible, hider) {
             (true, _) => (
                 Verdict::Visible,
@@ -425,24 +429,63 @@ impl Store {
             };
             write(x, Action::Exclude, Content::Exclusion { event_id: id }, status, reason)
         }));
-        writes.extend(summaries.iter().map(|s| {
-            let (status, reason) = match s.reach {
-                Reach::InView if shown_summaries.contains(&s.seq) => (
-                    Status::Visible,
-                    format!("{me}'s view shows this summary in place of the events it names"),
-                ),
-                Reach::InView => (Status::Folded, "folded into a newer summary in the view".to_string()),
-                _ => out_of_view(path, s),
-            };
-            let content = Content::Summary {
-                kind: s.row.kind.to_string(),
-                text: s.row.text.clone(),
-                event_ids: s.row.event_ids.clone(),
-            };
-            write(s, Action::Summarize, content, status, reason)
-        }));
+        let naming = summaries.drain(..).map(|s| (s, None));
+        writes.extend(naming.chain(folding.drain(..).map(|(s, folds)| (s, Some(folds)))).map(
+            |(s, folds)| {
+                let (status, reason) = match (s.reach, folds) {
+                    (Reach::InView, None) if shown_summaries.contains(&s.seq) => (
+                        Status::Visible,
+                        format!("{me}'s view shows this summary in place of the events it names"),
+                    ),
+                    (Reach::InView, Some(folded)) if shown_summaries.contains(&s.seq) => (
+                        Status::Visible,
+                        format!("{me}'s view shows this summary, which folds in summary #{folded}"),
+                    ),
+                    (Reach::InView, None) => {
+                        (Status::Folded, "folded into a newer summary in the view".to_string())
+                    }
+                    (Reach::InView, Some(folded)) => {
+                        (Status::Folded, format!("folds in summary #{folded}; folded into a newer one"))
+                    }
+                    _ => out_of_view(path, &s),
+                };
+                let content = Content::Summary {
+                    kind: s.row.kind.to_string(),
+                    text: s.row.text.clone(),
+                    event_ids: s.row.event_ids.clone(),
+                };
+                write(&s, Action::Summarize, content, status, reason)
+            },
+        ));
         writes.sort_by_key(|w| w.seq);
         Ok((verdict, reason, decided_by, writes))
+    }
+}
+
+impl Store {
+    /// The summaries in `path`'s view that fold in one of `naming` (the summaries that name an
+    /// event), then those that fold in those, until one the view shows: each with the summary
+    /// it folds in.
+    fn summaries_folding(
+        &self,
+        path: &BranchPath,
+        naming: &[Placed<Summary>],
+        shown: &HashSet<i64>,
+    ) -> Result<Vec<(Placed<Summary>, i64)>> {
+        let in_view = |s: &&Placed<Summary>| s.reach == Reach::InView;
+        let mut folding = Vec::new();
+        let mut folded: Vec<i64> = naming.iter().filter(in_view).map(|s| s.seq).collect();
+        while !folded.is_empty() && !folded.iter().any(|seq| shown.contains(seq)) {
+            let mut next = Vec::new();
+            for seq in folded {
+                for s in history::summaries_folding(self, path, seq)?.into_iter().filter(|s| in_view(&s)) {
+                    next.push(s.seq);
+                    folding.push((s, seq));
+                }
+            }
+            folded = next;
+        }
+        Ok(folding)
     }
 }
 

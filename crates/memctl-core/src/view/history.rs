@@ -169,11 +169,26 @@ pub(crate) fn exclusions(store: &Store, path: &BranchPath, id: i64) -> Result<Ve
 
 /// Every summary that names event `id` among those it stands for, in any branch.
 pub(crate) fn summaries(store: &Store, path: &BranchPath, id: i64) -> Result<Vec<Placed<Summary>>> {
+    summaries_listing(store, path, "summarized_event_ids", id)
+}
+
+/// Every summary that folds in summary `id` (a newer summary of its kind), in any branch.
+pub(crate) fn summaries_folding(store: &Store, path: &BranchPath, id: i64) -> Result<Vec<Placed<Summary>>> {
+    summaries_listing(store, path, "replaced_summary_ids", id)
+}
+
+/// Every summary whose list of ids in `column` holds `id`.
+fn summaries_listing(
+    store: &Store,
+    path: &BranchPath,
+    column: &str,
+    id: i64,
+) -> Result<Vec<Placed<Summary>>> {
     let sql = placed_sql(
         "inherited_summaries t JOIN branches b ON b.bid = t.branch",
         &format!(
             "EXISTS (SELECT 1 FROM {} e WHERE e.value = ?1)",
-            store.backend().json_ints("t.summarized_event_ids")
+            store.backend().json_ints(&format!("t.{column}"))
         ),
         "t.kind, t.summary_text, t.summarized_event_ids",
     );
