@@ -249,6 +249,7 @@ impl Store {
     }
 
     fn why_key(&self, path: &BranchPath, key: &str) -> Result<Explained> {
+        crate::core_kv::validate_key(key)?;
         let rows = history::core_key(self, path, key)?;
         let me = &path.branch().id;
         let now = self.clock.now();
