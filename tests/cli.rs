@@ -1226,6 +1226,17 @@ fn unknown_record_and_event_are_exit_3_on(sb: &Sandbox) {
     json.json_error(3, "not_found");
     let evict = sb.run(&["recall", "evict", "root", "--id", "999"]).text_error(3);
     snap!("errors_unknown_event_text", &evict);
+    // No id at all, not an unknown one: a usage error, wherever an id is taken.
+    for args in [
+        &["archival", "get", "root", "0"][..],
+        &["archival", "delete", "root", "--", "-1"],
+        &["recall", "evict", "root", "--id=-1"],
+        &["why", "root", "--record", "0"],
+        &["promote", "root", "root", "--event", "0"],
+    ] {
+        let message = sb.run(&[&["--json"][..], args].concat()).json_error(2, "usage");
+        assert!(message.contains("an id is at least 1"), "{args:?}: {message}");
+    }
 }
 
 #[test]

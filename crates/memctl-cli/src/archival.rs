@@ -31,6 +31,7 @@ Examples:
         /// Branch id or node_uid
         branch: String,
         /// Record id
+        #[arg(value_parser = input::id)]
         id: i64,
     },
     /// Write a new version of a record in this branch (others keep theirs)
@@ -44,6 +45,7 @@ Tags are kept unless new ones are given (or --clear-tags).")]
         /// Branch id or node_uid
         branch: String,
         /// Record id
+        #[arg(value_parser = input::id)]
         id: i64,
         /// New text, or `-` to read stdin
         #[arg(long)]
@@ -61,6 +63,7 @@ Tags are kept unless new ones are given (or --clear-tags).")]
         /// Branch id or node_uid
         branch: String,
         /// Record id
+        #[arg(value_parser = input::id)]
         id: i64,
     },
     /// Search the branch's records by words; without words, list the newest

@@ -33,6 +33,15 @@ pub fn positive(text: &str) -> std::result::Result<usize, String> {
     }
 }
 
+/// A record's or event's id: a seq, so at least 1 (`0` and `-1` are no id, not an unknown one).
+pub fn id(text: &str) -> std::result::Result<i64, String> {
+    match text.parse::<i64>() {
+        Ok(id) if id < 1 => Err("an id is at least 1".into()),
+        Ok(id) => Ok(id),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 /// A tokenizer's name (`--encoding`): an unknown one is a usage error, as clap's own checks are.
 pub fn encoding(text: &str) -> std::result::Result<memctl_core::Encoding, String> {
     text.parse().map_err(|e: Error| e.to_string())

@@ -29,10 +29,10 @@ pub struct PromoteArgs {
     #[arg(long, value_name = "KEY")]
     pub core: Vec<String>,
     /// An archival record of SRC's view (repeatable)
-    #[arg(long, value_name = "ID")]
+    #[arg(long, value_name = "ID", value_parser = crate::input::id)]
     pub record: Vec<i64>,
     /// An event of SRC's view (repeatable)
-    #[arg(long, value_name = "ID")]
+    #[arg(long, value_name = "ID", value_parser = crate::input::id)]
     pub event: Vec<i64>,
     /// Why, kept with each copy (`why` and `core get --explain` show it)
     #[arg(long)]

@@ -72,7 +72,7 @@ Inherited events are only hidden from this branch (and its later children), neve
         #[arg(long)]
         kind: Option<String>,
         /// These events (repeatable)
-        #[arg(long = "id", value_name = "ID")]
+        #[arg(long = "id", value_name = "ID", value_parser = input::id)]
         ids: Vec<i64>,
     },
 }

@@ -33,10 +33,10 @@ pub struct WhyArgs {
     /// A core key
     pub key: Option<String>,
     /// An archival record id
-    #[arg(long, value_name = "ID")]
+    #[arg(long, value_name = "ID", value_parser = crate::input::id)]
     pub record: Option<i64>,
     /// A recall event id
-    #[arg(long, value_name = "ID")]
+    #[arg(long, value_name = "ID", value_parser = crate::input::id)]
     pub event: Option<i64>,
 }
 
