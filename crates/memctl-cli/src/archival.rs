@@ -104,8 +104,17 @@ pub fn run(ctx: &Context, command: ArchivalCommand) -> anyhow::Result<()> {
             let text = text.map(|t| input::text(Some(&t), "record text")).transpose()?;
             let tags = (clear_tags || !tags.is_empty()).then_some(tags);
             let outcome = store.archival_update(&branch, id, text.as_deref(), tags.as_deref())?;
-            ctx.emit(json!({"id": outcome.id, "seq": outcome.seq}), || {
-                format!("Updated record {} in {branch} (new version, seq {})", outcome.id, outcome.seq)
+            ctx.emit(json!({"id": outcome.id, "seq": outcome.seq, "unchanged": outcome.unchanged}), || {
+                match outcome.unchanged {
+                    true => format!(
+                        "Unchanged: {branch} already sees record {} with this text and these tags (seq {})",
+                        outcome.id, outcome.seq
+                    ),
+                    false => format!(
+                        "Updated record {} in {branch} (new version, seq {})",
+                        outcome.id, outcome.seq
+                    ),
+                }
             });
         }
         ArchivalCommand::Delete { branch, id } => {

@@ -41,8 +41,10 @@ impl ArchivalWrite {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct UpdateOutcome {
     pub id: i64,
-    /// The seq of the new version.
+    /// The seq of the new version, or of the version the branch sees when nothing changed.
     pub seq: i64,
+    /// The branch already saw this text and these tags (in any order): nothing was written.
+    pub unchanged: bool,
 }
 
 impl Store {
@@ -206,13 +208,17 @@ impl Tx<'_> {
         let bid = path.branch().bid;
         let current =
             view::archival_record(self, &path, id)?.ok_or_else(|| unknown_record(id, &path.branch().id))?;
-        let text = text.map_or(current.text, |t| self.redacted(t));
+        let text = text.map_or_else(|| current.text.clone(), |t| self.redacted(t));
         let tags = match tags {
             Some(tags) => normalize_tags(self, tags)?,
             None => current.tags.to_vec(),
         };
+        let identity = tags_identity(&tags)?;
+        if text == current.text && identity == tags_identity(&current.tags)? {
+            return Ok(UpdateOutcome { id, seq: current.seq, unchanged: true });
+        }
         let tags_json = schema::tags::to_json(&tags)?;
-        let hash = content_hash(&[&text, &tags_identity(&tags)?]);
+        let hash = content_hash(&[&text, &identity]);
         let seq = self.next_seq()?;
         self.insert_version(seq, id, bid, Some(&text), &tags_json, Some(&hash))?;
         self.journal(
@@ -220,7 +226,7 @@ impl Tx<'_> {
             "archival.update",
             json!({"id": id, "seq": seq, "text": text, "tags": tags}),
         )?;
-        Ok(UpdateOutcome { id, seq })
+        Ok(UpdateOutcome { id, seq, unchanged: false })
     }
 
     /// Deletes a record from this branch's view (a tombstone version); returns the new seq.

@@ -1446,14 +1446,23 @@ impl Harness {
                 };
                 let out = expect_ok(result, "archival_update")?;
                 prop_assert_eq!(out.id, record);
+                let (text, tags) =
+                    (text.map_or(current.text.clone(), str::to_string), tags.unwrap_or(current.tags.clone()));
+                // The text and tags the branch already sees (tags in any order): nothing written.
+                if text == current.text && same_tags(&tags, &current.tags) {
+                    prop_assert!(out.unchanged, "an update that changes nothing wrote: {:?}", out);
+                    prop_assert_eq!(out.seq, current.seq);
+                    return Ok(());
+                }
+                prop_assert!(!out.unchanged, "an update that changes something wrote nothing");
                 self.fresh(out.seq, "version seq")?;
                 let tick = self.model.next_tick();
                 self.model.branches[b].archival.push(ArchivalRow {
                     tick,
                     record,
                     seq: out.seq,
-                    text: Some(text.map_or(current.text, str::to_string)),
-                    tags: tags.unwrap_or(current.tags),
+                    text: Some(text),
+                    tags,
                 });
             }
             Op::ArchivalDelete { b, record } => {
