@@ -91,6 +91,25 @@ fn steps_round_trip_as_messages_on(sb: &Sandbox) {
     assert_eq!(string(&array(&recall, "events")[0], "kind"), "step:action");
 }
 
+/// `context`'s recall window leaves the conversation to `messages`: with more steps than the
+/// window holds, the notes still show, and the steps show nowhere in it.
+#[test]
+fn context_leaves_the_steps_to_messages() {
+    for db in backends("context_leaves_the_steps_to_messages") {
+        let sb = conversation(&db);
+        sb.ok(&["recall", "append", "child", "--kind", "note", "tiles of 128 thrash the L2"]);
+        add_rounds(&sb, "child", 0..12); // 24 steps, more than the 20 events of the window
+        sb.ok(&["recall", "append", "child", "--kind", "metric", "runtime 9.8 s"]);
+        let context = sb.json(&["context", "child", "--no-limit"]);
+        let text = string(&context, "text");
+        assert!(text.contains("- [metric] runtime 9.8 s\n- [note] tiles of 128 thrash the L2"), "{text}");
+        assert!(!text.contains("step:"), "{text}");
+        // A branch that holds only steps shows no recall section at all.
+        let text = sb.json(&["context", "root", "--no-limit"]);
+        assert!(!string(&text, "text").contains("step:"), "{text}");
+    }
+}
+
 #[test]
 fn reductions() {
     for db in backends("reductions") {

@@ -8,10 +8,10 @@
 
 use crate::archival::Search;
 use crate::error::Result;
-use crate::rows::Record;
+use crate::rows::{is_step, Record};
 use crate::store::Store;
 use crate::tokens::{count_tokens_within, Encoding};
-use crate::view::View;
+use crate::view::{self, View};
 use serde::Serialize;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -213,7 +213,15 @@ impl Store {
     pub fn render_context(&self, branch: &str, query: Option<&str>, budget: Budget) -> Result<PromptContext> {
         let (view, records) = self.read(|| {
             let config = &self.config;
-            let view = self.view_window(branch, Some(config.recall_max_events), Some(0))?;
+            let mut view = self.view_window(branch, Some(config.recall_max_events), Some(0))?;
+            // The conversation's steps are `messages`' to show: a window of them would repeat
+            // the chat and push the notes, metrics and results out of the prompt.
+            if view.events.iter().any(|e| is_step(&e.kind)) {
+                let path = self.path(branch)?;
+                let visible = view::event_counts(self, path.branch().bid)?.events;
+                view.events =
+                    view::newest_events_besides_steps(self, &path, visible, config.recall_max_events)?;
+            }
             let search =
                 Search { query: query.unwrap_or("").to_string(), k: config.retrieval_k, tags: vec![] };
             Ok((view, self.archival_search(branch, &search)?))
