@@ -1073,6 +1073,32 @@ fn quickstart_builds_a_demo() {
         "quickstart_read_gpu_half_text",
         &["--db", "demo/memory.sqlite", "read", "gpu-half", "--scope", "recall"],
     );
+    // The file alone holds the demo, to be copied: no frames left in a WAL beside it.
+    assert_eq!(std::fs::metadata(sb.file("demo/memory.sqlite-wal")).map_or(0, |m| m.len()), 0);
+}
+
+/// Quickstart replaces only what an earlier quickstart wrote: a run's database, a demo someone
+/// wrote into, or its output names beside no database are left as they are (exit 4).
+#[test]
+fn quickstart_leaves_another_run_alone() {
+    let sb = Sandbox::new();
+    sb.ok(&["--db", "run/memory.sqlite", "init"]);
+    sb.ok(&["--db", "run/memory.sqlite", "branch", "create", "precious"]);
+    let message = sb.run(&["--json", "quickstart", "--dir", "run"]).json_error(4, "conflict");
+    assert!(
+        message.contains("run/memory.sqlite holds more than an earlier memctl quickstart wrote"),
+        "{message}"
+    );
+    assert_eq!(array(&sb.json(&["--db", "run/memory.sqlite", "branch", "list"]), "branches").len(), 1);
+
+    sb.ok(&["quickstart", "--dir", "demo"]);
+    sb.ok(&["--db", "demo/memory.sqlite", "recall", "append", "root", "--kind", "note", "mine"]);
+    sb.run(&["quickstart", "--dir", "demo"]).text_error(4);
+
+    std::fs::create_dir(sb.file("notes")).unwrap();
+    std::fs::write(sb.file("notes/memory_database.html"), "my page").unwrap();
+    sb.run(&["quickstart", "--dir", "notes"]).text_error(4);
+    assert_eq!(std::fs::read_to_string(sb.file("notes/memory_database.html")).unwrap(), "my page");
 }
 
 // ---- errors and exit codes (§9) -----------------------------------------------------------------
@@ -2147,6 +2173,13 @@ fn progress_bars_only_on_a_terminal() {
     assert!(migrate.contains("copying rows") && migrate.contains("verifying views"), "{migrate}");
     let piped = sb.run(&["migrate", "--from", "memory.sqlite", "--to", "copy2.sqlite"]).success();
     assert!(!piped.stderr.contains("copying rows"), "{}", piped.stderr);
+    // The copy is whole in its file, to be taken away without its WAL.
+    assert_eq!(std::fs::metadata(sb.file("copy2.sqlite-wal")).map_or(0, |m| m.len()), 0);
+    std::fs::copy(sb.file("copy2.sqlite"), sb.file("alone.sqlite")).unwrap();
+    assert_eq!(
+        sb.json(&["--db", "alone.sqlite", "branch", "list"]),
+        sb.json(&["--db", "memory.sqlite", "branch", "list"])
+    );
     // A missing source is named by --from, not by --db.
     let missing = sb.run(&["migrate", "--from", "gone.sqlite", "--to", "copy3.sqlite"]).text_error(3);
     assert!(missing.stderr.contains("hint: --from names the database"), "{}", missing.transcript());

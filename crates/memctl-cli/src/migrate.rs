@@ -43,6 +43,8 @@ pub fn run(ctx: &Context, args: MigrateArgs) -> anyhow::Result<()> {
     from.set_clock(now);
     to.set_clock(now);
     let transfer = from.copy_to(&to)?;
+    // The file a run is taken home in: whole without its WAL.
+    to.checkpoint()?;
     let (from_label, to_label) = (Store::display_location(&args.from), Store::display_location(&args.to));
     let total: usize = transfer.rows.values().sum();
     ctx.emit(

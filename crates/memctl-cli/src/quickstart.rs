@@ -5,9 +5,9 @@ use crate::artifacts::{write_paper, write_viewer};
 use crate::invocation::Context;
 use crate::output::{tree, view_text, Scope};
 use clap::Args;
-use memctl_core::{CoreWrite, OpContext, Store};
+use memctl_core::{CoreWrite, Error, OpContext, Store};
 use serde_json::json;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 pub const EXAMPLES: &str = "\
 Examples:
@@ -18,7 +18,8 @@ Examples:
 
 #[derive(Debug, Args)]
 pub struct QuickstartArgs {
-    /// Directory for the demo database (replaced if it exists)
+    /// Directory for the demo (an earlier quickstart's files there are replaced; a directory
+    /// holding other runs' files is refused)
     #[arg(long, default_value = "memctl-quickstart")]
     pub dir: PathBuf,
 }
@@ -135,9 +136,18 @@ const NODES: &[Node] = &[
 
 const BEST: &str = "tile-64-simd";
 
+/// The files quickstart writes in its directory, besides the database.
+const OUTPUTS: [&str; 3] =
+    ["final_memory_for_paper.md", "final_memory_for_paper.json", "memory_database.html"];
+
+/// The actor (and phase) of quickstart's writes in the journal, by which it knows its own
+/// database again.
+const QUICKSTART: &str = "quickstart";
+
 pub fn run(ctx: &Context, args: QuickstartArgs) -> anyhow::Result<()> {
     crate::artifacts::make_dir(&args.dir)?;
     let db = args.dir.join("memory.sqlite");
+    refuse_another_run(ctx, &args.dir, &db)?;
     for suffix in ["", "-wal", "-shm"] {
         let file = PathBuf::from(format!("{}{suffix}", db.display()));
         if file.exists() {
@@ -145,7 +155,7 @@ pub fn run(ctx: &Context, args: QuickstartArgs) -> anyhow::Result<()> {
         }
     }
     let mut store = Store::open(&db, ctx.config.clone(), ctx.clock)?;
-    store.set_context(OpContext { phase: Some("quickstart".into()), actor: Some("quickstart".into()) });
+    store.set_context(OpContext { phase: Some(QUICKSTART.into()), actor: Some(QUICKSTART.into()) });
     simulate(&store)?;
 
     let branches = store.branches()?;
@@ -155,6 +165,8 @@ pub fn run(ctx: &Context, args: QuickstartArgs) -> anyhow::Result<()> {
     let paper = write_paper(&store, BEST, None, &dir)?;
     let html = dir.join("memory_database.html");
     write_viewer(&store, "memctl quickstart", &html)?;
+    // The database is what the demo is explored through, and copied elsewhere: whole in its file.
+    store.checkpoint()?;
     let shown_db = dir.join("memory.sqlite");
     let outputs = json!({"db": shown_db, "branches": branches.len(), "best": BEST,
                          "paper_markdown": paper.markdown, "paper_json": paper.json, "html": html});
@@ -175,6 +187,29 @@ pub fn run(ctx: &Context, args: QuickstartArgs) -> anyhow::Result<()> {
         )
     });
     Ok(())
+}
+
+/// Quickstart replaces what an earlier quickstart wrote in `dir`, and nothing else: a database
+/// holding any write but quickstart's (a run, someone's notes in the demo, a Python store's
+/// file), or its output files beside no database, is a conflict, and nothing is touched.
+fn refuse_another_run(ctx: &Context, dir: &Path, db: &Path) -> memctl_core::Result<()> {
+    let ours = |db: &Path| -> bool {
+        let Ok(store) = Store::open_existing(db, ctx.config.clone(), ctx.clock) else { return false };
+        store.ops(None, None).is_ok_and(|ops| ops.iter().all(|op| op.actor.as_deref() == Some(QUICKSTART)))
+    };
+    let found = match db.exists() {
+        true if ours(db) => return Ok(()),
+        true => Some(db.to_path_buf()),
+        false => OUTPUTS.iter().map(|name| dir.join(name)).find(|file| file.exists()),
+    };
+    match found {
+        None => Ok(()),
+        Some(file) => Err(Error::conflict(format!(
+            "{} holds more than an earlier memctl quickstart wrote: it is left as it is",
+            file.display()
+        ))
+        .with_hint("give quickstart a directory of its own with --dir")),
+    }
 }
 
 /// Writes the search: the root's task and idea, then each node's plan, result and notes.
