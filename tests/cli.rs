@@ -1236,6 +1236,30 @@ fn text_that_is_not_utf8_in_the_environment_or_arguments_is_refused_not_a_panic(
     assert_eq!(code, Some(3), "a path like any other, not found here: {stderr}");
 }
 
+/// A record's text over `archival_max_chars` is refused however it would be written: add,
+/// update, or `apply`'s update; the record keeps its text.
+#[test]
+fn archival_max_chars_holds_for_every_write() {
+    let sb = Sandbox::initialized();
+    sb.ok(&["branch", "create", "root"]);
+    let id = int(&sb.json(&["archival", "add", "root", "short"]), "id").to_string();
+    let small = [("MEMCTL_ARCHIVAL_MAX_CHARS", "10")];
+    let long = "a much longer text than ten";
+    for (args, stdin) in [
+        (vec!["--json", "archival", "add", "root", long], None),
+        (vec!["--json", "archival", "update", "root", &id, "--text", long], None),
+        (
+            vec!["--json", "apply", "root", "-"],
+            Some(format!(r#"{{"archival_update": [{{"id": {id}, "text": "{long}"}}]}}"#)),
+        ),
+    ] {
+        let outcome = sb.exec(&args, stdin.as_deref(), &small);
+        let message = outcome.json_error(1, "invalid_input");
+        assert!(message.contains("more than archival_max_chars = 10"), "{args:?}: {message}");
+    }
+    assert_eq!(string(field(&sb.json(&["archival", "get", "root", &id]), "record"), "text"), "short");
+}
+
 #[test]
 fn unknown_record_and_event_are_exit_3() {
     for db in backends("unknown_record_and_event_are_exit_3") {

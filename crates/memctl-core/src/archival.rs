@@ -108,7 +108,8 @@ fn unknown_record(id: i64, branch: &str) -> Error {
 }
 
 impl Tx<'_> {
-    pub fn archival_add(&self, branch: &str, text: &str, tags: &[String]) -> Result<AppendOutcome> {
+    /// Refuses a record's text that a write may not store: empty, or over `archival_max_chars`.
+    fn check_record_text(&self, text: &str) -> Result<()> {
         if text.trim().is_empty() {
             return Err(Error::invalid("archival text must not be empty"));
         }
@@ -120,6 +121,11 @@ impl Tx<'_> {
             ))
             .with_hint("split the text into several records, or raise archival_max_chars"));
         }
+        Ok(())
+    }
+
+    pub fn archival_add(&self, branch: &str, text: &str, tags: &[String]) -> Result<AppendOutcome> {
+        self.check_record_text(text)?;
         let bid = self.branch_for_write(branch)?.bid;
         let (text, tags) = (self.redacted(text), normalize_tags(self, tags)?);
         let outcome = self.insert_record(bid, &text, &tags)?;
@@ -201,9 +207,7 @@ impl Tx<'_> {
         if text.is_none() && tags.is_none() {
             return Err(Error::invalid("archival update needs a new text, new tags, or both"));
         }
-        if text.is_some_and(|t| t.trim().is_empty()) {
-            return Err(Error::invalid("archival text must not be empty"));
-        }
+        text.map(|text| self.check_record_text(text)).transpose()?;
         let path = self.path(branch)?;
         let bid = path.branch().bid;
         let current =
