@@ -1993,9 +1993,23 @@ fn unknown_config_key_is_exit_1_naming_it() {
         ("MEMCTL_RECALL_CONSOLIDATION_THRESHOLD", "nan", "recall_consolidation_threshold"),
         ("MEMCTL_PRESSURE_THRESHOLDS__HIGH", "0.5", "medium <= high <= critical"),
         ("MEMCTL_CONVERSATION__ENCODING", "gpt2", "unknown token encoding \"gpt2\""),
+        ("MEMCTL_CORE_MAX_CHARS", "0", "core_max_chars must be at least 1"),
+        ("MEMCTL_ARCHIVAL_MAX_CHARS", "0", "archival_max_chars must be at least 1"),
+        ("MEMCTL_MEMORY_BUDGET_CHARS", "0", "memory_budget_chars must be at least 1"),
+        ("MEMCTL_SUMMARIZER__TIMEOUT_S", "0", "summarizer.timeout_s must be at least 1"),
     ] {
         let refused = sb.run_env(&["branch", "list"], &[(name, value)]).text_error(1);
         assert!(refused.stderr.contains(name) && refused.stderr.contains(says), "{}", refused.transcript());
+    }
+    // A file's errors name their line; an empty db_path is none of the defaults.
+    for (file, says) in [
+        ("\n[search]\nfts_batch = \"x\"\n", "line 3, `fts_batch = \"x\"`: invalid type"),
+        ("[search]\n[search]\n", "is not valid TOML: line 2, `[search]`: duplicate key"),
+        ("db_path = \"\"\n", "db_path is empty"),
+    ] {
+        std::fs::write(sb.file("wrong.toml"), file).unwrap();
+        let refused = sb.run(&["--config", "wrong.toml", "branch", "list"]).text_error(1);
+        assert!(refused.stderr.contains(says), "{}", refused.transcript());
     }
     // Set but empty is unset; the bench's and the Python client's variables are not keys.
     let set_aside = [("MEMCTL_CORE_MAX_CHARS", ""), ("MEMCTL_BENCH_LEGACY", "/x"), ("MEMCTL_BIN", "/y")];

@@ -14,14 +14,10 @@ pub fn load(explicit: Option<&Path>) -> Result<Config> {
         let local = PathBuf::from("memctl.toml");
         local.is_file().then_some(local)
     });
-    let mut table = match &path {
-        Some(path) => read_table(path)?,
-        None => toml::Table::new(),
+    let (mut table, file_config) = match &path {
+        Some(path) => read_file(path)?,
+        None => (toml::Table::new(), Config::default()),
     };
-    let file_config = parse(table.clone(), || match &path {
-        Some(path) => format!("config file {}", path.display()),
-        None => "built-in configuration".to_string(),
-    })?;
     let overrides = env_overrides()?;
     if overrides.is_empty() {
         return Ok(file_config);
@@ -33,7 +29,9 @@ pub fn load(explicit: Option<&Path>) -> Result<Config> {
     parse(table, || format!("environment override ({})", names.join(", ")))
 }
 
-fn read_table(path: &Path) -> Result<toml::Table> {
+/// A configuration file as a table (for the environment's overrides to go into) and as the
+/// configuration it gives, checked. Its errors name the line they are on.
+fn read_file(path: &Path) -> Result<(toml::Table, Config)> {
     let text = std::fs::read_to_string(path).map_err(|e| {
         let kind = if e.kind() == std::io::ErrorKind::NotFound {
             ErrorKind::NotFound
@@ -42,17 +40,35 @@ fn read_table(path: &Path) -> Result<toml::Table> {
         };
         Error::new(kind, format!("cannot read config file {}: {e}", path.display()))
     })?;
-    toml::from_str(&text).map_err(|e| {
-        Error::invalid(format!("config file {} is not valid TOML: {}", path.display(), e.message()))
-    })
+    let table = toml::from_str(&text).map_err(|e| {
+        Error::invalid(format!("config file {} is not valid TOML: {}", path.display(), located(&text, &e)))
+    })?;
+    let config = toml::from_str::<Config>(&text)
+        .map_err(|e| Error::invalid(format!("config file {}: {}", path.display(), located(&text, &e))));
+    let config = config.map_err(|e| e.with_hint(HINT))?;
+    config.check().map_err(|problem| {
+        Error::invalid(format!("config file {}: {problem}", path.display())).with_hint(HINT)
+    })?;
+    Ok((table, config))
 }
 
+/// A TOML error with the line it is on (`line 2, fts_batch = "x": invalid type: …`).
+fn located(text: &str, error: &toml::de::Error) -> String {
+    let message = error.message().trim();
+    let Some(span) = error.span() else { return message.to_string() };
+    let start = span.start.min(text.len());
+    let number = text[..start].matches('\n').count() + 1;
+    let line = text.lines().nth(number - 1).unwrap_or_default().trim();
+    format!("line {number}, `{line}`: {message}")
+}
+
+const HINT: &str = "config/memctl.toml in the memctl repository lists every key with its default";
+
 fn parse(table: toml::Table, origin: impl Fn() -> String) -> Result<Config> {
-    let hint = "config/memctl.toml in the memctl repository lists every key with its default";
     let config = table
         .try_into::<Config>()
-        .map_err(|e| Error::invalid(format!("{}: {}", origin(), e.message().trim())).with_hint(hint))?;
-    config.check().map_err(|problem| Error::invalid(format!("{}: {problem}", origin())).with_hint(hint))?;
+        .map_err(|e| Error::invalid(format!("{}: {}", origin(), e.message().trim())).with_hint(HINT))?;
+    config.check().map_err(|problem| Error::invalid(format!("{}: {problem}", origin())).with_hint(HINT))?;
     Ok(config)
 }
 
@@ -118,9 +134,9 @@ mod tests {
     #[test]
     fn default_file_equals_built_in_defaults() {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/memctl.toml");
-        let table = read_table(&path).unwrap();
-        let from_file = parse(table, || "config/memctl.toml".into()).unwrap();
+        let (table, from_file) = read_file(&path).unwrap();
         assert_eq!(from_file, Config::default());
+        assert_eq!(parse(table, || "config/memctl.toml".into()).unwrap(), from_file);
     }
 
     #[test]

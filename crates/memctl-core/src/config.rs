@@ -38,8 +38,18 @@ pub struct Config {
 impl Config {
     /// The values that parse but mean nothing: the first problem found.
     pub fn check(&self) -> std::result::Result<(), String> {
-        if self.recall_max_events == 0 {
-            return Err("recall_max_events must be at least 1".into());
+        if self.db_path.as_deref().is_some_and(|path| path.trim().is_empty()) {
+            return Err("db_path is empty: leave it out for the default, ./memory.sqlite".into());
+        }
+        let at_least_one = [
+            ("recall_max_events", self.recall_max_events),
+            ("core_max_chars", self.core_max_chars),
+            ("archival_max_chars", self.archival_max_chars),
+            ("memory_budget_chars", self.memory_budget_chars),
+            ("summarizer.timeout_s", self.summarizer.timeout_s as usize),
+        ];
+        if let Some((name, _)) = at_least_one.iter().find(|(_, value)| *value == 0) {
+            return Err(format!("{name} must be at least 1"));
         }
         let threshold = self.recall_consolidation_threshold;
         if !(threshold.is_finite() && threshold > 0.0) {
