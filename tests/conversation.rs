@@ -89,6 +89,15 @@ fn steps_round_trip_as_messages_on(sb: &Sandbox) {
     // Steps are recall events too.
     let recall = sb.json(&["recall", "list", "child", "-n", "3"]);
     assert_eq!(string(&array(&recall, "events")[0], "kind"), "step:action");
+    // Without --encoding, the configured one (o200k_base counts this text in fewer tokens).
+    sb.ok(&["fork", "root", "encodings"]);
+    sb.ok(&["step", "add", "encodings", "--type", "user", "--text", "模板的性能比基线快了百分之二十一。"]);
+    let count = |env: &[(&str, &str)]| {
+        int(&sb.json_env(&["messages", "encodings", "--budget-tokens", "1000"], env), "tokens")
+    };
+    let (default, o200k) = (count(&[]), count(&[("MEMCTL_CONVERSATION__ENCODING", "o200k_base")]));
+    let explicit = sb.json(&["messages", "encodings", "--budget-tokens", "1000", "--encoding", "o200k_base"]);
+    assert!(o200k < default && o200k == int(&explicit, "tokens"), "{default} {o200k} {explicit}");
 }
 
 /// `context`'s recall window leaves the conversation to `messages`: with more steps than the

@@ -106,9 +106,9 @@ pub struct MessagesArgs {
     #[arg(long)]
     pub summary_mode: bool,
     /// Only the newest messages that fit this many tokens (system and task always)
-    #[arg(long, value_name = "N", requires = "encoding")]
+    #[arg(long, value_name = "N")]
     pub budget_tokens: Option<usize>,
-    /// Tokenizer for --budget-tokens: cl100k_base or o200k_base
+    /// Tokenizer for --budget-tokens: cl100k_base or o200k_base [default: [conversation] encoding]
     #[arg(long, value_name = "NAME", requires = "budget_tokens", value_parser = crate::input::encoding)]
     pub encoding: Option<Encoding>,
     /// Only the last N steps (besides system and task)
@@ -222,7 +222,11 @@ fn flags(args: &StepArgs) -> memctl_core::Result<Value> {
 }
 
 pub fn messages(ctx: &Context, args: MessagesArgs) -> anyhow::Result<()> {
-    let budget = args.budget_tokens.zip(args.encoding);
+    let budget = match (args.budget_tokens, args.encoding) {
+        (Some(limit), Some(encoding)) => Some((limit, encoding)),
+        (Some(limit), None) => Some((limit, ctx.config.conversation.encoding.parse()?)),
+        (None, _) => None,
+    };
     let options = ReadOptions {
         format: match args.format {
             FormatArg::Openai => MessageFormat::Openai,
