@@ -979,6 +979,70 @@ fn strip_removes_every_block() {
     sb.run(&["strip", "no-such-file.txt"]).text_error(3);
 }
 
+/// `strip` and `apply` take the same blocks: a mention of a tag, an unterminated block and an
+/// update echoed inside a `<memory_results>` block are not blocks to either; a closing tag in
+/// another case or with a space before its `>` is one to both.
+#[test]
+fn strip_and_apply_agree_on_what_a_block_is() {
+    let sb = Sandbox::initialized();
+    sb.ok(&["branch", "create", "root"]);
+    let mentions = [
+        "Based on the <memory_results> above, the answer is 42.",
+        "Based on the `<memory_results>`, the answer is 42.",
+        "I will write a <memory_update> block, then the answer.",
+        r#"A <memory_update>{"core":{"a": unterminated B"#,
+    ];
+    // (input, what strip leaves, what apply sets; None: there is no block to apply)
+    let mut cases: Vec<(&str, &str, Option<Value>)> = mentions.iter().map(|m| (*m, *m, None)).collect();
+    cases.extend([
+        (r#"X <memory_update>{"core":{"a":"1"}}</memory_update > Y"#, "X  Y", Some(json!({"a": "1"}))),
+        (r#"X <memory_update>{"core":{"a":"1"}}</Memory_Update> Y"#, "X  Y", Some(json!({"a": "1"}))),
+        (
+            r#"A <memory_update>{"core":{"a":"1"}} unterminated B"#,
+            "A  unterminated B",
+            Some(json!({"a": "1"})),
+        ),
+        (
+            r#"<memory_results>- a: <memory_update>{"core":{"fake":"1"}}</memory_update></memory_results> <memory_update>{"core":{"real":"1"}}</memory_update>"#,
+            "",
+            Some(json!({"real": "1"})),
+        ),
+    ]);
+    for (i, (input, stripped, core_set)) in cases.iter().enumerate() {
+        assert_eq!(&strip(&sb, input).0, stripped, "{input}");
+        let branch = format!("case-{i}");
+        sb.ok(&["fork", "root", &branch]);
+        match core_set {
+            Some(set) => {
+                apply(&sb, &branch, input);
+                assert_eq!(&core(&sb, &branch), set, "{input}");
+            }
+            None => {
+                let message =
+                    sb.run_stdin(&["--json", "apply", &branch, "-"], input).json_error(1, "invalid_input");
+                assert!(message.contains("no <memory_update> block"), "{input}: {message}");
+            }
+        }
+    }
+}
+
+/// 100,000 mentions of the tag before the block (1.8 MB): both commands read them in linear
+/// time (a quadratic scan took minutes).
+#[test]
+fn strip_and_apply_read_a_text_of_many_mentions() {
+    let sb = Sandbox::initialized();
+    sb.ok(&["branch", "create", "root"]);
+    for mention in ["`<memory_update>` ", "\"<memory_update>\" ", "<memory_update/> ", "<memory_results> "] {
+        let mentions = mention.repeat(100_000);
+        let input = format!(r#"{mentions}<memory_update>{{"core":{{"r":"1"}}}}</memory_update>"#);
+        let out = apply(&sb, "root", &input);
+        assert_eq!(int(&out, "applied"), 1, "{mention}");
+        assert_eq!(core(&sb, "root"), json!({"r": "1"}));
+        let stripped = sb.run_stdin(&["--json", "strip", "-"], &input).success().json();
+        assert_eq!(string(&stripped, "text"), mentions.trim(), "{mention}");
+    }
+}
+
 // ---- a realistic LLM response, end to end -------------------------------------------------------
 
 #[test]

@@ -12,7 +12,10 @@ Examples:
   llm_call ... | memctl apply node-7 -                 # the LLM's whole answer, block inside
   memctl apply node-7 response.txt --results-block     # prints <memory_results> for the LLM
   memctl --json apply node-7 - --lenient <<< '{\"core\": {\"best\": \"tile-64\"}}'
-The first <memory_update>{…}</memory_update> block is used (or a bare JSON object). Keys, applied
+The first <memory_update>{…}</memory_update> block is used (or a bare JSON object); closing tags
+may be in any case, with a space before the `>` or an escaped slash; a <memory_update> without a
+closing tag is a block when a JSON object follows it (the block ends with the object), else a
+mention; update blocks inside a <memory_results> block are skipped. Keys, applied
 in this order in one transaction: core (mem_core_set), core_get (mem_core_get), core_delete
 (mem_core_del), archival (mem_archival_write), archival_update (mem_archival_update),
 archival_search (mem_archival_search), recall (mem_recall_append), recall_search
@@ -23,8 +26,10 @@ valid and lists the rest.";
 pub const STRIP_EXAMPLES: &str = "\
 Example:
   memctl strip response.txt > answer.txt
-Removes every <memory_update> and <memory_results> block, including escaped closing tags
-(<\\/memory_update>) and malformed blocks ending in }}/>.";
+Removes every <memory_update> and <memory_results> block as `apply` reads them (see `memctl apply
+--help`): closing tags in any case, with a space before the `>` or escaped (<\\/memory_update>), and
+malformed blocks ending in }}/>. A tag that opens no block (\"the <memory_results> above\", a
+<memory_update> followed by neither a JSON object nor a closing tag) is kept, as is the text after it.";
 
 #[derive(Debug, Args)]
 pub struct ApplyArgs {

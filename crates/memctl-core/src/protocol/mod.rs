@@ -7,6 +7,10 @@
 //! outside the view, say) can be undone alone. Strict mode (the default) applies nothing when
 //! anything failed; lenient mode keeps the operations that worked and lists the others.
 
+mod blocks;
+
+pub use blocks::{find_update_block, strip_blocks};
+
 use crate::archival::Search;
 use crate::conversation::{Step, StepType};
 use crate::core_kv::CoreWrite;
@@ -92,111 +96,6 @@ pub struct Feedback {
     pub core: Vec<(String, Option<String>)>,
     pub archival: Vec<Record>,
     pub recall: Vec<Event>,
-}
-
-/// The first `<memory_update …>` block of `text` (attributes ignored), or the text itself when it
-/// is a bare JSON object. None when there is neither.
-pub fn find_update_block(text: &str) -> Option<&str> {
-    if let Some(block) = update_block(text) {
-        return Some(text[block.body].trim());
-    }
-    let trimmed = text.trim();
-    (trimmed.starts_with('{') && trimmed.ends_with('}')).then_some(trimmed)
-}
-
-const UPDATE_OPEN: &str = "<memory_update";
-const UPDATE_CLOSE: [&str; 2] = ["</memory_update>", "<\\/memory_update>"];
-
-/// A `<memory_update …>` block in a text: where its opening tag starts, its body, and where it
-/// ends (past its closing tag; at the text's end when it is cut off).
-struct Block {
-    start: usize,
-    body: std::ops::Range<usize>,
-    end: usize,
-}
-
-/// The first `<memory_update …>` block of `text`. The tag named in prose ("I will write a
-/// <memory_update> block") is not one: a block's body starts with `{`, or is closed before the
-/// tag appears again. A body that parses as JSON ends where the JSON does, so a closing tag
-/// inside one of its strings does not cut it short; else at the earliest closing tag (escaped
-/// or not) or malformed `}}/>`.
-fn update_block(text: &str) -> Option<Block> {
-    let mut from = 0;
-    while let Some(found) = text[from..].find(UPDATE_OPEN) {
-        let start = from + found;
-        let open = start + text[start..].find('>')? + 1;
-        let body = &text[open..];
-        let block =
-            |body_end: usize, end: usize| Block { start, body: open..open + body_end, end: open + end };
-        let closing = UPDATE_CLOSE
-            .iter()
-            .filter_map(|close| body.find(close).map(|at| (at, at + close.len())))
-            .chain(body.find("}}/>").map(|at| (at + 2, at + 4)))
-            .min();
-        let json = body.trim_start();
-        if json.starts_with('{') {
-            let lead = body.len() - json.len();
-            let mut values = serde_json::Deserializer::from_str(json).into_iter::<Value>();
-            if let Some(Ok(_)) = values.next() {
-                let body_end = lead + values.byte_offset();
-                let rest = &body[body_end..];
-                let after = rest.trim_start();
-                // The JSON is the body when a closing tag or `/>` follows it, or nothing, or the
-                // next block (a cut-off answer); anything else is the body's, to be reported.
-                let closed = UPDATE_CLOSE.iter().chain(&["/>"]).find(|close| after.starts_with(**close));
-                let tail = match closed {
-                    Some(close) => Some(rest.len() - after.len() + close.len()),
-                    None => (after.is_empty() || after.starts_with(UPDATE_OPEN)).then_some(0),
-                };
-                if let Some(tail) = tail {
-                    return Some(block(body_end, body_end + tail));
-                }
-            }
-            let (body_end, end) = closing.unwrap_or((body.len(), body.len()));
-            return Some(block(body_end, end));
-        }
-        let next = body.find(UPDATE_OPEN).unwrap_or(body.len());
-        if let Some((body_end, end)) = closing.filter(|(body_end, _)| *body_end <= next) {
-            return Some(block(body_end, end));
-        }
-        from = open;
-    }
-    None
-}
-
-/// `text` without its `<memory_update>` blocks (as [`find_update_block`] finds them: an
-/// unclosed one ends with its JSON, or else runs to the end of the text) and `<memory_results>`
-/// blocks (escaped closing tags included; an unclosed one runs to the end of the text).
-pub fn strip_blocks(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    loop {
-        // The earlier of the next update block and the next results block.
-        let update = update_block(rest).map(|block| (block.start, Some(block.end)));
-        let results = rest.find("<memory_results").map(|at| {
-            let ends = ["</memory_results>", "<\\/memory_results>"]
-                .iter()
-                .filter_map(|close| rest[at..].find(close).map(|i| at + i + close.len()))
-                .min();
-            (at, ends)
-        });
-        let Some((at, end)) = update.into_iter().chain(results).min_by_key(|(at, _)| *at) else {
-            out.push_str(rest);
-            break;
-        };
-        out.push_str(&rest[..at]);
-        match end {
-            Some(end) => {
-                rest = &rest[end..];
-                // A block on lines of its own takes its line break along, leaving no gap.
-                if out.is_empty() || out.ends_with('\n') {
-                    rest = rest.strip_prefix("\r\n").or_else(|| rest.strip_prefix('\n')).unwrap_or(rest);
-                }
-            }
-            None => break,
-        }
-    }
-    out.trim().to_string()
 }
 
 /// The operations of a block and the problems of the keys that do not check out. A block that
@@ -671,54 +570,6 @@ impl ApplyOutcome {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn finds_the_first_block() {
-        assert_eq!(
-            find_update_block("a <memory_update id=\"1\">{\"x\":1}</memory_update> b"),
-            Some("{\"x\":1}")
-        );
-        assert_eq!(find_update_block("<memory_update>{\"x\":1}<\\/memory_update>"), Some("{\"x\":1}"));
-        assert_eq!(
-            find_update_block("<memory_update>{\"core\":{\"a\":\"b\"}}/>"),
-            Some("{\"core\":{\"a\":\"b\"}}")
-        );
-        assert_eq!(find_update_block("  {\"x\": 1} "), Some("{\"x\": 1}"));
-        let two = "<memory_update>{\"core\": {\"a\": \"1\"}}/> then <memory_update>{}</memory_update>";
-        assert_eq!(find_update_block(two), Some("{\"core\": {\"a\": \"1\"}}"));
-        assert_eq!(find_update_block("no block here"), None);
-        // The tag named in prose is not a block; the block after it is.
-        let prose = "I will emit a <memory_update> block.\nThe answer is 42.\n<memory_update>{\"a\":1}</memory_update>";
-        assert_eq!(find_update_block(prose), Some("{\"a\":1}"));
-        // A closing tag or `}}/>` inside a JSON string does not end the block.
-        let inside = r#"<memory_update>{"archival": "x }}/> y </memory_update> z"}</memory_update>"#;
-        assert_eq!(find_update_block(inside), Some(r#"{"archival": "x }}/> y </memory_update> z"}"#));
-        // A body that is not JSON still ends at its closing tag, to be reported as invalid.
-        assert_eq!(find_update_block("<memory_update>oops</memory_update> b"), Some("oops"));
-        assert_eq!(find_update_block("<memory_update>{\"a\": oops}</memory_update>"), Some("{\"a\": oops}"));
-        // JSON followed by more than a closing tag is reported whole, not cut to its first value.
-        let more = r#"<memory_update>{"core": {"k": "v"}}, "archival": ["x"]}</memory_update>"#;
-        assert_eq!(find_update_block(more), Some(r#"{"core": {"k": "v"}}, "archival": ["x"]}"#));
-        let two = r#"<memory_update>{"a": 1} {"b": 2}</memory_update>"#;
-        assert_eq!(find_update_block(two), Some(r#"{"a": 1} {"b": 2}"#));
-    }
-
-    #[test]
-    fn strips_every_block() {
-        let text = "Plan:\n<memory_update>{\"a\":1}</memory_update>\n\n\n<memory_results>\nx\n</memory_results>\nDone <memory_update>{\"core\":{\"a\":\"b\"}}/> end <memory_update>{}<\\/memory_update>!";
-        assert_eq!(strip_blocks(text), "Plan:\n\n\nDone  end !");
-        assert_eq!(strip_blocks("a\n\n\nb"), "a\n\n\nb", "text outside blocks is kept as it is");
-        assert_eq!(strip_blocks("nothing"), "nothing");
-        assert_eq!(strip_blocks(""), "");
-        assert_eq!(strip_blocks("cut <memory_update>{\"a\":"), "cut");
-        let prose = "I will emit a <memory_update> block.\nThe answer is 42.\n<memory_update>{\"a\":1}</memory_update>\nDone.";
-        assert_eq!(strip_blocks(prose), "I will emit a <memory_update> block.\nThe answer is 42.\nDone.");
-        let inside = r#"a <memory_update>{"t": "x }}/> y"}</memory_update> b"#;
-        assert_eq!(strip_blocks(inside), "a  b");
-        assert_eq!(strip_blocks("a <memory_update>{\"t\": 1}/> b"), "a  b");
-        assert_eq!(strip_blocks("a <memory_update>{\"t\": 1}"), "a", "an unclosed block is its JSON");
-        assert_eq!(strip_blocks("a <memory_update>oops</memory_update> b"), "a  b");
-    }
 
     #[test]
     fn every_key_and_alias_parses() {

@@ -1,0 +1,322 @@
+//! What a memory block is: one rule, for `apply` (which block it applies) and `strip` (what it
+//! removes), found in one pass over the text (SPEC §4.7).
+//!
+//! A tag is `<memory_update …>` or `<memory_results …>` (attributes ignored; `<memory_update/>`
+//! is none) or its closing `</memory_update>`: names in any case, space allowed before the `>`,
+//! the slash escaped (`<\/memory_update>`) as JSON-minded LLMs write it. A block is an opening tag
+//! and then:
+//!
+//! - `<memory_results>`: its closing tag, before another `<memory_results>` opens (an update block
+//!   the LLM echoes inside is part of the results);
+//! - `<memory_update>`: a JSON object followed by `/>` (a malformed ending); else a closing tag
+//!   before another tag opens, after the JSON object when the body starts with one (its strings
+//!   may hold tags), the body then being whatever precedes the closing tag; else, when the body
+//!   starts with a JSON object, that object (a cut-off answer or a forgotten closing tag).
+//!
+//! Anything else is a mention of the tag ("the <memory_results> above"), kept as text.
+//!
+//! The work is linear in the text: each tag is found once, and each JSON body is parsed once. A
+//! parse still going at another opening tag's `>` is inside a string there (`>` is no JSON
+//! outside one) while the new parse starts outside one; both see the same quotes after it, so at
+//! most one of them goes on past the next `<`, and no character is read by more than two parses.
+
+use serde::de::IgnoredAny;
+use std::ops::Range;
+
+/// The two kinds of memory block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Update,
+    Results,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Update => "memory_update",
+            Kind::Results => "memory_results",
+        }
+    }
+}
+
+/// A tag in a text, opening or closing.
+#[derive(Debug, Clone, Copy)]
+struct Tag {
+    kind: Kind,
+    open: bool,
+    start: usize,
+    end: usize,
+}
+
+/// A block of a text: where its opening tag starts, its body, and where it ends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Block {
+    pub kind: Kind,
+    pub start: usize,
+    pub body: Range<usize>,
+    pub end: usize,
+}
+
+/// The blocks of `text`, in order.
+pub(crate) fn blocks(text: &str) -> impl Iterator<Item = Block> + '_ {
+    let tags = tags(text);
+    let mut next = 0;
+    let mut scanned = 0;
+    std::iter::from_fn(move || {
+        while let Some(tag) = tags.get(next) {
+            next += 1;
+            // Tags inside the last block are its own.
+            if !tag.open || tag.start < scanned {
+                continue;
+            }
+            if let Some(block) = block_at(text, &tags, tag) {
+                scanned = block.end;
+                return Some(block);
+            }
+        }
+        None
+    })
+}
+
+/// The block `open` opens, if it opens one (see the module's rule).
+fn block_at(text: &str, tags: &[Tag], open: &Tag) -> Option<Block> {
+    let block = |body_end: usize, end: usize| Block {
+        kind: open.kind,
+        start: open.start,
+        body: open.end..body_end,
+        end,
+    };
+    if open.kind == Kind::Results {
+        let close = closing(tags, open.end, Kind::Results, |tag| tag.kind == Kind::Results)?;
+        return Some(block(close.start, close.end));
+    }
+    let json = json_end(text, open.end);
+    if let Some(end) = json {
+        let after = end + (text[end..].len() - text[end..].trim_start().len());
+        if text[after..].starts_with("/>") {
+            return Some(block(end, after + 2));
+        }
+    }
+    match closing(tags, json.unwrap_or(open.end), Kind::Update, |_| true) {
+        Some(close) => Some(block(close.start, close.end)),
+        None => json.map(|end| block(end, end)),
+    }
+}
+
+/// The first closing tag of `kind` from `from` on, unless an opening tag that `stops` comes first.
+fn closing(tags: &[Tag], from: usize, kind: Kind, stops: impl Fn(&Tag) -> bool) -> Option<Tag> {
+    let first = tags.partition_point(|tag| tag.start < from);
+    tags[first..]
+        .iter()
+        .take_while(|tag| !(tag.open && stops(tag)))
+        .find(|tag| !tag.open && tag.kind == kind)
+        .copied()
+}
+
+/// Where the JSON object that `text[from..]` starts with (after white space) ends, if it does
+/// start with one.
+fn json_end(text: &str, from: usize) -> Option<usize> {
+    let json = text[from..].trim_start();
+    if !json.starts_with('{') {
+        return None;
+    }
+    let mut values = serde_json::Deserializer::from_str(json).into_iter::<IgnoredAny>();
+    values.next()?.ok()?;
+    Some(text.len() - json.len() + values.byte_offset())
+}
+
+/// Every tag of `text`, in order.
+fn tags(text: &str) -> Vec<Tag> {
+    let mut tags = Vec::new();
+    let mut from = 0;
+    while let Some(found) = text[from..].find('<') {
+        let start = from + found;
+        from = start + 1;
+        if let Some(tag) = tag_at(text.as_bytes(), start) {
+            from = tag.end;
+            tags.push(tag);
+        }
+    }
+    tags
+}
+
+/// The tag whose `<` is at `start`, if it is one.
+fn tag_at(bytes: &[u8], start: usize) -> Option<Tag> {
+    let mut at = start + 1;
+    let slash = [&b"/"[..], b"\\/"].into_iter().find(|slash| bytes[at..].starts_with(slash));
+    at += slash.map_or(0, <[u8]>::len);
+    let kind = [Kind::Update, Kind::Results].into_iter().find(|kind| {
+        let name = kind.name().as_bytes();
+        bytes.get(at..at + name.len()).is_some_and(|found| found.eq_ignore_ascii_case(name))
+    })?;
+    at += kind.name().len();
+    let rest = &bytes[at..];
+    let end = if slash.is_some() {
+        let space = rest.iter().take_while(|b| b.is_ascii_whitespace()).count();
+        (rest.get(space) == Some(&b'>')).then_some(at + space + 1)?
+    } else {
+        match rest.first()? {
+            b'>' => at + 1,
+            // Attributes run to the `>`, before any other `<`; `… />` closes itself.
+            b if b.is_ascii_whitespace() => {
+                let gt = rest.iter().position(|&b| b == b'>' || b == b'<')?;
+                (rest[gt] == b'>' && rest[gt - 1] != b'/').then_some(at + gt + 1)?
+            }
+            _ => return None,
+        }
+    };
+    Some(Tag { kind, open: slash.is_none(), start, end })
+}
+
+/// The body of the first `<memory_update>` block of `text` (results blocks skipped), or the text
+/// itself when it is a bare JSON object. None when there is neither.
+pub fn find_update_block(text: &str) -> Option<&str> {
+    if let Some(block) = blocks(text).find(|block| block.kind == Kind::Update) {
+        return Some(text[block.body].trim());
+    }
+    let trimmed = text.trim();
+    (trimmed.starts_with('{') && trimmed.ends_with('}')).then_some(trimmed)
+}
+
+/// `text` without its blocks (mentions of the tags are kept).
+pub fn strip_blocks(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut kept = 0;
+    for block in blocks(text) {
+        out.push_str(&text[kept..block.start]);
+        kept = block.end;
+        // A block on lines of its own takes its line break along, leaving no gap.
+        if out.is_empty() || out.ends_with('\n') {
+            let rest = &text[kept..];
+            kept += rest.len()
+                - rest.strip_prefix("\r\n").or_else(|| rest.strip_prefix('\n')).unwrap_or(rest).len();
+        }
+    }
+    out.push_str(&text[kept..]);
+    out.trim().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_the_first_block() {
+        assert_eq!(
+            find_update_block("a <memory_update id=\"1\">{\"x\":1}</memory_update> b"),
+            Some("{\"x\":1}")
+        );
+        assert_eq!(find_update_block("<memory_update>{\"x\":1}<\\/memory_update>"), Some("{\"x\":1}"));
+        assert_eq!(
+            find_update_block("<memory_update>{\"core\":{\"a\":\"b\"}}/>"),
+            Some("{\"core\":{\"a\":\"b\"}}")
+        );
+        assert_eq!(find_update_block("  {\"x\": 1} "), Some("{\"x\": 1}"));
+        let two = "<memory_update>{\"core\": {\"a\": \"1\"}}/> then <memory_update>{}</memory_update>";
+        assert_eq!(find_update_block(two), Some("{\"core\": {\"a\": \"1\"}}"));
+        assert_eq!(find_update_block("no block here"), None);
+        // The tag named in prose is not a block; the block after it is.
+        let prose = "I will emit a <memory_update> block.\nThe answer is 42.\n<memory_update>{\"a\":1}</memory_update>";
+        assert_eq!(find_update_block(prose), Some("{\"a\":1}"));
+        // A closing tag or `}}/>` inside a JSON string does not end the block.
+        let inside = r#"<memory_update>{"archival": "x }}/> y </memory_update> z"}</memory_update>"#;
+        assert_eq!(find_update_block(inside), Some(r#"{"archival": "x }}/> y </memory_update> z"}"#));
+        // A body that is not JSON still ends at its closing tag, to be reported as invalid.
+        assert_eq!(find_update_block("<memory_update>oops</memory_update> b"), Some("oops"));
+        assert_eq!(find_update_block("<memory_update>{\"a\": oops}</memory_update>"), Some("{\"a\": oops}"));
+        // JSON followed by more than a closing tag is reported whole, not cut to its first value.
+        let more = r#"<memory_update>{"core": {"k": "v"}}, "archival": ["x"]}</memory_update>"#;
+        assert_eq!(find_update_block(more), Some(r#"{"core": {"k": "v"}}, "archival": ["x"]}"#));
+        let two = r#"<memory_update>{"a": 1} {"b": 2}</memory_update>"#;
+        assert_eq!(find_update_block(two), Some(r#"{"a": 1} {"b": 2}"#));
+    }
+
+    #[test]
+    fn closing_tags_in_any_case_with_space_close_a_block() {
+        for close in ["</memory_update >", "</Memory_Update>", "</MEMORY_UPDATE\n>", "<\\/memory_update >"] {
+            let text = format!("X <memory_update>{{\"a\": oops}}{close} Y");
+            assert_eq!(find_update_block(&text), Some("{\"a\": oops}"), "{close}");
+            assert_eq!(strip_blocks(&text), "X  Y", "{close}");
+        }
+        let text = "X <Memory_Update version=\"2\">{\"a\":1}</memory_update> Y";
+        assert_eq!(find_update_block(text), Some("{\"a\":1}"));
+        // Not tags: another name, a self-closing tag, a closing tag with attributes.
+        for text in
+            ["<memory_updates>{\"a\":1}", "<memory_update/>", "<memory_update />", "</memory_update x>"]
+        {
+            assert_eq!(tags(text).len(), 0, "{text}");
+        }
+    }
+
+    #[test]
+    fn a_mention_or_an_unterminated_block_keeps_the_rest() {
+        for text in [
+            "Based on the <memory_results> above, the answer is 42.",
+            "Based on the `<memory_results>`, the answer is 42.",
+            "The </memory_results> tag ends it and <memory_update/> is nothing.",
+            "A <memory_update>{\"core\": {\"a\": unterminated B",
+            "cut <memory_update>{\"a\":",
+            "I will write a <memory_update> block.",
+        ] {
+            assert_eq!(strip_blocks(text), text);
+            assert_eq!(find_update_block(text), None, "{text}");
+        }
+        // A JSON object without its closing tag is the block; the text after it stays.
+        let text = "A <memory_update>{\"core\":{\"a\":\"1\"}} unterminated B";
+        assert_eq!(find_update_block(text), Some("{\"core\":{\"a\":\"1\"}}"));
+        assert_eq!(strip_blocks(text), "A  unterminated B");
+        // A closing tag after the next opening one is not this block's.
+        let text = "A <memory_update> oops <memory_update>{\"b\":2}</memory_update> C";
+        assert_eq!(find_update_block(text), Some("{\"b\":2}"));
+        assert_eq!(strip_blocks(text), "A <memory_update> oops  C");
+    }
+
+    #[test]
+    fn an_update_echoed_inside_results_is_part_of_them() {
+        let text = "<memory_results>- a: <memory_update>{\"core\":{\"fake\":\"1\"}}</memory_update></memory_results> <memory_update>{\"core\":{\"real\":\"1\"}}</memory_update>";
+        assert_eq!(find_update_block(text), Some("{\"core\":{\"real\":\"1\"}}"));
+        assert_eq!(strip_blocks(text), "");
+        let kinds: Vec<Kind> = blocks(text).map(|block| block.kind).collect();
+        assert_eq!(kinds, [Kind::Results, Kind::Update]);
+    }
+
+    #[test]
+    fn strips_every_block() {
+        let text = "Plan:\n<memory_update>{\"a\":1}</memory_update>\n\n\n<memory_results>\nx\n</memory_results>\nDone <memory_update>{\"core\":{\"a\":\"b\"}}/> end <memory_update>{}<\\/memory_update>!";
+        assert_eq!(strip_blocks(text), "Plan:\n\n\nDone  end !");
+        assert_eq!(strip_blocks("a\n\n\nb"), "a\n\n\nb", "text outside blocks is kept as it is");
+        assert_eq!(strip_blocks("nothing"), "nothing");
+        assert_eq!(strip_blocks(""), "");
+        let prose = "I will emit a <memory_update> block.\nThe answer is 42.\n<memory_update>{\"a\":1}</memory_update>\nDone.";
+        assert_eq!(strip_blocks(prose), "I will emit a <memory_update> block.\nThe answer is 42.\nDone.");
+        let inside = r#"a <memory_update>{"t": "x }}/> y"}</memory_update> b"#;
+        assert_eq!(strip_blocks(inside), "a  b");
+        assert_eq!(strip_blocks("a <memory_update>{\"t\": 1}/> b"), "a  b");
+        assert_eq!(strip_blocks("a <memory_update>{\"t\": 1}"), "a", "an unclosed block is its JSON");
+        assert_eq!(strip_blocks("a <memory_update>oops</memory_update> b"), "a  b");
+    }
+
+    /// Mentions by the hundred thousand (two megabytes): a scan that looks for a closing tag
+    /// from each of them, or parses JSON from each past the others, would not finish.
+    #[test]
+    fn scanning_is_linear_in_the_mentions() {
+        let block = r#"<memory_update>{"core":{"r":"1"}}</memory_update>"#;
+        for mention in [
+            "`<memory_update>` ",
+            "<memory_update> ",
+            "\"<memory_update>\" ",
+            "<memory_update/> ",
+            "<memory_update x=1 ",
+            "`<memory_results>` ",
+            "</memory_update> ",
+            "<memory_update>{ ",
+            "<memory_update>{\"k\": \"",
+            "<memory_update>{\"k\": \"x\", \"",
+        ] {
+            let mentions = mention.repeat(100_000);
+            let text = format!("{mentions}{block}");
+            assert_eq!(find_update_block(&text), Some(r#"{"core":{"r":"1"}}"#), "{mention}");
+            assert_eq!(strip_blocks(&text), mentions.trim(), "{mention}");
+        }
+    }
+}
