@@ -929,8 +929,7 @@ fn strip(sb: &Sandbox, input: &str) -> (String, Vec<Outcome>) {
     let json_stdin = sb.run_stdin(&["--json", "strip", "-"], input).success().json();
     assert_eq!(json_file, json_stdin);
     let text = string(&json_file, "text").to_string();
-    let printed = if text.is_empty() { String::new() } else { format!("{text}\n") };
-    assert_eq!(from_file.stdout, printed, "text mode prints the same text");
+    assert_eq!(from_file.stdout, text, "text mode prints the same text, as it is");
     (text, vec![from_file, from_stdin])
 }
 
@@ -943,7 +942,7 @@ fn strip_removes_every_block() {
             "several_blocks",
             "Plan first.\n<memory_update>{\"core_get\": [\"best\"]}</memory_update>\n<memory_results>\n**Core Memory Values:**\n- best: 64\n</memory_results>\nThen write.\n<memory_update id=\"2\">\n{\"core\": {\"best\": \"128\"}}\n</memory_update>\n<memory_results>\n**Archival Search Results:**\n[1] x\nTags: a, b\n</memory_results>\nAnswer: 128\n",
             // A block on lines of its own leaves no gap; other text is kept as it is.
-            "Plan first.\nThen write.\nAnswer: 128",
+            "Plan first.\nThen write.\nAnswer: 128\n",
         ),
         (
             "escaped_closing_tags",
@@ -956,7 +955,11 @@ fn strip_removes_every_block() {
             "A <memory_update>{\"core\": {\"a\": \"b\"}}/> B <memory_update>{\"x\": 1}</memory_update> C",
             "A  B  C",
         ),
-        ("no_block", "Just the answer: {\"tile\": 64}\nSecond line.\n", "Just the answer: {\"tile\": 64}\nSecond line."),
+        (
+            "no_block",
+            "  Just the answer: {\"tile\": 64}\n    Second line.\n\n",
+            "  Just the answer: {\"tile\": 64}\n    Second line.\n\n",
+        ),
         ("empty", "", ""),
         ("only_blocks", "<memory_update>{\"a\": 1}</memory_update>\n<memory_results>\n</memory_results>\n", ""),
     ];
@@ -1073,9 +1076,9 @@ fn realistic_llm_response_end_to_end() {
     let text = sb.run_stdin(&["apply", "node-7", "-", "--results-block"], &response).success();
     snap!("realistic_apply_results_block", &text);
 
-    // strip leaves exactly the JSON answer.
+    // strip leaves exactly the JSON answer, with its line break.
     let (stripped, _) = strip(&sb, &response);
-    assert_eq!(stripped, answer);
+    assert_eq!(stripped, format!("{answer}\n"));
     serde_json::from_str::<Value>(&stripped).expect("the stripped text is the JSON answer");
 
     // The runner then applies the write block of the next turn.

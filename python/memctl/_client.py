@@ -191,17 +191,18 @@ class Memory:
         self.archival = Archival(self)
         self.export = Export(self)
 
-    def _run(self, *args: Any, stdin: Optional[str] = None, parse: bool = True) -> Any:
+    def _run(self, *args: Any, stdin: Optional[str] = None, whole: bool = False, parse: bool = True) -> Any:
         argv = [self.binary, *self._global, *[str(a) for a in args]]
         if stdin is not None and not isinstance(stdin, str):
             raise InvalidInput("invalid_input", 1, f"a text must be a str, not {type(stdin).__name__}")
-        # memctl drops one line break ending its stdin (`echo`'s: "\n" or "\r\n"); one more
-        # keeps the text whole, a "\r" at its end included.
+        # memctl drops one line break ending a text on its stdin (`echo`'s: "\n" or "\r\n"); one
+        # more keeps the text whole, a "\r" at its end included. An answer to `apply` or `strip`
+        # (`whole`) is read as it is.
         for arg in argv:
             if "\0" in arg:
                 raise InvalidInput("invalid_input", 1, "an argument holds the NUL character (U+0000)")
             _utf8(arg)
-        data = _utf8(stdin + "\r\n") if stdin is not None else b""
+        data = _utf8(stdin if whole else stdin + "\r\n") if stdin is not None else b""
         try:
             proc = subprocess.run(argv, input=data, capture_output=True)
         except OSError as e:
@@ -250,10 +251,10 @@ class Memory:
     # ---- the LLM protocol ------------------------------------------------------------------
     def apply(self, branch: str, text: str, *, lenient: bool = False) -> Dict[str, Any]:
         """Applies the `<memory_update>` block of an LLM's answer, in one transaction."""
-        return self._run("apply", *_flag("--lenient", lenient), "--", branch, "-", stdin=text)
+        return self._run("apply", *_flag("--lenient", lenient), "--", branch, "-", stdin=text, whole=True)
 
     def strip(self, text: str) -> str:
-        return self._run("strip", "--", "-", stdin=text)["text"]
+        return self._run("strip", "--", "-", stdin=text, whole=True)["text"]
 
     # ---- inspection ------------------------------------------------------------------------
     def diff(self, a: str, b: str, *, layers: Iterable[str] = ()) -> Dict[str, Any]:

@@ -55,6 +55,7 @@ def test_every_method_once(mem, tmp_path):
     applied = mem.apply("a", 'ok <memory_update>{"core": {"k": "v"}}</memory_update>')
     assert applied["applied"] == 1
     assert mem.strip("answer <memory_update>{}</memory_update>") == "answer"
+    assert mem.strip("  code\n\n") == "  code\n\n", "an answer without blocks comes back unchanged"
     assert mem.log("a", limit=2)
 
     assert mem.diff("a", "b", layers=["core"])["core"]["only_a"][0]["key"] == "k"

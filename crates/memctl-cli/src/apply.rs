@@ -29,7 +29,9 @@ Example:
 Removes every <memory_update> and <memory_results> block as `apply` reads them (see `memctl apply
 --help`): closing tags in any case, with a space before the `>` or escaped (<\\/memory_update>), and
 malformed blocks ending in }}/>. A tag that opens no block (\"the <memory_results> above\", a
-<memory_update> followed by neither a JSON object nor a closing tag) is kept, as is the text after it.";
+<memory_update> followed by neither a JSON object nor a closing tag) is kept, as is the text after it.
+Only the blocks go, with the white space they leave behind (a block on lines of its own leaves no
+blank line); an answer without blocks is printed unchanged, with no line break added.";
 
 #[derive(Debug, Args)]
 pub struct ApplyArgs {
@@ -51,10 +53,10 @@ pub struct StripArgs {
     pub input: Option<String>,
 }
 
-/// The input text: a file's contents, or stdin for `-` or when piped.
+/// The input text, as it is: a file's contents, or stdin for `-` or when piped.
 fn read_input(input: Option<&str>) -> memctl_core::Result<String> {
     match input {
-        Some("-") | None => crate::input::text(input, "LLM text"),
+        Some("-") | None => crate::input::stdin(input, "LLM text"),
         Some(path) => crate::input::file(&PathBuf::from(path)),
     }
 }
@@ -94,6 +96,11 @@ pub fn apply(ctx: &Context, args: ApplyArgs) -> anyhow::Result<()> {
 pub fn strip(ctx: &Context, args: StripArgs) -> anyhow::Result<()> {
     let text = read_input(args.input.as_deref())?;
     let stripped = strip_blocks(&text);
-    ctx.emit(json!({ "text": stripped }), || stripped.clone());
+    if ctx.json {
+        ctx.emit(json!({ "text": stripped }), String::new);
+    } else {
+        // The answer as it is, line breaks and all (text output usually ends in one line break).
+        crate::output::stdout_bytes(stripped.as_bytes());
+    }
     Ok(())
 }

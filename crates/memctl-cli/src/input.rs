@@ -6,22 +6,28 @@ use std::io::{IsTerminal, Read};
 /// The text given on the command line, or standard input for `-` or when omitted and piped.
 pub fn text(arg: Option<&str>, what: &str) -> Result<String> {
     match arg {
-        Some("-") => read_stdin(what),
-        Some(text) => Ok(text.to_string()),
-        None if !std::io::stdin().is_terminal() => read_stdin(what),
-        None => Err(Error::new(ErrorKind::Usage, format!("missing {what}"))
-            .with_hint(format!("give the {what} as an argument, or `-` to read it from stdin"))),
+        Some(text) if text != "-" => Ok(text.to_string()),
+        _ => {
+            let buffer = stdin(arg, what)?;
+            // A trailing newline from `echo` or a heredoc is not part of the text.
+            let trimmed = buffer.strip_suffix('\n').map(|t| t.strip_suffix('\r').unwrap_or(t));
+            Ok(trimmed.map(str::to_string).unwrap_or(buffer))
+        }
     }
 }
 
-fn read_stdin(what: &str) -> Result<String> {
+/// Standard input as it is, for `-` or nothing (then only when piped): `apply` and `strip` read
+/// an answer whole, as from a file.
+pub fn stdin(arg: Option<&str>, what: &str) -> Result<String> {
+    if arg.is_none() && std::io::stdin().is_terminal() {
+        return Err(Error::new(ErrorKind::Usage, format!("missing {what}"))
+            .with_hint(format!("give the {what} as an argument, or `-` to read it from stdin")));
+    }
     let mut buffer = String::new();
     std::io::stdin()
         .read_to_string(&mut buffer)
         .map_err(|e| Error::invalid(format!("cannot read the {what} from stdin: {e}")))?;
-    // A trailing newline from `echo` or a heredoc is not part of the text.
-    let trimmed = buffer.strip_suffix('\n').map(|t| t.strip_suffix('\r').unwrap_or(t));
-    Ok(trimmed.map(str::to_string).unwrap_or(buffer))
+    Ok(buffer)
 }
 
 /// A count that must be at least 1 (`-k`, `--oldest`, `log -n`), as `apply` takes `k`.

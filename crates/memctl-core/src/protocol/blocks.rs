@@ -178,22 +178,40 @@ pub fn find_update_block(text: &str) -> Option<&str> {
     (trimmed.starts_with('{') && trimmed.ends_with('}')).then_some(trimmed)
 }
 
-/// `text` without its blocks (mentions of the tags are kept).
+/// `text` without its blocks (mentions of the tags are kept), and without the white space a
+/// removed block would leave behind: a block at the start of its line takes the line's
+/// indentation and the white space after it (up to its last line break: not the next line's
+/// indentation); a block ending its line takes the spaces before it. All else is kept as it is: a
+/// text without blocks comes back unchanged.
 pub fn strip_blocks(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut kept = 0;
+    // The spaces and tabs `out` ends with, and whether only they follow a line break (or
+    // nothing); kept up to date from each piece added, so that no piece is read twice.
+    let (mut spaces, mut line_start) = (0, true);
     for block in blocks(text) {
-        out.push_str(&text[kept..block.start]);
+        let piece = &text[kept..block.start];
+        let trimmed = piece.trim_end_matches([' ', '\t']);
+        if trimmed.is_empty() {
+            spaces += piece.len();
+        } else {
+            spaces = piece.len() - trimmed.len();
+            line_start = trimmed.ends_with('\n');
+        }
+        out.push_str(piece);
+        let after = &text[block.end..];
+        let run = &after[..after.len() - after.trim_start().len()];
         kept = block.end;
-        // A block on lines of its own takes its line break along, leaving no gap.
-        if out.is_empty() || out.ends_with('\n') {
-            let rest = &text[kept..];
-            kept += rest.len()
-                - rest.strip_prefix("\r\n").or_else(|| rest.strip_prefix('\n')).unwrap_or(rest).len();
+        if line_start {
+            kept += run.rfind('\n').map_or(run.len(), |at| at + 1);
+        }
+        if line_start || run.contains('\n') || run.len() == after.len() {
+            out.truncate(out.len() - spaces);
+            spaces = 0;
         }
     }
     out.push_str(&text[kept..]);
-    out.trim().to_string()
+    out
 }
 
 #[cfg(test)]
@@ -283,7 +301,7 @@ mod tests {
     #[test]
     fn strips_every_block() {
         let text = "Plan:\n<memory_update>{\"a\":1}</memory_update>\n\n\n<memory_results>\nx\n</memory_results>\nDone <memory_update>{\"core\":{\"a\":\"b\"}}/> end <memory_update>{}<\\/memory_update>!";
-        assert_eq!(strip_blocks(text), "Plan:\n\n\nDone  end !");
+        assert_eq!(strip_blocks(text), "Plan:\nDone  end !");
         assert_eq!(strip_blocks("a\n\n\nb"), "a\n\n\nb", "text outside blocks is kept as it is");
         assert_eq!(strip_blocks("nothing"), "nothing");
         assert_eq!(strip_blocks(""), "");
@@ -294,6 +312,29 @@ mod tests {
         assert_eq!(strip_blocks("a <memory_update>{\"t\": 1}/> b"), "a  b");
         assert_eq!(strip_blocks("a <memory_update>{\"t\": 1}"), "a", "an unclosed block is its JSON");
         assert_eq!(strip_blocks("a <memory_update>oops</memory_update> b"), "a  b");
+    }
+
+    #[test]
+    fn strips_only_the_white_space_a_block_leaves_behind() {
+        for text in ["    def f():\n        return 1\n", "  lead and trail \n\n", "\n\na\r\n\tb  "] {
+            assert_eq!(strip_blocks(text), text, "a text without blocks comes back unchanged");
+        }
+        let cases = [
+            ("Answer <memory_update>{}</memory_update>\nNext", "Answer\nNext"),
+            ("Answer\t<memory_update>{}</memory_update>", "Answer"),
+            ("Here:\n  <memory_update>{}</memory_update>\n    code\n", "Here:\n    code\n"),
+            ("Para 1.\n\n<memory_update>{}</memory_update>\n\nPara 2.\n", "Para 1.\n\nPara 2.\n"),
+            ("<memory_update>{}</memory_update> <memory_results></memory_results>\r\n\r\nA\n", "A\n"),
+            ("A\n<memory_update>{}</memory_update> B", "A\nB"),
+        ];
+        for (text, stripped) in cases {
+            assert_eq!(strip_blocks(text), stripped, "{text:?}");
+        }
+        // Each piece of kept text is read once: blocks after a long run of spaces do not read it
+        // again each.
+        let spaces = " ".repeat(100_000);
+        let text = format!("A{spaces}{}B", "<memory_results></memory_results>".repeat(20_000));
+        assert_eq!(strip_blocks(&text), format!("A{spaces}B"));
     }
 
     /// Mentions by the hundred thousand (two megabytes): a scan that looks for a closing tag
