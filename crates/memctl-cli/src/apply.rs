@@ -42,7 +42,8 @@ pub struct ApplyArgs {
     /// Apply the valid operations and list the skipped ones instead of rejecting the block
     #[arg(long)]
     pub lenient: bool,
-    /// Print the <memory_results> block to feed back to the LLM
+    /// Print the <memory_results> block to feed back to the LLM (a `<` starting a memory tag's
+    /// name in a stored text is shown as `&lt;`)
     #[arg(long)]
     pub results_block: bool,
 }

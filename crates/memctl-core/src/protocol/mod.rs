@@ -563,7 +563,8 @@ impl ApplyOutcome {
         if sections.is_empty() {
             sections.push("(this update read nothing)".into());
         }
-        format!("<memory_results>\n{}\n</memory_results>", sections.join("\n\n"))
+        // Stored texts are shown as they are, but for the tags they hold (see `escape_tags`).
+        format!("<memory_results>\n{}\n</memory_results>", blocks::escape_tags(&sections.join("\n\n")))
     }
 }
 
