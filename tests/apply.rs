@@ -14,7 +14,7 @@ use std::collections::BTreeSet;
 // ---- helpers ------------------------------------------------------------------------------------
 
 /// `memctl --json apply BRANCH -` with `block` on stdin; must succeed with one JSON object and
-/// nothing on stderr. Checks the binding shape `{results, applied, skipped:[{op, reason}]}`.
+/// nothing on stderr. Checks the binding shape `{results, applied, skipped:[{op, item, reason}]}`.
 #[track_caller]
 fn apply(sb: &Sandbox, branch: &str, block: &str) -> Value {
     apply_with(sb, &["--json", "apply", branch, "-"], block)
@@ -31,6 +31,8 @@ fn apply_with(sb: &Sandbox, args: &[&str], block: &str) -> Value {
     for skipped in array(&value, "skipped") {
         string(skipped, "op");
         string(skipped, "reason");
+        let item = &skipped["item"];
+        assert!(item.is_null() || item.is_string() || item.is_u64(), "item: a key, a place or null: {value}");
     }
     boolean(&value, "read_only");
     value
@@ -608,9 +610,9 @@ fn strict_mode_lists_every_problem_in_one_error_and_applies_nothing() {
     let message = sb.run_stdin(&["--json", "apply", "a", "-"], &wrapped).json_error(1, "invalid_input");
     let expected = [
         "mem_bogus: unknown key",
-        "core: core keys must not be empty",
+        "core[\"\"]: core keys must not be empty",
         "archival_search: k must be a positive integer, not 0",
-        "recall: a recall event needs content, text or summary",
+        "recall[1]: a recall event needs content, text or summary",
         "recall_search: k must be a positive integer, not \"3\"",
         "recall_summarize: ids must be integers, not 1.5",
         "consolidate: must be true, not false",
@@ -686,25 +688,26 @@ fn lenient_applies_the_valid_operations_and_lists_the_skipped_ones() {
     let block = json!({
         "core": {"best": "tile-64"},
         "archival": {"text": "lenient insight"},
-        // the first update is valid, the second is not: the operation is skipped whole
-        "archival_update": [{"id": own_record, "text": "must not be kept"}, {"id": sibling_record, "text": "x"}],
+        // the first update is valid, the second is not: it alone is skipped
+        "archival_update": [{"id": own_record, "text": "updated"}, {"id": sibling_record, "text": "x"}],
         "archival_search": {"query": "q", "k": 0},
         "recall": {"content": "lenient event"},
         "recall_evict": {"ids": [visible, sibling_event]},
         "bogus": 1,
     });
     let out = apply_with(&sb, &["--json", "apply", "a", "-", "--lenient"], &block.to_string());
-    assert_eq!(int(&out, "applied"), 3, "{out}");
+    assert_eq!(int(&out, "applied"), 4, "{out}");
     assert!(!boolean(&out, "read_only"));
-    let results: BTreeSet<&String> = object(&out, "results").keys().collect();
-    assert_eq!(
-        results,
-        BTreeSet::from([&"core".to_string(), &"archival".to_string(), &"recall".to_string()])
-    );
+    let results: BTreeSet<&str> = object(&out, "results").keys().map(String::as_str).collect();
+    assert_eq!(results, BTreeSet::from(["core", "archival", "archival_update", "recall"]));
+    let updates = out["results"]["archival_update"].as_array().unwrap();
+    assert_eq!((int(&updates[0], "id"), &updates[1]), (own_record, &Value::Null), "the skipped item's place");
     let skipped: Vec<(String, String)> = array(&out, "skipped")
         .iter()
         .map(|s| (string(s, "op").to_string(), string(s, "reason").to_string()))
         .collect();
+    let update = array(&out, "skipped").iter().find(|s| s["op"] == "archival_update").unwrap();
+    assert_eq!(update["item"], 1, "the invalid item is named: {out}");
     let ops: BTreeSet<&str> = skipped.iter().map(|(op, _)| op.as_str()).collect();
     assert_eq!(ops, BTreeSet::from(["bogus", "archival_search", "archival_update", "recall_evict"]), "{out}");
     let reason = |op: &str| skipped.iter().find(|(o, _)| o == op).unwrap().1.clone();
@@ -715,9 +718,9 @@ fn lenient_applies_the_valid_operations_and_lists_the_skipped_ones() {
     );
     assert!(reason("recall_evict").contains(&format!("event {sibling_event} is not in the view")));
 
-    // Read back: the valid operations are there, the skipped ones left no trace.
+    // Read back: the valid operations and items are there, the skipped ones left no trace.
     assert_eq!(core(&sb, "a")["best"], "tile-64");
-    assert_eq!(string(&record(&sb, "a", own_record), "text"), "own record", "skipped op rolled back whole");
+    assert_eq!(string(&record(&sb, "a", own_record), "text"), "updated", "the valid item is applied");
     let texts = event_texts(&recall(&sb, "a"));
     assert!(texts.contains(&"lenient event".to_string()));
     assert!(texts.contains(&"measure the serial baseline".to_string()), "the evict was not applied");
@@ -726,10 +729,9 @@ fn lenient_applies_the_valid_operations_and_lists_the_skipped_ones() {
     let insight = sb.json(&["archival", "search", "a", "--tag", "LLM_INSIGHT"]);
     assert_eq!(string(&array(&insight, "results")[0], "text"), "lenient insight");
     let journal = sb.json(&["log", "a"]);
-    assert!(
-        !array(&journal, "ops").iter().any(|op| op["op"] == "recall.evict" || op["op"] == "archival.update"),
-        "skipped operations write no journal row: {journal}"
-    );
+    let journalled = |name: &str| array(&journal, "ops").iter().filter(|op| op["op"] == name).count();
+    assert_eq!(journalled("recall.evict"), 0, "skipped operations write no journal row: {journal}");
+    assert_eq!(journalled("archival.update"), 1, "only the applied item is journalled: {journal}");
 
     // Text mode lists them, one line each.
     let text = sb
@@ -746,6 +748,54 @@ fn lenient_applies_the_valid_operations_and_lists_the_skipped_ones() {
     );
     assert!(text.stdout.contains("Skipped bogus: unknown key"));
     assert_eq!(core(&sb, "a")["also"], "applied");
+}
+
+/// Each item of a list is checked and applied on its own: lenient mode writes the valid ones and
+/// names each invalid one (a core key, a place in a list); strict mode lists every problem.
+#[test]
+fn each_invalid_item_is_named_and_lenient_keeps_the_valid_ones() {
+    let (sb, ..) = seeded();
+    let before = dump(&sb);
+    let block = r#"{"core":{"good":"1","":"x"},"archival":[{"text":""},{"text":"okrec"}],"recall":[{"kind":"n"},{"content":"fine event"}]}"#;
+    let message = sb.run_stdin(&["--json", "apply", "root", "-"], block).json_error(1, "invalid_input");
+    for problem in [
+        "core[\"\"]: core keys must not be empty",
+        "archival[0]: archival text is empty",
+        "recall[0]: a recall event needs content, text or summary",
+    ] {
+        assert!(message.contains(problem), "{problem:?} missing from: {message}");
+    }
+    assert_eq!(dump(&sb), before, "strict: nothing applied");
+
+    let out = apply_with(&sb, &["--json", "apply", "root", "-", "--lenient"], block);
+    assert_eq!(int(&out, "applied"), 3, "{out}");
+    let skipped: Vec<(&str, &Value)> =
+        array(&out, "skipped").iter().map(|s| (string(s, "op"), &s["item"])).collect();
+    assert_eq!(skipped, [("core", &json!("")), ("archival", &json!(0)), ("recall", &json!(0))]);
+    assert_eq!(out["results"]["core"]["set"], json!(["good"]));
+    assert_eq!(out["results"]["archival"][0], Value::Null);
+    assert_eq!(core(&sb, "root")["good"], "1");
+    let records = sb.json(&["archival", "search", "root", "okrec"]);
+    assert_eq!(string(&array(&records, "results")[0], "text"), "okrec");
+    assert!(event_texts(&recall(&sb, "root")).contains(&"fine event".to_string()));
+
+    // Every problem of every item, in strict mode (SPEC §4.7).
+    let block = r#"{"core":{"":"x","b":"","c":null},"archival":[{"text":""},{"tags":["x"]}]}"#;
+    let text = sb.run_stdin(&["apply", "root", "-"], block).text_error(1);
+    for problem in [
+        "core[\"\"]: core keys must not be empty",
+        "core[\"b\"]: core value of \"b\" is empty",
+        "core[\"c\"]: core value of \"c\" is null (use core_delete)",
+        "archival[0]: archival text is empty",
+        "archival[1]: archival text must be a string, not null",
+    ] {
+        assert!(text.stderr.contains(problem), "{problem:?} missing:\n{}", text.transcript());
+    }
+    // An operation whose every item is invalid is not applied; a lone item has no place.
+    let out = apply_with(&sb, &["--json", "apply", "root", "-", "--lenient"], r#"{"recall": {"kind": "n"}}"#);
+    assert_eq!(int(&out, "applied"), 0);
+    assert_eq!(out["results"], json!({}));
+    assert_eq!(out["skipped"][0]["item"], Value::Null);
 }
 
 // ---- read_only ----------------------------------------------------------------------------------

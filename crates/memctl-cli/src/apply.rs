@@ -20,8 +20,10 @@ in this order in one transaction: core (mem_core_set), core_get (mem_core_get), 
 (mem_core_del), archival (mem_archival_write), archival_update (mem_archival_update),
 archival_search (mem_archival_search), recall (mem_recall_append), recall_search
 (mem_recall_search), recall_evict (mem_recall_evict), recall_summarize, consolidate.
-Any problem rejects the whole block (exit 1, every problem listed); --lenient applies what is
-valid and lists the rest.";
+Each item of a list (core entries, archival records and updates, recall events, steps, keys) is
+checked and applied on its own and named in problems: core[\"key\"], archival[1] (from 0). Any
+problem rejects the whole block (exit 1, every problem of every item listed); --lenient applies
+every valid item and lists each skipped one (null in its place in a result list).";
 
 pub const STRIP_EXAMPLES: &str = "\
 Example:
@@ -39,7 +41,8 @@ pub struct ApplyArgs {
     pub branch: String,
     /// The LLM's text: a file, or `-` (or nothing, when piped) for stdin
     pub input: Option<String>,
-    /// Apply the valid operations and list the skipped ones instead of rejecting the block
+    /// Apply the valid operations and items and list the skipped ones instead of rejecting the
+    /// block
     #[arg(long)]
     pub lenient: bool,
     /// Print the <memory_results> block to feed back to the LLM (a `<` starting a memory tag's
@@ -85,7 +88,7 @@ pub fn apply(ctx: &Context, args: ApplyArgs) -> anyhow::Result<()> {
                 format!(": {}", outcome.results.keys().cloned().collect::<Vec<_>>().join(", "))
             }
         )];
-        lines.extend(outcome.skipped.iter().map(|s| format!("Skipped {}: {}", s.op, s.reason)));
+        lines.extend(outcome.skipped.iter().map(|s| format!("Skipped {}: {}", s.name(), s.reason)));
         if outcome.read_only {
             lines.push("The block only read memory: ask the LLM again with --results-block".into());
         }

@@ -79,7 +79,7 @@ pub use pressure::{ArchivalSize, CorePressure, Level, Pressure, RecallPressure};
 pub use progress::{Progress, Silent};
 pub use promote::{Origin, PromoteOutcome, Promoted, Promotion};
 pub use protocol::{
-    find_update_block, strip_blocks, ApplyOutcome, Skipped, LLM_IMPORTANCE, LLM_KIND, LLM_TAG,
+    find_update_block, strip_blocks, ApplyOutcome, Item, Skipped, LLM_IMPORTANCE, LLM_KIND, LLM_TAG,
 };
 pub use query::words as search_words;
 pub use recall::{ConsolidateOutcome, EvictOutcome, EvictSelector, RecallView, SUMMARY_MAX_CHARS};

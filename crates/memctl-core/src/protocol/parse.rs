@@ -1,6 +1,8 @@
-//! A block's JSON checked and turned into operations (SPEC §4.7): every problem is listed.
+//! A block's JSON checked and turned into operations (SPEC §4.7): every problem is listed. The
+//! items of a list (core entries, archival records and updates, recall events, steps, the keys
+//! to read or delete) are checked each on its own, so that lenient mode can skip one alone.
 
-use super::{Skipped, LLM_IMPORTANCE, LLM_KIND};
+use super::{Item, Skipped, LLM_IMPORTANCE, LLM_KIND};
 use crate::archival::Search;
 use crate::conversation::{Step, StepType};
 use crate::core_kv::CoreWrite;
@@ -26,13 +28,13 @@ const KEYS: [(&str, &str); 12] = [
 /// One checked operation of a block.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) enum Op {
-    CoreSet(Vec<(String, String, CoreWrite)>),
-    CoreGet(Vec<String>),
-    CoreDelete(Vec<String>),
-    ArchivalAdd(Vec<(String, Vec<String>)>),
-    ArchivalUpdate(Vec<(i64, Option<String>, Option<Vec<String>>)>),
+    CoreSet(Items<(String, String, CoreWrite)>),
+    CoreGet(Items<String>),
+    CoreDelete(Items<String>),
+    ArchivalAdd(Items<(String, Vec<String>)>),
+    ArchivalUpdate(Items<(i64, Option<String>, Option<Vec<String>>)>),
     ArchivalSearch(Search),
-    RecallAppend(Vec<(String, String, Vec<String>)>),
+    RecallAppend(Items<(String, String, Vec<String>)>),
     RecallSearch(String, usize),
     RecallEvict(EvictSelector),
     RecallSummarize {
@@ -42,38 +44,44 @@ pub(super) enum Op {
     },
     Consolidate,
     /// Conversation steps, for runners that batch them.
-    Step(Vec<Step>),
+    Step(Items<Step>),
 }
 
-/// The operations of a block and the problems of the keys that do not check out. A block that
-/// is not a JSON object is one problem, and no operation.
-pub(super) type Parsed = (Vec<(&'static str, Op)>, Vec<Skipped>);
+/// The items of an operation that takes a list, each checked on its own: its name (none for a
+/// lone item given without a list) and what it holds, or its problem.
+pub(super) type Items<T> = Vec<(Option<Item>, Check<T>)>;
+
+/// The operations of a block in the order they apply, each checked (or its problem), and the
+/// problems of its keys (unknown ones). A block that is not a JSON object is one problem, and no
+/// operation.
+pub(super) type Parsed = (Vec<(&'static str, Check<Op>)>, Vec<Skipped>);
 
 /// Checks a block's JSON and turns it into operations, listing every problem.
 pub(super) fn parse(body: &str) -> std::result::Result<Parsed, Skipped> {
-    let value: Value = serde_json::from_str(body)
-        .map_err(|e| Skipped { op: "block".into(), reason: format!("invalid JSON: {e}") })?;
+    let value: Value = serde_json::from_str(body).map_err(|e| Skipped {
+        op: "block".into(),
+        item: None,
+        reason: format!("invalid JSON: {e}"),
+    })?;
     let Value::Object(map) = value else {
-        return Err(Skipped { op: "block".into(), reason: "the block must be a JSON object".into() });
+        let reason = "the block must be a JSON object".into();
+        return Err(Skipped { op: "block".into(), item: None, reason });
     };
     let mut problems = Vec::new();
     for key in map.keys() {
         if !KEYS.iter().any(|(name, alias)| key == name || key == alias) {
-            problems.push(Skipped { op: key.clone(), reason: "unknown key".into() });
+            problems.push(Skipped { op: key.clone(), item: None, reason: "unknown key".into() });
         }
     }
     let mut ops = Vec::new();
     for (name, alias) in KEYS {
         for key in [name, alias].into_iter().filter(|k| map.contains_key(*k)) {
             if key == alias && name != alias && map.contains_key(name) {
-                problems
-                    .push(Skipped { op: key.into(), reason: format!("given twice, as {name} and {alias}") });
+                let reason = format!("given twice, as {name} and {alias}");
+                problems.push(Skipped { op: key.into(), item: None, reason });
                 continue;
             }
-            match parse_op(name, &map[key]) {
-                Ok(op) => ops.push((name, op)),
-                Err(reason) => problems.push(Skipped { op: key.into(), reason }),
-            }
+            ops.push((name, parse_op(name, &map[key])));
             if name == alias {
                 break;
             }
@@ -82,7 +90,7 @@ pub(super) fn parse(body: &str) -> std::result::Result<Parsed, Skipped> {
     Ok((ops, problems))
 }
 
-type Check<T> = std::result::Result<T, String>;
+pub(super) type Check<T> = std::result::Result<T, String>;
 
 fn text_of(value: &Value, what: &str) -> Check<String> {
     match value {
@@ -92,16 +100,13 @@ fn text_of(value: &Value, what: &str) -> Check<String> {
     }
 }
 
-fn strings(value: &Value, list: &str, item: &str) -> Check<Vec<String>> {
-    match value {
-        Value::String(_) => Ok(vec![text_of(value, item)?]),
-        Value::Array(items) => items.iter().map(|v| text_of(v, item)).collect(),
-        other => Err(format!("{list} must be a string or a list of strings, not {other}")),
-    }
-}
-
 fn tags(value: Option<&Value>) -> Check<Vec<String>> {
-    value.map_or(Ok(vec![]), |v| strings(v, "tags", "a tags entry"))
+    match value {
+        None => Ok(vec![]),
+        Some(tag @ Value::String(_)) => Ok(vec![text_of(tag, "a tags entry")?]),
+        Some(Value::Array(list)) => list.iter().map(|tag| text_of(tag, "a tags entry")).collect(),
+        Some(other) => Err(format!("tags must be a string or a list of strings, not {other}")),
+    }
 }
 
 /// A search's words: missing or blank lists the newest, as the CLI's searches do.
@@ -132,16 +137,22 @@ fn ids(value: &Value) -> Check<Vec<i64>> {
     list.iter().map(|v| v.as_i64().ok_or_else(|| format!("ids must be integers, not {v}"))).collect()
 }
 
-/// A list of entries: an array of objects, or one object.
-fn entries(value: &Value) -> Check<Vec<&Map<String, Value>>> {
+/// The items of `value`, each checked on its own: those of a list, named by their place, or
+/// `value` alone, unnamed.
+fn items<T>(value: &Value, check: impl Fn(&Value) -> Check<T>) -> Items<T> {
     match value {
-        Value::Object(one) => Ok(vec![one]),
-        Value::Array(items) => items
-            .iter()
-            .map(|v| v.as_object().ok_or_else(|| format!("entries must be objects, not {v}")))
-            .collect(),
-        other => Err(format!("must be an object or a list of objects, not {other}")),
+        Value::Array(list) => {
+            list.iter().enumerate().map(|(i, item)| (Some(Item::Index(i)), check(item))).collect()
+        }
+        one => vec![(None, check(one))],
     }
+}
+
+/// An entry of a list: an object with only these fields.
+fn entry<'v>(value: &'v Value, allowed: &[&str]) -> Check<&'v Map<String, Value>> {
+    let entry = value.as_object().ok_or_else(|| format!("an entry must be an object, not {value}"))?;
+    only(entry, allowed)?;
+    Ok(entry)
 }
 
 fn only(entry: &Map<String, Value>, allowed: &[&str]) -> Check<()> {
@@ -199,55 +210,40 @@ fn core_entry(key: &str, value: &Value) -> Check<(String, String, CoreWrite)> {
 
 fn parse_op(name: &str, value: &Value) -> Check<Op> {
     Ok(match name {
-        "core" => match value {
+        // A map of keys to values, each named by its key; or entries with a key each.
+        "core" => Op::CoreSet(match value {
             Value::Object(map) if !map.contains_key("key") => {
-                Op::CoreSet(map.iter().map(|(k, v)| core_entry(k, v)).collect::<Check<_>>()?)
+                map.iter().map(|(key, v)| (Some(Item::Key(key.clone())), core_entry(key, v))).collect()
             }
-            _ => Op::CoreSet(
-                entries(value)?
-                    .into_iter()
-                    .map(|e| {
-                        only(e, &["key", "value", "importance", "ttl"])?;
-                        let key = text_of(e.get("key").unwrap_or(&Value::Null), "key")?;
-                        let mut fields = e.clone();
-                        fields.remove("key");
-                        core_entry(&key, &Value::Object(fields))
-                    })
-                    .collect::<Check<_>>()?,
-            ),
-        },
-        "core_get" => Op::CoreGet(strings(value, "core_get", "a core_get key")?),
-        "core_delete" => Op::CoreDelete(strings(value, "core_delete", "a core_delete key")?),
-        "archival" => Op::ArchivalAdd(match value {
-            Value::String(_) => vec![(text_of(value, "archival text")?, vec![])],
-            Value::Array(items) if items.iter().all(Value::is_string) => {
-                items.iter().map(|v| Ok((text_of(v, "archival text")?, vec![]))).collect::<Check<_>>()?
-            }
-            _ => entries(value)?
-                .into_iter()
-                .map(|e| {
-                    only(e, &["text", "content", "tags"])?;
-                    let text = e.get("text").or_else(|| e.get("content")).unwrap_or(&Value::Null);
-                    Ok((text_of(text, "archival text")?, tags(e.get("tags"))?))
-                })
-                .collect::<Check<_>>()?,
+            _ => items(value, |e| {
+                let e = entry(e, &["key", "value", "importance", "ttl"])?;
+                let key = text_of(e.get("key").unwrap_or(&Value::Null), "key")?;
+                let mut fields = e.clone();
+                fields.remove("key");
+                core_entry(&key, &Value::Object(fields))
+            }),
         }),
-        "archival_update" => Op::ArchivalUpdate(
-            entries(value)?
-                .into_iter()
-                .map(|e| {
-                    only(e, &["id", "text", "tags"])?;
-                    let id =
-                        e.get("id").and_then(Value::as_i64).ok_or("archival_update needs an integer id")?;
-                    let text = e.get("text").map(|t| text_of(t, "text")).transpose()?;
-                    let new_tags = e.get("tags").map(|t| tags(Some(t))).transpose()?;
-                    if text.is_none() && new_tags.is_none() {
-                        return Err(format!("archival_update of {id} gives neither text nor tags"));
-                    }
-                    Ok((id, text, new_tags))
-                })
-                .collect::<Check<_>>()?,
-        ),
+        "core_get" => Op::CoreGet(items(value, |key| text_of(key, "a core_get key"))),
+        "core_delete" => Op::CoreDelete(items(value, |key| text_of(key, "a core_delete key"))),
+        "archival" => Op::ArchivalAdd(items(value, |record| match record {
+            Value::String(_) => Ok((text_of(record, "archival text")?, vec![])),
+            Value::Object(_) => {
+                let e = entry(record, &["text", "content", "tags"])?;
+                let text = e.get("text").or_else(|| e.get("content")).unwrap_or(&Value::Null);
+                Ok((text_of(text, "archival text")?, tags(e.get("tags"))?))
+            }
+            other => Err(format!("an archival record must be a text or an object, not {other}")),
+        })),
+        "archival_update" => Op::ArchivalUpdate(items(value, |update| {
+            let e = entry(update, &["id", "text", "tags"])?;
+            let id = e.get("id").and_then(Value::as_i64).ok_or("archival_update needs an integer id")?;
+            let text = e.get("text").map(|t| text_of(t, "text")).transpose()?;
+            let new_tags = e.get("tags").map(|t| tags(Some(t))).transpose()?;
+            if text.is_none() && new_tags.is_none() {
+                return Err(format!("archival_update of {id} gives neither text nor tags"));
+            }
+            Ok((id, text, new_tags))
+        })),
         "archival_search" => {
             let (query, k, tags) = match value {
                 Value::String(q) => (q.clone(), None, vec![]),
@@ -259,24 +255,19 @@ fn parse_op(name: &str, value: &Value) -> Check<Op> {
             };
             Op::ArchivalSearch(Search { query, k: positive(k, "k", 5)?, tags })
         }
-        "recall" => Op::RecallAppend(
-            entries(value)?
-                .into_iter()
-                .map(|e| {
-                    only(e, &["kind", "content", "text", "summary", "tags"])?;
-                    // The text from the first of content, text, summary that is present.
-                    let text = ["content", "text", "summary"]
-                        .iter()
-                        .find_map(|f| e.get(*f))
-                        .ok_or("a recall event needs content, text or summary")?;
-                    let kind = match e.get("kind") {
-                        None => LLM_KIND.to_string(),
-                        Some(k) => text_of(k, "kind")?,
-                    };
-                    Ok((kind, text_of(text, "event text")?, tags(e.get("tags"))?))
-                })
-                .collect::<Check<_>>()?,
-        ),
+        "recall" => Op::RecallAppend(items(value, |event| {
+            let e = entry(event, &["kind", "content", "text", "summary", "tags"])?;
+            // The text from the first of content, text, summary that is present.
+            let text = ["content", "text", "summary"]
+                .iter()
+                .find_map(|f| e.get(*f))
+                .ok_or("a recall event needs content, text or summary")?;
+            let kind = match e.get("kind") {
+                None => LLM_KIND.to_string(),
+                Some(k) => text_of(k, "kind")?,
+            };
+            Ok((kind, text_of(text, "event text")?, tags(e.get("tags"))?))
+        })),
         "recall_search" => match value {
             Value::String(q) => Op::RecallSearch(q.clone(), 5),
             Value::Object(e) => {
@@ -314,25 +305,14 @@ fn parse_op(name: &str, value: &Value) -> Check<Op> {
             Value::Bool(true) => Op::Consolidate,
             other => return Err(format!("must be true, not {other}")),
         },
-        "step" => {
-            let items = match value {
-                Value::Array(items) => items.clone(),
-                one => vec![one.clone()],
+        "step" => Op::Step(items(value, |step| {
+            let Value::Object(mut fields) = step.clone() else {
+                return Err(format!("a step is an object with a type, not {step}"));
             };
-            let steps = items
-                .into_iter()
-                .map(|item| {
-                    let Value::Object(mut fields) = item else {
-                        return Err(format!("a step is an object with a type, not {item}"));
-                    };
-                    let step_type = fields.remove("type").ok_or("a step needs a type")?;
-                    let step_type =
-                        StepType::parse(&text_of(&step_type, "type")?).map_err(|e| e.to_string())?;
-                    Step::new(step_type, Value::Object(fields)).map_err(|e| e.to_string())
-                })
-                .collect::<std::result::Result<_, String>>()?;
-            Op::Step(steps)
-        }
+            let step_type = fields.remove("type").ok_or("a step needs a type")?;
+            let step_type = StepType::parse(&text_of(&step_type, "type")?).map_err(|e| e.to_string())?;
+            Step::new(step_type, Value::Object(fields)).map_err(|e| e.to_string())
+        })),
         _ => unreachable!("every key of KEYS is handled"),
     })
 }
@@ -367,17 +347,77 @@ mod tests {
                 assert!(problems.is_empty(), "{key}: {problems:?}");
                 assert_eq!(ops.len(), 1, "{key}");
                 assert_eq!(ops[0].0, name);
+                let op = ops[0].1.as_ref().unwrap_or_else(|e| panic!("{key}: {e}"));
+                assert_eq!(item_problems(op), [], "{key}");
             }
         }
     }
 
+    type ItemProblems = Vec<(Option<Item>, String)>;
+
+    /// The problems of an operation's items, by item.
+    fn item_problems(op: &Op) -> ItemProblems {
+        fn of<T>(items: &Items<T>) -> ItemProblems {
+            items
+                .iter()
+                .filter_map(|(item, check)| Some((item.clone(), check.as_ref().err()?.clone())))
+                .collect()
+        }
+        match op {
+            Op::CoreSet(items) => of(items),
+            Op::CoreGet(items) | Op::CoreDelete(items) => of(items),
+            Op::ArchivalAdd(items) => of(items),
+            Op::ArchivalUpdate(items) => of(items),
+            Op::RecallAppend(items) => of(items),
+            Op::Step(items) => of(items),
+            _ => vec![],
+        }
+    }
+
     #[test]
-    fn lists_every_problem() {
-        let (ops, problems) =
-            parse(r#"{"core": {"": "x"}, "bogus": 1, "archival_search": {"query": "q", "k": 0}, "recall": [{"kind": "n"}], "core_get": "k"}"#).unwrap();
-        assert_eq!(ops.len(), 1);
-        let ops: Vec<&str> = problems.iter().map(|p| p.op.as_str()).collect();
-        assert_eq!(ops, ["bogus", "core", "archival_search", "recall"]);
+    fn lists_every_problem_of_every_item() {
+        let block = json!({
+            "core": {"good": "1", "": "x", "b": "", "c": null},
+            "bogus": 1,
+            "archival_search": {"query": "q", "k": 0},
+            "archival": [{"text": ""}, {"tags": ["x"]}, "fine"],
+            "recall": [{"kind": "n"}, {"content": "ok"}],
+            "core_get": ["k", 3],
+            "step": {"text": "no type"},
+        });
+        let (ops, problems) = parse(&block.to_string()).unwrap();
+        let ops: Vec<(&str, Check<ItemProblems>)> = ops
+            .iter()
+            .map(|(name, op)| (*name, op.as_ref().map(item_problems).map_err(String::clone)))
+            .collect();
+        let key = |k: &str| Some(Item::Key(k.into()));
+        let at = |i: usize| Some(Item::Index(i));
+        let problem = |item, reason: &str| (item, reason.to_string());
+        assert_eq!(
+            ops,
+            [
+                (
+                    "core",
+                    Ok(vec![
+                        problem(key(""), "core keys must not be empty"),
+                        problem(key("b"), "core value of \"b\" is empty"),
+                        problem(key("c"), "core value of \"c\" is null (use core_delete)"),
+                    ])
+                ),
+                ("core_get", Ok(vec![problem(at(1), "a core_get key must be a string, not 3")])),
+                (
+                    "archival",
+                    Ok(vec![
+                        problem(at(0), "archival text is empty"),
+                        problem(at(1), "archival text must be a string, not null"),
+                    ])
+                ),
+                ("archival_search", Err("k must be a positive integer, not 0".into())),
+                ("recall", Ok(vec![problem(at(0), "a recall event needs content, text or summary")])),
+                ("step", Ok(vec![problem(None, "a step needs a type")])),
+            ]
+        );
+        assert_eq!(problems, [Skipped { op: "bogus".into(), item: None, reason: "unknown key".into() }]);
         assert_eq!(parse("[1]").unwrap_err().reason, "the block must be a JSON object");
         assert!(parse("{oops").unwrap_err().reason.starts_with("invalid JSON"));
     }
