@@ -538,6 +538,7 @@ fn each_invalid_block_is_rejected_with_exit_1_and_nothing_applied() {
         (r#"{"bogus": 1}"#.into(), "bogus: unknown key"),
         (r#"{"recall": {"content": "x", "colour": "red"}}"#.into(), "colour"),
         (r#"{"core": {"a": "1"}, "mem_core_set": {"b": "2"}}"#.into(), "given twice"),
+        (r#"{"core": {"a": "1"}, "core": {"b": "2"}}"#.into(), "core: given twice"),
         // k not a positive integer
         (r#"{"archival_search": {"query": "q", "k": 0}}"#.into(), "k must be a positive integer, not 0"),
         (r#"{"archival_search": {"query": "q", "k": -1}}"#.into(), "k must be a positive integer, not -1"),

@@ -7,7 +7,10 @@ use crate::archival::Search;
 use crate::conversation::{Step, StepType};
 use crate::core_kv::CoreWrite;
 use crate::recall::EvictSelector;
+use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
+use serde_json::error::Category;
 use serde_json::{Map, Value};
+use std::fmt;
 
 /// The keys of a block, in the order they are applied, with their aliases.
 const KEYS: [(&str, &str); 12] = [
@@ -58,36 +61,61 @@ pub(super) type Parsed = (Vec<(&'static str, Check<Op>)>, Vec<Skipped>);
 
 /// Checks a block's JSON and turns it into operations, listing every problem.
 pub(super) fn parse(body: &str) -> std::result::Result<Parsed, Skipped> {
-    let value: Value = serde_json::from_str(body).map_err(|e| Skipped {
-        op: "block".into(),
-        item: None,
-        reason: format!("invalid JSON: {e}"),
+    let Entries(entries) = serde_json::from_str(body).map_err(|e| {
+        let reason = match e.classify() {
+            Category::Data => "the block must be a JSON object".into(),
+            _ => format!("invalid JSON: {e}"),
+        };
+        Skipped { op: "block".into(), item: None, reason }
     })?;
-    let Value::Object(map) = value else {
-        let reason = "the block must be a JSON object".into();
-        return Err(Skipped { op: "block".into(), item: None, reason });
-    };
     let mut problems = Vec::new();
-    for key in map.keys() {
-        if !KEYS.iter().any(|(name, alias)| key == name || key == alias) {
-            problems.push(Skipped { op: key.clone(), item: None, reason: "unknown key".into() });
-        }
-    }
+    // Each operation's name, and its key as the block gives it.
+    let mut given: Vec<(&str, String)> = Vec::new();
     let mut ops = Vec::new();
-    for (name, alias) in KEYS {
-        for key in [name, alias].into_iter().filter(|k| map.contains_key(*k)) {
-            if key == alias && name != alias && map.contains_key(name) {
-                let reason = format!("given twice, as {name} and {alias}");
-                problems.push(Skipped { op: key.into(), item: None, reason });
-                continue;
+    for (key, value) in entries {
+        let Some(&(name, _)) = KEYS.iter().find(|(name, alias)| key == *name || key == *alias) else {
+            problems.push(Skipped { op: key, item: None, reason: "unknown key".into() });
+            continue;
+        };
+        if let Some((_, first)) = given.iter().find(|(op, _)| *op == name) {
+            let reason = if *first == key {
+                "given twice".into()
+            } else {
+                format!("given twice, as {first} and {key}")
+            };
+            problems.push(Skipped { op: key, item: None, reason });
+            continue;
+        }
+        ops.push((name, parse_op(name, &value)));
+        given.push((name, key));
+    }
+    ops.sort_by_key(|(name, _)| KEYS.iter().position(|(op, _)| op == name));
+    Ok((ops, problems))
+}
+
+/// A JSON object's entries in order, a repeated key kept (a map keeps only its last value).
+struct Entries(Vec<(String, Value)>);
+
+impl<'de> Deserialize<'de> for Entries {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
+        struct Object;
+        impl<'de> Visitor<'de> for Object {
+            type Value = Entries;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON object")
             }
-            ops.push((name, parse_op(name, &map[key])));
-            if name == alias {
-                break;
+
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<Entries, A::Error> {
+                let mut entries = Vec::new();
+                while let Some(entry) = map.next_entry()? {
+                    entries.push(entry);
+                }
+                Ok(Entries(entries))
             }
         }
+        deserializer.deserialize_map(Object)
     }
-    Ok((ops, problems))
 }
 
 pub(super) type Check<T> = std::result::Result<T, String>;
@@ -353,6 +381,21 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_key_given_twice_is_a_problem_and_the_first_is_kept() {
+        let (ops, problems) = parse(r#"{"core": {"a": "1"}, "core": {"b": "2"}}"#).unwrap();
+        let reasons: Vec<(&str, &str)> =
+            problems.iter().map(|p| (p.op.as_str(), p.reason.as_str())).collect();
+        assert_eq!(reasons, [("core", "given twice")]);
+        let Ok(Op::CoreSet(set)) = &ops[0].1 else { panic!("{ops:?}") };
+        assert_eq!((ops.len(), set[0].0.clone()), (1, Some(Item::Key("a".into()))));
+        let (ops, problems) =
+            parse(r#"{"mem_core_set": {"a": "1"}, "step": [], "core": {"b": "2"}}"#).unwrap();
+        assert_eq!(problems[0].reason, "given twice, as mem_core_set and core");
+        let names: Vec<&str> = ops.iter().map(|(name, _)| *name).collect();
+        assert_eq!(names, ["core", "step"], "in the order they apply");
+    }
+
     type ItemProblems = Vec<(Option<Item>, String)>;
 
     /// The problems of an operation's items, by item.
@@ -419,6 +462,7 @@ mod tests {
         );
         assert_eq!(problems, [Skipped { op: "bogus".into(), item: None, reason: "unknown key".into() }]);
         assert_eq!(parse("[1]").unwrap_err().reason, "the block must be a JSON object");
+        assert_eq!(parse("\"core\"").unwrap_err().reason, "the block must be a JSON object");
         assert!(parse("{oops").unwrap_err().reason.starts_with("invalid JSON"));
     }
 }
