@@ -446,6 +446,30 @@ fn consolidate_runs_after_the_blocks_appends() {
     assert_eq!(int(&out["results"]["consolidate"], "consolidated"), 0);
 }
 
+/// The block's own appends do not consolidate away the events its later operations name: they
+/// act on the view as the block found it, and auto-consolidation runs once, after them.
+#[test]
+fn the_blocks_own_appends_do_not_hide_the_events_it_names() {
+    let sb = Sandbox::initialized();
+    let appends = json!([{"kind": "note", "content": "A"}, {"kind": "note", "content": "B"}]);
+    for key in ["recall_evict", "recall_summarize"] {
+        // 30 events: two more go over the threshold of auto-consolidation (20 × 1.5).
+        sb.ok(&["branch", "create", key]);
+        let ids: Vec<i64> = (1..=30).map(|i| append(&sb, key, "note", &format!("event {i}"))).collect();
+        assert!(event_ids(&recall(&sb, key)).contains(&ids[2]), "visible before the block");
+        let named = match key {
+            "recall_evict" => json!({"ids": [ids[2]]}),
+            _ => json!({"summary": "the third event", "ids": [ids[2]]}),
+        };
+        let out = apply(&sb, key, &json!({"recall": appends, key: named}).to_string());
+        assert_eq!(int(&out, "applied"), 2, "{key}: {out}");
+        let after = recall(&sb, key);
+        assert!(!event_ids(&after).contains(&ids[2]), "{key}: the named event left the view");
+        let consolidated = sb.json(&["archival", "search", key, "--tag", "AUTO_CONSOLIDATE"]);
+        assert_eq!(array(&consolidated, "results").len(), 1, "{key}: consolidation ran after the block");
+    }
+}
+
 // ---- reads inside a block (§4.7) ----------------------------------------------------------------
 
 #[test]

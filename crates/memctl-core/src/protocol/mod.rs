@@ -114,6 +114,10 @@ impl Store {
             if !lenient && !run.skipped.is_empty() {
                 return Err(problems_error(&run.skipped));
             }
+            // Once, after the operations (see `recall_append_unconsolidated`).
+            if results.contains_key("recall") {
+                tx.auto_consolidate(&tx.branch_for_write(branch)?)?;
+            }
             Ok((results, run.feedback, run.skipped))
         })?;
         let (results, feedback, skipped) = outcome;
@@ -192,7 +196,7 @@ impl Run<'_, '_> {
             }
             Op::RecallAppend(events) => {
                 let added = self.each(name, events, |tx, (kind, text, tags)| {
-                    tx.recall_append(branch, kind, text, tags)
+                    tx.recall_append_unconsolidated(branch, kind, text, tags)
                 })?;
                 any_applied(&added).then(|| json!(added))
             }

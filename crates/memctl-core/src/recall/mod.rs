@@ -86,7 +86,24 @@ pub(crate) fn excluded(events: &[Event]) -> impl Iterator<Item = (i64, bool)> + 
 }
 
 impl Tx<'_> {
+    /// Appends an event; over the threshold, the branch's recall is then consolidated.
     pub fn recall_append(
+        &self,
+        branch: &str,
+        kind: &str,
+        text: &str,
+        tags: &[String],
+    ) -> Result<AppendOutcome> {
+        let outcome = self.recall_append_unconsolidated(branch, kind, text, tags)?;
+        if !outcome.skipped {
+            self.auto_consolidate(&self.branch_for_write(branch)?)?;
+        }
+        Ok(outcome)
+    }
+
+    /// [`Tx::recall_append`] without the consolidation that may follow: `apply` runs it once
+    /// after its block's operations, so that they act on the view as the block found it.
+    pub(crate) fn recall_append_unconsolidated(
         &self,
         branch: &str,
         kind: &str,
@@ -105,7 +122,6 @@ impl Tx<'_> {
         if !outcome.skipped {
             let args = journal::RecordArgs::new(outcome.id, Some(kind), &text, &tags);
             self.insert_op(Some(bid), "recall.append", &serde_json::to_string(&args)?)?;
-            self.auto_consolidate(&branch)?;
         }
         Ok(outcome)
     }
