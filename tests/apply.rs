@@ -35,6 +35,7 @@ fn apply_with(sb: &Sandbox, args: &[&str], block: &str) -> Value {
         assert!(item.is_null() || item.is_string() || item.is_u64(), "item: a key, a place or null: {value}");
     }
     boolean(&value, "read_only");
+    assert_eq!(int(&value, "ignored_blocks"), 0, "a block after the first warns on stderr");
     value
 }
 
@@ -1168,7 +1169,11 @@ fn realistic_llm_response_end_to_end() {
     // apply uses the first block: a read-only core_get that sees the inherited key.
     let out = sb.run(&["--json", "apply", "node-7", "response.txt", "--results-block"]).success();
     snap!("realistic_apply_json", &out);
+    let warning =
+        "warning: only an answer's first <memory_update> block is applied: 1 block after it ignored";
+    assert_eq!(out.stderr.trim_end(), warning, "the second block does not vanish silently");
     let out = out.json();
+    assert_eq!(int(&out, "ignored_blocks"), 1);
     assert!(boolean(&out, "read_only"));
     assert_eq!(out["results"]["core_get"], json!({"lang": "rust", "best_tile": null}));
     assert_eq!(
@@ -1233,5 +1238,6 @@ fn malformed_first_block_followed_by_a_closed_block_applies_the_first_on(sb: &Sa
         r#"<memory_update>{"core": {"a": "1"}}/> then <memory_update>{"core": {"b": "2"}}</memory_update>"#;
     let out = sb.run_stdin(&["--json", "apply", "root", "-"], response);
     assert_eq!(out.code, 0, "{}", out.transcript());
+    assert_eq!(int(&out.json(), "ignored_blocks"), 1);
     assert_eq!(core(sb, "root"), json!({"a": "1"}));
 }

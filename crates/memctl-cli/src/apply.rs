@@ -23,7 +23,8 @@ archival_search (mem_archival_search), recall (mem_recall_append), recall_search
 Each item of a list (core entries, archival records and updates, recall events, steps, keys) is
 checked and applied on its own and named in problems: core[\"key\"], archival[1] (from 0). Any
 problem rejects the whole block (exit 1, every problem of every item listed); --lenient applies
-every valid item and lists each skipped one (null in its place in a result list).";
+every valid item and lists each skipped one (null in its place in a result list). Blocks after
+the first are not applied: a warning says how many (ignored_blocks in JSON).";
 
 pub const STRIP_EXAMPLES: &str = "\
 Example:
@@ -69,6 +70,12 @@ pub fn apply(ctx: &Context, args: ApplyArgs) -> anyhow::Result<()> {
     let text = read_input(args.input.as_deref())?;
     let store = ctx.open()?;
     let outcome = store.apply_update(&args.branch, &text, args.lenient)?;
+    if outcome.ignored_blocks > 0 {
+        ctx.warn(&format!(
+            "only an answer's first <memory_update> block is applied: {} after it ignored",
+            count(outcome.ignored_blocks, "block", "blocks")
+        ));
+    }
     let block = outcome.results_block();
     let mut json = serde_json::to_value(&outcome)?;
     if args.results_block {

@@ -191,9 +191,16 @@ pub(crate) fn escape_tags(text: &str) -> String {
 /// The body of the first `<memory_update>` block of `text` (results blocks skipped), or the text
 /// itself when it is a bare JSON object. None when there is neither.
 pub fn find_update_block(text: &str) -> Option<&str> {
-    if let Some(block) = blocks(text).find(|block| block.kind == Kind::Update) {
-        return Some(text[block.body].trim());
-    }
+    update_blocks(text).next().or_else(|| bare_json(text))
+}
+
+/// The bodies of the `<memory_update>` blocks of `text`, in order (results blocks skipped).
+pub(crate) fn update_blocks(text: &str) -> impl Iterator<Item = &str> {
+    blocks(text).filter(|block| block.kind == Kind::Update).map(|block| text[block.body].trim())
+}
+
+/// The text itself, when it is a bare JSON object (an answer without blocks).
+pub(crate) fn bare_json(text: &str) -> Option<&str> {
     let trimmed = text.trim();
     (trimmed.starts_with('{') && trimmed.ends_with('}')).then_some(trimmed)
 }

@@ -67,6 +67,8 @@ pub struct ApplyOutcome {
     pub skipped: Vec<Skipped>,
     /// True when the block only read: the runner should ask the LLM again with the results.
     pub read_only: bool,
+    /// How many `<memory_update>` blocks followed the first one, which alone is applied.
+    pub ignored_blocks: usize,
     /// What the `<memory_results>` block shows.
     #[serde(skip)]
     pub feedback: Feedback,
@@ -85,8 +87,10 @@ impl Store {
     /// in one transaction. Strict: any problem applies nothing and is an invalid-input error
     /// listing them all. Lenient: what works is applied, the rest listed in `skipped`.
     pub fn apply_update(&self, branch: &str, text: &str, lenient: bool) -> Result<ApplyOutcome> {
-        let body = find_update_block(text)
+        let mut updates = blocks::update_blocks(text);
+        let body = (updates.next().or_else(|| blocks::bare_json(text)))
             .ok_or_else(|| Error::invalid("no <memory_update> block and no JSON object in the input"))?;
+        let ignored_blocks = updates.count();
         let (ops, problems) = parse(body).map_err(|problem| problems_error(&[problem]))?;
         // An unknown branch fails here, before the transaction; each operation then reads
         // what it needs of the branch's path (appends and records only the branch itself).
@@ -121,7 +125,7 @@ impl Store {
             Ok((results, run.feedback, run.skipped))
         })?;
         let (results, feedback, skipped) = outcome;
-        Ok(ApplyOutcome { applied: results.len(), results, skipped, read_only, feedback })
+        Ok(ApplyOutcome { applied: results.len(), results, skipped, read_only, ignored_blocks, feedback })
     }
 }
 
