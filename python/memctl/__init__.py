@@ -24,7 +24,7 @@ from ._client import (
     NotFound,
     Usage,
 )
-from ._types import BranchInfo, CoreEntry, Event, ForkResult, Record, Summary
+from ._types import ApplyResult, BranchInfo, CoreEntry, Event, ForkResult, Record, Skipped, Summary
 from .steps import StepRecorder
 
 __all__ = [
@@ -37,11 +37,13 @@ __all__ = [
     "Busy",
     "IncompatibleDatabase",
     "Internal",
+    "ApplyResult",
     "BranchInfo",
     "CoreEntry",
     "Event",
     "ForkResult",
     "Record",
+    "Skipped",
     "Summary",
     "StepRecorder",
 ]

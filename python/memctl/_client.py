@@ -7,7 +7,7 @@ import subprocess
 import sys
 from typing import Any, Dict, Iterable, List, Optional, Sequence
 
-from ._types import BranchInfo, CoreEntry, Event, ForkResult, Record
+from ._types import ApplyResult, BranchInfo, CoreEntry, Event, ForkResult, Record
 
 
 class MemctlError(Exception):
@@ -249,9 +249,11 @@ class Memory:
         return self._run("log", *_opt("--limit", limit), "--", *([branch] if branch else []))["ops"]
 
     # ---- the LLM protocol ------------------------------------------------------------------
-    def apply(self, branch: str, text: str, *, lenient: bool = False) -> Dict[str, Any]:
-        """Applies the `<memory_update>` block of an LLM's answer, in one transaction."""
-        return self._run("apply", *_flag("--lenient", lenient), "--", branch, "-", stdin=text, whole=True)
+    def apply(self, branch: str, text: str, *, lenient: bool = False, results_block: bool = False) -> ApplyResult:
+        """Applies the `<memory_update>` block of an LLM's answer, in one transaction; with
+        `results_block`, the result holds the `<memory_results>` text to feed back to the LLM."""
+        flags = [*_flag("--lenient", lenient), *_flag("--results-block", results_block)]
+        return self._run("apply", *flags, "--", branch, "-", stdin=text, whole=True)
 
     def strip(self, text: str) -> str:
         return self._run("strip", "--", "-", stdin=text, whole=True)["text"]

@@ -1,6 +1,6 @@
 """The shapes of memctl's JSON results (docs/cli.md), for type checkers."""
 
-from typing import Any, Dict, List, Optional, TypedDict
+from typing import Any, Dict, List, Optional, TypedDict, Union
 
 
 class BranchInfo(TypedDict):
@@ -59,3 +59,23 @@ class Record(TypedDict, total=False):
     ts: float
     seq: int
     score: float
+
+
+class Skipped(TypedDict):
+    op: str
+    item: Union[str, int, None]
+    reason: str
+
+
+class _ApplyResult(TypedDict):
+    results: Dict[str, Any]
+    applied: int
+    skipped: List[Skipped]
+    read_only: bool
+    ignored_blocks: int
+
+
+class ApplyResult(_ApplyResult, total=False):
+    """What `Memory.apply` did; `results_block` only when asked for."""
+
+    results_block: str

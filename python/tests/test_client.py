@@ -53,7 +53,12 @@ def test_every_method_once(mem, tmp_path):
     assert mem.pressure("a")["level"]
     assert "consolidated" in mem.consolidate("a")
     applied = mem.apply("a", 'ok <memory_update>{"core": {"k": "v"}}</memory_update>')
-    assert applied["applied"] == 1
+    assert applied["applied"] == 1 and "results_block" not in applied
+    read = mem.apply("a", '<memory_update>{"core_get": ["k"]}</memory_update>', results_block=True)
+    assert read["read_only"]
+    assert read["results_block"] == "<memory_results>\n**Core Memory Values:**\n- k: v\n</memory_results>"
+    lenient = mem.apply("root", '{"core": {"k2": "v", "": "x"}}', lenient=True)
+    assert lenient["skipped"] == [{"op": "core", "item": "", "reason": "core keys must not be empty"}]
     assert mem.strip("answer <memory_update>{}</memory_update>") == "answer"
     assert mem.strip("  code\n\n") == "  code\n\n", "an answer without blocks comes back unchanged"
     assert mem.log("a", limit=2)
