@@ -52,7 +52,7 @@ fn usage_error(err: clap::Error, json: bool) -> ExitCode {
         }
         // `memctl core` alone: the group's help, as a usage error.
         Clap::DisplayHelpOnMissingArgumentOrSubcommand if !json => {
-            output::stderr(err.render().to_string().trim_end());
+            failure::stderr(err.render().to_string().trim_end());
             return ExitCode::from(failure::exit_code(ErrorKind::Usage));
         }
         _ => {}

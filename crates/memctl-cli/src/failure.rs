@@ -2,9 +2,9 @@
 //! hint on stderr, or `{"error":{kind, message, hint}}` with `--json`. Advice about memctl's own
 //! commands and flags is worded here, from the engine error's topic.
 
-use crate::output;
 use memctl_core::{Error, ErrorKind, Topic};
 use serde_json::json;
+use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Whether errors go out as JSON (`--json`), for the ones met outside a command's result (a
@@ -57,6 +57,12 @@ pub fn hint(error: &Error) -> Option<String> {
     Some(advice)
 }
 
+/// Writes one message line to stderr. A stderr that cannot be written (closed, a full disk)
+/// loses the message but not the command's outcome: its exit code still says how it ended.
+pub fn stderr(text: &str) {
+    let _ = writeln!(std::io::stderr().lock(), "{text}");
+}
+
 pub fn print_error(error: &Error, json: bool) {
     let hint = hint(error);
     if json {
@@ -64,11 +70,11 @@ pub fn print_error(error: &Error, json: bool) {
         if let Some(hint) = hint {
             body["hint"] = json!(hint);
         }
-        output::stderr(&json!({ "error": body }).to_string());
+        stderr(&json!({ "error": body }).to_string());
     } else {
-        output::stderr(&format!("Error: {}", error.message()));
+        stderr(&format!("Error: {}", error.message()));
         if let Some(hint) = hint {
-            output::stderr(&format!("hint: {hint}"));
+            stderr(&format!("hint: {hint}"));
         }
     }
 }

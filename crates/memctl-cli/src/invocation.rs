@@ -2,6 +2,7 @@
 //! the journal context.
 
 use crate::config;
+use crate::failure;
 use crate::output;
 use clap::Args;
 use memctl_core::{AppendOutcome, Clock, Config, OpContext, Progress, Result, Store};
@@ -171,14 +172,14 @@ impl Context {
     /// A warning on stderr (JSON output too has it, as a message): silent only with `--quiet`.
     pub fn warn(&self, message: &str) {
         if !self.quiet {
-            output::stderr(&format!("warning: {message}"));
+            failure::stderr(&format!("warning: {message}"));
         }
     }
 
     /// A message for people, on stderr: silent with `--quiet` or `--json`.
     pub fn note(&self, message: &str) {
         if !self.quiet && !self.json {
-            output::stderr(message);
+            failure::stderr(message);
         }
     }
 

@@ -12,12 +12,6 @@ pub fn stdout(text: &str) {
     to_stdout(|out| writeln!(out, "{text}"));
 }
 
-/// Writes one message line to stderr. A stderr that cannot be written (closed, a full disk)
-/// loses the message but not the command's outcome: its exit code still says how it ended.
-pub fn stderr(text: &str) {
-    let _ = writeln!(std::io::stderr().lock(), "{text}");
-}
-
 /// Writes an export (a page, the journal's lines) to stdout as it is.
 pub fn stdout_bytes(bytes: &[u8]) {
     to_stdout(|out| out.write_all(bytes));
