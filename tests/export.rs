@@ -325,6 +325,13 @@ fn bad_artifacts_and_unknown_branches_write_nothing_on(sb: &Sandbox) {
         outcomes.iter().map(Outcome::transcript).collect::<Vec<_>>().join("\n")
     );
     assert!(!sb.file("paper").exists(), "nothing written");
+    // The .json cannot be written: neither is the .md, nor is an earlier one replaced.
+    std::fs::create_dir_all(sb.file("pair/final_memory_for_paper.json")).unwrap();
+    std::fs::write(sb.file("pair/final_memory_for_paper.md"), "earlier").unwrap();
+    let refused = sb.run(&["export", "paper", "--branch", "node-3", "--out", "pair"]).text_error(1);
+    assert!(refused.stderr.contains("is a directory"), "{}", refused.transcript());
+    assert_eq!(std::fs::read_to_string(sb.file("pair/final_memory_for_paper.md")).unwrap(), "earlier");
+    assert_eq!(std::fs::read_dir(sb.file("pair")).unwrap().count(), 2, "no temporary file left");
 }
 
 /// Answers with the section's key and logs the key of each call to calls.txt.

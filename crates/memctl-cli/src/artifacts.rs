@@ -25,8 +25,11 @@ pub fn write_paper(
     let json_path = dir.join("final_memory_for_paper.json");
     let mut document = serde_json::to_value(&paper)?;
     document["format"] = json!("memctl-paper/1");
-    write_file(&markdown, paper.markdown().as_bytes())?;
-    write_file(&json_path, (serde_json::to_string_pretty(&document)? + "\n").as_bytes())?;
+    // Both or neither: a paper's .md and .json describe the same branch.
+    let staged_markdown = stage_file(&markdown, paper.markdown().as_bytes())?;
+    let staged_json = stage_file(&json_path, (serde_json::to_string_pretty(&document)? + "\n").as_bytes())?;
+    staged_markdown.commit()?;
+    staged_json.commit()?;
     Ok(WrittenPaper {
         branch: paper.branch,
         markdown,
@@ -60,25 +63,65 @@ pub fn make_dir(dir: &Path) -> memctl_core::Result<()> {
 /// a symbolic link the file it names is written (the link stays); a FIFO or a device, which
 /// cannot be replaced, is written in place, as a shell's redirection would.
 pub fn write_file(path: &Path, bytes: &[u8]) -> memctl_core::Result<()> {
-    let fail = |e: std::io::Error| Error::invalid(format!("cannot write {}: {e}", path.display()));
+    stage_file(path, bytes)?.commit()
+}
+
+/// A file's new content written beside it, put in its place by [`Staged::commit`] (dropped
+/// uncommitted, it is removed): files that go together are all staged before any is replaced.
+pub struct Staged {
+    path: PathBuf,
+    target: PathBuf,
+    /// The temporary sibling; None for a FIFO or a device, written in place.
+    tmp: Option<PathBuf>,
+}
+
+/// Writes `bytes` beside `path` (see [`write_file`]).
+pub fn stage_file(path: &Path, bytes: &[u8]) -> memctl_core::Result<Staged> {
     let target = link_target(path);
-    match std::fs::metadata(&target) {
+    let mut staged = Staged { path: path.to_path_buf(), target, tmp: None };
+    match std::fs::metadata(&staged.target) {
         Ok(found) if found.is_dir() => {
             return Err(Error::invalid(format!("{} is a directory", path.display())))
         }
-        Ok(found) if !found.is_file() => return std::fs::write(&target, bytes).map_err(fail),
+        Ok(found) if !found.is_file() => {
+            std::fs::write(&staged.target, bytes).map_err(|e| staged.failed(e))?;
+            return Ok(staged);
+        }
         _ => {}
     }
-    if let Some(dir) = target.parent().filter(|d| !d.as_os_str().is_empty()) {
+    if let Some(dir) = staged.target.parent().filter(|d| !d.as_os_str().is_empty()) {
         make_dir(dir)?;
     }
-    let mut tmp = target.as_os_str().to_owned();
+    let mut tmp = staged.target.as_os_str().to_owned();
     tmp.push(format!(".tmp{}", std::process::id()));
-    std::fs::write(&tmp, bytes).map_err(fail)?;
-    std::fs::rename(&tmp, &target).map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        fail(e)
-    })
+    let tmp = PathBuf::from(tmp);
+    std::fs::write(&tmp, bytes).map_err(|e| staged.failed(e))?;
+    staged.tmp = Some(tmp);
+    Ok(staged)
+}
+
+impl Staged {
+    pub fn commit(mut self) -> memctl_core::Result<()> {
+        match self.tmp.take() {
+            Some(tmp) => std::fs::rename(&tmp, &self.target).map_err(|e| {
+                let _ = std::fs::remove_file(&tmp);
+                self.failed(e)
+            }),
+            None => Ok(()),
+        }
+    }
+
+    fn failed(&self, e: std::io::Error) -> Error {
+        Error::invalid(format!("cannot write {}: {e}", self.path.display()))
+    }
+}
+
+impl Drop for Staged {
+    fn drop(&mut self) {
+        if let Some(tmp) = &self.tmp {
+            let _ = std::fs::remove_file(tmp);
+        }
+    }
 }
 
 /// The path a write of `path` lands on: the file its chain of links names (where the last link
