@@ -1419,6 +1419,21 @@ fn unreadable_database_is_exit_6() {
     assert_eq!(std::fs::read(sb.file("other.sqlite")).unwrap(), before, "never modified");
 }
 
+/// A database file that cannot be opened or written is the file's problem, not the database's
+/// (exit 6) nor memctl's (exit 255): exit 1, naming the file, with advice. (Permissions are not
+/// tried: tests may run as root.)
+#[test]
+fn a_database_file_that_cannot_be_opened_or_written_is_exit_1() {
+    let sb = Sandbox::new();
+    let outcome = sb.run(&["--json", "--db", "/dev/null", "init"]);
+    let message = outcome.clone().json_error(1, "invalid_input");
+    assert!(message.starts_with("/dev/null: "), "{message}");
+    assert!(outcome.stderr.contains("permissions of the file and of its directory"), "{}", outcome.stderr);
+    std::fs::write(sb.file("afile"), "").unwrap();
+    let message = sb.run(&["--json", "--db", "afile/memory.sqlite", "init"]).json_error(1, "invalid_input");
+    assert!(message.contains("afile"), "{message}");
+}
+
 #[test]
 fn database_from_a_newer_memctl_is_exit_6_and_untouched() {
     let sb = Sandbox::initialized();

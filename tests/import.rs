@@ -365,6 +365,18 @@ fn files_that_are_not_python_store_databases_are_refused_untouched() {
     );
     let same = sb.run(&["--db", "legacy.sqlite", "import", "legacy", "legacy.sqlite"]).text_error(1);
     insta::assert_snapshot!("import_same_file", same.transcript());
+    // Any other command on a Python store's file says what to do with it, and leaves it alone.
+    let before = std::fs::read(sb.file("legacy.sqlite")).unwrap();
+    for command in [&["init"][..], &["branch", "list"]] {
+        let outcome = sb.run(&[&["--db", "legacy.sqlite"][..], command].concat()).text_error(6);
+        assert!(outcome.stderr.contains("a database of the Python memory store"), "{}", outcome.transcript());
+        assert!(
+            outcome.stderr.contains("hint: import it into a new memctl database"),
+            "{}",
+            outcome.transcript()
+        );
+    }
+    assert_eq!(std::fs::read(sb.file("legacy.sqlite")).unwrap(), before);
 }
 
 #[test]

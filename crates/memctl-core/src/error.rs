@@ -160,13 +160,16 @@ impl From<rusqlite::Error> for Error {
         let code = err.sqlite_error_code();
         let kind = match code {
             Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => ErrorKind::Busy,
+            Some(ErrorCode::NotADatabase | ErrorCode::DatabaseCorrupt) => ErrorKind::IncompatibleDb,
+            // The file, its directory or the disk, not the database nor memctl: as for a file
+            // an export cannot write.
             Some(
-                ErrorCode::NotADatabase
-                | ErrorCode::DatabaseCorrupt
-                | ErrorCode::CannotOpen
+                ErrorCode::CannotOpen
                 | ErrorCode::ReadOnly
-                | ErrorCode::PermissionDenied,
-            ) => ErrorKind::IncompatibleDb,
+                | ErrorCode::PermissionDenied
+                | ErrorCode::DiskFull
+                | ErrorCode::SystemIoFailure,
+            ) => ErrorKind::InvalidInput,
             _ => ErrorKind::Internal,
         };
         let message = match kind {
@@ -181,6 +184,10 @@ impl From<rusqlite::Error> for Error {
             ErrorKind::IncompatibleDb => {
                 error.with_hint("check that the path points at a readable memctl database")
             }
+            ErrorKind::InvalidInput => error.with_hint(
+                "check the path, the permissions of the file and of its directory (SQLite writes \
+                 -wal and -shm files beside it) and the free space",
+            ),
             _ => error,
         }
     }

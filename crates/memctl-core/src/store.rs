@@ -120,14 +120,17 @@ impl Store {
             flags |= OpenFlags::SQLITE_OPEN_CREATE;
         }
         let in_file = |e: Error| match e.kind() {
-            ErrorKind::IncompatibleDb => {
+            ErrorKind::IncompatibleDb | ErrorKind::InvalidInput => {
                 let message = format!("{}: {}", path.display(), e.message());
                 e.with_message(message)
             }
             _ => e,
         };
         let conn = Connection::open_with_flags(path, flags)
-            .map_err(|e| Error::incompatible(format!("cannot open: {}", sqlite_reason(&e))))
+            .map_err(|e| {
+                let message = format!("cannot open: {}", sqlite_reason(&e));
+                Error::from(e).with_message(message)
+            })
             .map_err(in_file)?;
         let synchronous = config.sqlite.synchronous;
         let mut conn = configure_sqlite(conn, &config)?;

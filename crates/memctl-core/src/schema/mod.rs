@@ -611,14 +611,14 @@ fn prepare_sqlite(conn: &Connection, creation: Creation) -> Result<()> {
     if version == 0 && creation == Creation::Refused {
         let (_, tables) = version_and_tables(conn)?;
         if tables > 0 {
-            return Err(not_memctl());
+            return Err(not_memctl(conn));
         }
         return Err(
             Error::incompatible("empty file, not a memctl database yet").with_topic(Topic::NotMemctlDatabase)
         );
     }
     if version > 0 && application_id != APPLICATION_ID {
-        return Err(not_memctl());
+        return Err(not_memctl(conn));
     }
     if version < SCHEMA_VERSION {
         migrate(conn)?;
@@ -645,10 +645,23 @@ pub(crate) fn has_fts_table(conn: &Conn) -> Result<bool> {
         .exists([])?)
 }
 
-fn not_memctl() -> Error {
-    Error::incompatible("an SQLite database, but not a memctl one")
-        .with_hint("memctl opens only databases it created")
-        .with_topic(Topic::NotMemctlDatabase)
+/// The error for an SQLite database memctl did not create: a Python store's (its `core_kv` and
+/// `branches` tables) is one to import, any other one to leave alone.
+fn not_memctl(conn: &Connection) -> Error {
+    let python_store = conn
+        .query_row(
+            "SELECT count(*) = 2 FROM sqlite_master WHERE type = 'table' AND name IN ('core_kv', 'branches')",
+            [],
+            |r| r.get::<_, bool>(0),
+        )
+        .unwrap_or(false);
+    match python_store {
+        true => Error::incompatible("a database of the Python memory store, not a memctl one")
+            .with_hint("import it into a new memctl database: memctl --db NEW.sqlite import legacy FILE"),
+        false => Error::incompatible("an SQLite database, but not a memctl one")
+            .with_hint("memctl opens only databases it created")
+            .with_topic(Topic::NotMemctlDatabase),
+    }
 }
 
 fn unreadable(e: rusqlite::Error) -> Error {
@@ -677,7 +690,7 @@ fn migrate(conn: &Connection) -> Result<()> {
     let (version, tables) = version_and_tables(conn)?;
     if version == 0 {
         if tables > 0 {
-            return Err(not_memctl());
+            return Err(not_memctl(conn));
         }
         // Page size, WAL and incremental vacuum (`gc --vacuum`) are properties of the file; set
         // once, before the first write.
@@ -695,7 +708,7 @@ fn migrate(conn: &Connection) -> Result<()> {
             return Err(newer_error(current));
         }
         if current == 0 && tables > 0 {
-            return Err(not_memctl());
+            return Err(not_memctl(conn));
         }
         for (index, migration) in MIGRATIONS.iter().enumerate().skip(current as usize) {
             conn.execute_batch(migration.sql)?;
