@@ -1917,6 +1917,12 @@ fn every_command_has_help_with_an_example() {
     let page = std::fs::read_to_string(sb.file("man/memctl-branch-mark.1")).unwrap();
     assert!(page.starts_with(".ie") || page.contains(".TH memctl-branch-mark 1"), "{page}");
     assert!(page.contains("subtree"), "the page holds the command's options");
+    // Examples keep their lines (no fill), a backslash shown as one.
+    let page = std::fs::read_to_string(sb.file("man/memctl-core-set.1")).unwrap();
+    let examples = page.split(".SH EXAMPLES\n.nf\n").nth(1).expect("an examples section, not filled");
+    assert!(examples.starts_with("Examples:\n  memctl core set node-1 best_runtime_s 12.4"), "{page}");
+    let page = std::fs::read_to_string(sb.file("man/memctl-strip.1")).unwrap();
+    assert!(page.contains("(<\\e/memory_update>)"), "{page}");
     // A directory that cannot be made is invalid input naming it, not an internal error.
     std::fs::write(sb.file("taken"), "").unwrap();
     for args in [&["man", "--out", "taken"][..], &["quickstart", "--dir", "taken"]] {

@@ -30,9 +30,10 @@ pub const STRIP_EXAMPLES: &str = "\
 Example:
   memctl strip response.txt > answer.txt
 Removes every <memory_update> and <memory_results> block as `apply` reads them (see `memctl apply
---help`): closing tags in any case, with a space before the `>` or escaped (<\\/memory_update>), and
-malformed blocks ending in }}/>. A tag that opens no block (\"the <memory_results> above\", a
-<memory_update> followed by neither a JSON object nor a closing tag) is kept, as is the text after it.
+--help`): closing tags in any case, with a space before the `>` or escaped
+(<\\/memory_update>), and malformed blocks ending in }}/>. A tag that opens no block (\"the
+<memory_results> above\", a <memory_update> followed by neither a JSON object nor a closing tag)
+is kept, as is the text after it.
 Only the blocks go, with the white space they leave behind (a block on lines of its own leaves no
 blank line); an answer without blocks is printed unchanged, with no line break added.";
 

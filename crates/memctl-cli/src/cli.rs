@@ -232,3 +232,29 @@ pub fn run(cli: Cli, ctx: &crate::invocation::Context) -> anyhow::Result<()> {
         Command::Quickstart(args) => quickstart::run(ctx, args),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// Help texts are laid out by hand: a line clap would wrap at `max_term_width` breaks an
+    /// example in two (and a man page fills it into the prose).
+    #[test]
+    fn no_help_line_is_wrapped() {
+        fn check(command: &clap::Command, path: &str, long: &mut Vec<String>) {
+            let texts = [command.get_after_help(), command.get_after_long_help(), command.get_long_about()];
+            for text in texts.into_iter().flatten() {
+                for line in text.to_string().lines().filter(|line| line.chars().count() > 98) {
+                    long.push(format!("{path}: {line}"));
+                }
+            }
+            for sub in command.get_subcommands() {
+                check(sub, &format!("{path} {}", sub.get_name()), long);
+            }
+        }
+        let mut long = Vec::new();
+        check(&Cli::command(), "memctl", &mut long);
+        assert!(long.is_empty(), "lines clap would wrap:\n{}", long.join("\n"));
+    }
+}

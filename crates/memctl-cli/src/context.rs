@@ -11,9 +11,10 @@ Examples:
   memctl context node-7 --budget-tokens 2000 --encoding o200k_base
   memctl --json context node-7 | jq .sections.recall.dropped
 Core lines come first (kept by importance, then newest; shown by key); recall (summaries, then
-events newest first, the conversation's steps left to `memctl messages`) and archival (best first for --query, else newest) share the rest. Whole
-items are dropped, never cut, so the text never exceeds the budget; an item's lines after its
-first are indented. Reading the context writes nothing.";
+events newest first, the conversation's steps left to `memctl messages`) and archival (best first
+for --query, else newest) share the rest. Whole items are dropped, never cut, so the text never
+exceeds the budget; an item's lines after its first are indented. Reading the context writes
+nothing.";
 
 #[derive(Debug, Args)]
 pub struct ContextArgs {

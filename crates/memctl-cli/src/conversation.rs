@@ -13,7 +13,8 @@ Examples:
   memctl step add node-7 --type task --text 'Tune the 3D stencil'
   memctl step add node-7 --type action --thought 'measure first' --tool run \\
       --args '{\"cmd\": \"make bench\"}' --observation 'runtime 12.4 s' --duration 13.1
-  echo '{\"tool\": \"run\", \"args\": {\"cmd\": \"make\"}, \"error\": \"exit 2\"}' | memctl step add node-7 --type action -
+  echo '{\"tool\": \"run\", \"args\": {\"cmd\": \"make\"}, \"error\": \"exit 2\"}' |
+      memctl step add node-7 --type action -
 
 Types and their fields: system, task, user, assistant (--text); planning (--plan); final
 (--answer); action (--tool, and --thought, --args JSON, --observation, --error, --duration).
@@ -52,8 +53,8 @@ compacts on every step add.";
 
 pub const RESET_EXAMPLES: &str = "\
 Examples:
-  memctl reset node-7                  # the conversation leaves node-7's view; core and archival stay
-  memctl reset node-7 --all            # core and archival too (ancestors and siblings keep theirs)";
+  memctl reset node-7         # the conversation leaves node-7's view; core and archival stay
+  memctl reset node-7 --all   # core and archival too (ancestors and siblings keep theirs)";
 
 #[derive(Debug, Subcommand)]
 #[command(defer = true)]
