@@ -206,6 +206,8 @@ fn gc_collects_finished_subtrees_and_keeps_every_other_view_on(sb: &Sandbox) {
     assert!(array(&purged, "collected").is_empty(), "{purged}");
     assert!(int(field(&purged, "rows"), "journal") > 0, "{purged}");
     assert!(array(&sb.json(&["log", "bad-1"]), "ops").is_empty());
+    let text = sb.ok(&["log", "bad-1"]);
+    assert!(text.starts_with("The journal holds no rows of bad-1"), "{text}");
     snap!("gc_nothing_text", &sb.run(&["gc"]).success());
 }
 

@@ -25,7 +25,12 @@ pub fn run(ctx: &Context, args: LogArgs) -> anyhow::Result<()> {
     let ops = store.ops(args.branch.as_deref(), args.limit)?;
     ctx.emit(json!({ "ops": ops }), || {
         if ops.is_empty() {
-            return "The journal is empty".to_string();
+            return match &args.branch {
+                Some(branch) => format!(
+                    "The journal holds no rows of {branch} (gc --journal deletes a collected branch's)"
+                ),
+                None => "The journal is empty".to_string(),
+            };
         }
         let dash = || "-".to_string();
         let rows: Vec<Vec<String>> = ops

@@ -40,17 +40,23 @@ impl Clock {
 /// (`2026-01-02T03:04:05Z`, `2026-01-02T03:04:05.25+02:00`).
 pub fn parse_timestamp(text: &str) -> Result<f64> {
     let text = text.trim();
-    if let Ok(secs) = text.parse::<f64>() {
-        if secs.is_finite() {
-            return Ok(secs);
-        }
+    let secs = match text.parse::<f64>() {
+        Ok(secs) if secs.is_finite() => secs,
+        _ => parse_rfc3339(text).ok_or_else(|| {
+            Error::invalid(format!(
+                "'{text}' is neither epoch seconds nor an RFC 3339 time like 2026-01-02T03:04:05Z"
+            ))
+        })?,
+    };
+    // Times are shown as dates of four-digit years.
+    if !(0.0..=LAST_SECOND).contains(&secs) {
+        return Err(Error::invalid(format!("'{text}' is not a time between 1970 and the end of 9999")));
     }
-    parse_rfc3339(text).ok_or_else(|| {
-        Error::invalid(format!(
-            "'{text}' is neither epoch seconds nor an RFC 3339 time like 2026-01-02T03:04:05Z"
-        ))
-    })
+    Ok(secs)
 }
+
+/// 9999-12-31T23:59:59Z.
+const LAST_SECOND: f64 = 253_402_300_799.0;
 
 fn parse_rfc3339(s: &str) -> Option<f64> {
     let b = s.as_bytes();
@@ -191,6 +197,11 @@ mod tests {
         assert_eq!(parse_timestamp("2023-11-15T00:13:20.5+02:00").unwrap(), 1_700_000_000.5);
         assert!(parse_timestamp("yesterday").is_err());
         assert!(parse_timestamp("2023-13-01T00:00:00Z").is_err());
+        // Only times a four-digit year shows.
+        assert_eq!(parse_timestamp("9999-12-31T23:59:59Z").unwrap(), LAST_SECOND);
+        for outside in ["-5", "1e300", "253402300800", "1969-12-31T23:59:59Z"] {
+            assert!(parse_timestamp(outside).is_err(), "{outside}");
+        }
     }
 
     #[test]
