@@ -138,6 +138,25 @@ fn core_set_and_its_alias() {
     assert_eq!(core(&sb, "root"), json!({"lang": "rust", "doomed": "old value"}), "the parent is unchanged");
 }
 
+/// A number an LLM writes is kept as it wrote it: a core value's text, a step's arguments (the
+/// tool gets back what the model called it with, big integers and trailing zeros included).
+#[test]
+fn numbers_are_kept_as_written() {
+    let (sb, ..) = seeded();
+    let block = r#"{"core": {"seed": 12345678901234567890123, "lr": 1.50, "zero": -0},
+                    "step": [{"type": "action", "tool": "train", "args": {"seed": 12345678901234567890123, "lr": 1.50}}]}"#;
+    apply(&sb, "root", block);
+    let core = core(&sb, "root");
+    assert_eq!(
+        (&core["seed"], &core["lr"], &core["zero"]),
+        (&json!("12345678901234567890123"), &json!("1.50"), &json!("-0"))
+    );
+    let messages = sb.json(&["messages", "root"]);
+    let call = &array(&messages, "messages")[0]["tool_calls"][0]["function"]["arguments"];
+    // (Keys in order of name, as memctl writes every JSON object.)
+    assert_eq!(call, r#"{"lr":1.50,"seed":12345678901234567890123}"#);
+}
+
 #[test]
 fn core_get_and_its_alias() {
     let (sb, ..) = seeded();
