@@ -84,8 +84,6 @@ pub fn run(ctx: &Context, command: CoreCommand) -> anyhow::Result<()> {
             });
         }
         CoreCommand::Get { branch, keys, explain } => {
-            // A key no write could have stored is a mistake to say, not a key to report missing.
-            keys.iter().try_for_each(|key| memctl_core::validate_core_key(key))?;
             let entries = store.core(&branch)?;
             let wanted: Vec<(String, Option<&CoreEntry>)> = if keys.is_empty() {
                 entries.iter().map(|e| (e.key.clone(), Some(e))).collect()

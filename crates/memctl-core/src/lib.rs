@@ -62,9 +62,7 @@ pub use conversation::{
     CompactOutcome, MessageFormat, Messages, MessagesPayload, PruneOutcome, ReadOptions, ResetOutcome,
     ResetScope, Step, StepType,
 };
-pub use core_kv::{
-    rendered_chars, validate_key as validate_core_key, CoreSetOutcome, CoreWrite, DEFAULT_IMPORTANCE, PINNED,
-};
+pub use core_kv::{rendered_chars, CoreSetOutcome, CoreWrite, DEFAULT_IMPORTANCE, PINNED};
 pub use db::Backend;
 pub use diff::{ArchivalDiff, Changed, CommonAncestor, CoreDiff, Diff, Layer, Sides};
 pub use error::{Error, ErrorKind, Result, Topic};

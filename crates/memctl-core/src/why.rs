@@ -249,7 +249,6 @@ impl Store {
     }
 
     fn why_key(&self, path: &BranchPath, key: &str) -> Result<Explained> {
-        crate::core_kv::validate_key(key)?;
         let rows = history::core_key(self, path, key)?;
         let me = &path.branch().id;
         let now = self.clock.now();
