@@ -116,7 +116,7 @@ fn write_text(out: &mut dyn Write, diff: &Diff) -> fmt::Result {
             section.marked('+', record_line(record))?;
         }
         for c in &archival.changed {
-            let tags_changed = c.a.tags != c.b.tags;
+            let tags_changed = !memctl_core::same_tags(&c.a.tags, &c.b.tags);
             let (a, b) = (version(&c.a, tags_changed), version(&c.b, tags_changed));
             section.line(format_args!("  ~ #{}: {a} → {b}", c.a.id))?;
         }

@@ -8,7 +8,7 @@ use crate::query::{index_words, ranked, token_count, Query};
 use crate::rows::{AppendOutcome, Record};
 use crate::schema;
 use crate::store::{Store, Tx};
-use crate::stored_text::{content_hash, normalize_tags, tags_identity};
+use crate::stored_text::{content_hash, normalize_tags, same_tags};
 use crate::view;
 use serde::Serialize;
 use serde_json::json;
@@ -145,7 +145,7 @@ impl Tx<'_> {
     /// [`Tx::archival_insert`] of a text and tags as they are stored (redacted, normalized).
     fn insert_record(&self, bid: i64, text: &str, tags: &[String]) -> Result<AppendOutcome> {
         let tags_json = schema::tags::to_json(tags)?;
-        let hash = content_hash(&[text, &tags_identity(tags)?]);
+        let hash = content_hash(&[text, &tags_json]);
         let existing: Option<i64> =
             self.conn.query_opt(&IDENTICAL_CURRENT_VERSION, params![bid, hash], |r| r.get(0))?;
         if let Some(id) = existing {
@@ -217,12 +217,11 @@ impl Tx<'_> {
             Some(tags) => normalize_tags(self, tags)?,
             None => current.tags.to_vec(),
         };
-        let identity = tags_identity(&tags)?;
-        if text == current.text && identity == tags_identity(&current.tags)? {
+        if text == current.text && same_tags(&tags, &current.tags) {
             return Ok(UpdateOutcome { id, seq: current.seq, unchanged: true });
         }
         let tags_json = schema::tags::to_json(&tags)?;
-        let hash = content_hash(&[&text, &identity]);
+        let hash = content_hash(&[&text, &tags_json]);
         let seq = self.next_seq()?;
         self.insert_version(seq, id, bid, Some(&text), &tags_json, Some(&hash))?;
         self.journal(

@@ -4,6 +4,7 @@
 use crate::error::Result;
 use crate::rows::{BranchPath, CoreEntry, Event, Record, Summary};
 use crate::store::Store;
+use crate::stored_text::same_tags;
 use crate::view;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -170,11 +171,6 @@ impl Store {
             })
         })
     }
-}
-
-/// Whether two rows carry the same tags, in any order (a row holds each tag once).
-fn same_tags(a: &[String], b: &[String]) -> bool {
-    a.len() == b.len() && a.iter().all(|tag| b.contains(tag))
 }
 
 /// What a diff reads of one view.

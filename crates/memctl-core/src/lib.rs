@@ -90,6 +90,7 @@ pub use rows::{
 pub use schema::event_rid::SEQ_BITS as EVENT_ROWID_SEQ_BITS;
 pub use schema::{PAGE_SIZE, SCHEMA_VERSION};
 pub use store::{OpContext, Store, Tx};
+pub use stored_text::same_tags;
 pub use summarizer::{Request as SummarizerRequest, Task as SummarizerTask};
 pub use tokens::{count_tokens, count_tokens_within, Encoding};
 pub use transfer::Transfer;

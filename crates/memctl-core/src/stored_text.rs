@@ -116,12 +116,11 @@ pub(crate) fn normalize_tags(store: &Store, tags: &[String]) -> Result<Vec<Strin
     Ok(out)
 }
 
-/// The tags as the duplicate checks take them: a set, so that `a, b` and `b, a` are the same
-/// tags (as a tag filter takes them), though each row keeps the order it was given.
-pub(crate) fn tags_identity(tags: &[String]) -> Result<String> {
-    let mut sorted: Vec<&String> = tags.iter().collect();
-    sorted.sort();
-    Ok(serde_json::to_string(&sorted)?)
+/// Whether two rows carry the same tags, in any order (a row holds each tag once, in the order
+/// it was given): for what compares rows as a reader sees them (`diff`, an update that changes
+/// nothing). The duplicate checks hash the tags in their order: rows stored so carry that hash.
+pub fn same_tags(a: &[String], b: &[String]) -> bool {
+    a.len() == b.len() && a.iter().all(|tag| b.contains(tag))
 }
 
 pub(crate) fn content_hash(parts: &[&str]) -> [u8; 32] {

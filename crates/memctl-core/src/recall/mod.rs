@@ -13,7 +13,7 @@ use crate::query::{ranked, Query};
 use crate::rows::{is_step, AppendOutcome, Branch, BranchPath, Event, Summary};
 use crate::schema::{event_rid, tags};
 use crate::store::{Store, Tx};
-use crate::stored_text::{content_hash, normalize_tags, tags_identity};
+use crate::stored_text::{content_hash, normalize_tags};
 use crate::view::{self, Counted};
 use serde::Serialize;
 use serde_json::json;
@@ -137,8 +137,7 @@ impl Tx<'_> {
     ) -> Result<AppendOutcome> {
         let bid = branch.bid;
         let tags_json = tags::to_json(tags)?;
-        let identity = tags_identity(tags)?;
-        let hash = content_hash(&[kind, text, &identity]);
+        let hash = content_hash(&[kind, text, &tags_json]);
         // One statement in the common case: the unique (branch, text_hash) index turns a
         // duplicate into a no-op, and only then is the existing id looked up.
         let seq = self.peek_seq()?;
@@ -155,7 +154,7 @@ impl Tx<'_> {
             // The identical event left the branch's view (evicted, consolidated): this one is
             // new. The old row stays for the views that still show it; only its duplicate key
             // moves aside, so that the new one is the one later appends find.
-            let aside = content_hash(&[kind, text, &identity, &id.to_string()]);
+            let aside = content_hash(&[kind, text, &tags_json, &id.to_string()]);
             self.conn.execute(
                 "UPDATE events SET text_hash = ?2 WHERE rid = ?1",
                 params![event_rid::of(bid, id)?, aside],
