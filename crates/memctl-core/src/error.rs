@@ -71,6 +71,9 @@ pub enum Topic {
     LegacyDirectory(std::path::PathBuf),
     /// A strict `apply` found problems in a memory update block.
     RejectedUpdate,
+    /// The database file, its directory or the disk failed a read or a write: no write of the
+    /// transaction can go on.
+    DatabaseFile,
 }
 
 /// An engine error: a kind, a one-line message, optionally a hint on what to do about it, and
@@ -87,6 +90,12 @@ pub struct Error {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
+    /// Whether the transaction it happened in cannot go on (a lock not had, the database file
+    /// failing, a bug), as opposed to one write refused, which an `apply --lenient` skips.
+    pub fn ends_transaction(&self) -> bool {
+        matches!(self.kind, ErrorKind::Busy | ErrorKind::Internal) || self.topic == Some(Topic::DatabaseFile)
+    }
+
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
         Error { kind, message: message.into(), hint: None, topic: None }
     }
@@ -184,10 +193,12 @@ impl From<rusqlite::Error> for Error {
             ErrorKind::IncompatibleDb => {
                 error.with_hint("check that the path points at a readable memctl database")
             }
-            ErrorKind::InvalidInput => error.with_hint(
-                "check the path, the permissions of the file and of its directory (SQLite writes \
-                 -wal and -shm files beside it) and the free space",
-            ),
+            ErrorKind::InvalidInput => error
+                .with_hint(
+                    "check the path, the permissions of the file and of its directory (SQLite writes \
+                     -wal and -shm files beside it) and the free space",
+                )
+                .with_topic(Topic::DatabaseFile),
             _ => error,
         }
     }
@@ -202,6 +213,19 @@ impl From<serde_json::Error> for Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A failing database file is exit 1 with advice, and ends the transaction: `apply
+    /// --lenient` must not skip the write it failed and commit the rest.
+    #[test]
+    fn a_failing_database_file_ends_the_transaction() {
+        for code in [rusqlite::ffi::SQLITE_READONLY, rusqlite::ffi::SQLITE_FULL, rusqlite::ffi::SQLITE_IOERR]
+        {
+            let error = Error::from(rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(code), None));
+            assert_eq!(error.kind(), ErrorKind::InvalidInput, "{code}");
+            assert!(error.ends_transaction(), "{code}");
+        }
+        assert!(!Error::invalid("archival text must not be empty").ends_transaction());
+    }
 
     #[test]
     fn kinds_have_the_documented_names() {

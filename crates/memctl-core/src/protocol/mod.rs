@@ -13,7 +13,7 @@ mod parse;
 
 pub use blocks::{find_update_block, strip_blocks};
 
-use crate::error::{Error, ErrorKind, Result, Topic};
+use crate::error::{Error, Result, Topic};
 use crate::rows::{Event, Record};
 use crate::store::{Store, Tx};
 use parse::{is_read, parse, Items, Op};
@@ -237,7 +237,7 @@ impl Run<'_, '_> {
         match self.tx.savepoint(f) {
             Ok(value) => Ok(Some(value)),
             // The transaction cannot go on.
-            Err(e) if e.kind() == ErrorKind::Busy || e.kind() == ErrorKind::Internal => Err(e),
+            Err(e) if e.ends_transaction() => Err(e),
             Err(e) => {
                 self.skip(op, item, e.message());
                 Ok(None)

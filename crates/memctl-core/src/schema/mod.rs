@@ -664,9 +664,20 @@ fn not_memctl(conn: &Connection) -> Error {
     }
 }
 
+/// A first read that failed: the file is no SQLite database, or damaged; unless the failure is
+/// the file's or the lock's (a directory where SQLite cannot make its -wal and -shm files).
 fn unreadable(e: rusqlite::Error) -> Error {
-    Error::incompatible(format!("unreadable: {}", crate::error::sqlite_reason(&e)))
-        .with_hint("the file is not an SQLite database, or is damaged; memctl cannot use it")
+    use rusqlite::ErrorCode;
+    match e.sqlite_error_code() {
+        None | Some(ErrorCode::NotADatabase | ErrorCode::DatabaseCorrupt) => {
+            Error::incompatible(format!("unreadable: {}", crate::error::sqlite_reason(&e)))
+                .with_hint("the file is not an SQLite database, or is damaged; memctl cannot use it")
+        }
+        Some(_) => {
+            let message = format!("unreadable: {}", crate::error::sqlite_reason(&e));
+            Error::from(e).with_message(message)
+        }
+    }
 }
 
 fn newer_error(version: i64) -> Error {
