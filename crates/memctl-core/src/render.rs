@@ -128,7 +128,10 @@ struct Indented<'a>(&'a str);
 
 impl std::fmt::Display for Indented<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let mut lines = self.0.split('\n');
+        // Every break a reader may take for a new line (`\r`, `\r\n`, a form feed, U+2028, …)
+        // is written as one `\n`, followed by the indent.
+        let mut lines =
+            self.0.split('\n').flat_map(|line| line.strip_suffix('\r').unwrap_or(line).split(BREAKS));
         f.write_str(lines.next().unwrap_or_default())?;
         for line in lines {
             f.write_str(if line.is_empty() { "\n" } else { "\n  " })?;
@@ -137,6 +140,9 @@ impl std::fmt::Display for Indented<'_> {
         Ok(())
     }
 }
+
+/// Line breaks besides `\n`.
+const BREAKS: [char; 6] = ['\r', '\u{b}', '\u{c}', '\u{85}', '\u{2028}', '\u{2029}'];
 
 /// The candidate lines of each section, in display order, and the core lines' places in the
 /// order the budget keeps them: the eviction's order reversed (highest importance, then newest).
