@@ -8,10 +8,13 @@
 //!
 //! - `<memory_results>`: its closing tag, before another `<memory_results>` opens (an update block
 //!   the LLM echoes inside is part of the results);
-//! - `<memory_update>`: a JSON object followed by `/>` (a malformed ending); else a closing tag
-//!   before another tag opens, after the JSON object when the body starts with one (its strings
-//!   may hold tags), the body then being whatever precedes the closing tag; else, when the body
-//!   starts with a JSON object, that object (a cut-off answer or a forgotten closing tag).
+//! - `<memory_update>`: a JSON object followed by `/>` (a malformed ending; stray closing braces
+//!   before it, `}}}/>`, go with it); else a closing tag before another tag opens, after the JSON
+//!   object when the body starts with one (its strings may hold tags), the body then being
+//!   whatever precedes the closing tag; else, when the body starts with a JSON object, that
+//!   object (a cut-off answer or a forgotten closing tag); else, when the body starts with `{`
+//!   that no JSON object follows, up to the first `}/>` before another tag opens (a malformed
+//!   block whose body `apply` refuses as invalid JSON).
 //!
 //! Anything else is a mention of the tag ("the <memory_results> above"), kept as text.
 //!
@@ -92,15 +95,31 @@ fn block_at(text: &str, tags: &[Tag], open: &Tag) -> Option<Block> {
     }
     let json = json_end(text, open.end);
     if let Some(end) = json {
-        let after = end + (text[end..].len() - text[end..].trim_start().len());
+        let rest = &text[end..];
+        let after =
+            end + (rest.len() - rest.trim_start_matches(|c: char| c == '}' || c.is_whitespace()).len());
         if text[after..].starts_with("/>") {
             return Some(block(end, after + 2));
         }
     }
     match closing(tags, json.unwrap_or(open.end), Kind::Update, |_| true) {
         Some(close) => Some(block(close.start, close.end)),
-        None => json.map(|end| block(end, end)),
+        None => match json {
+            Some(end) => Some(block(end, end)),
+            None => malformed_end(text, tags, open.end).map(|at| block(at + 1, at + 3)),
+        },
     }
+}
+
+/// Where the `}/>` that ends a malformed block whose body starts at `from` stands: the body
+/// starts with `{` and the `}/>` comes before the next opening tag (so no text is read twice).
+fn malformed_end(text: &str, tags: &[Tag], from: usize) -> Option<usize> {
+    if !text[from..].trim_start().starts_with('{') {
+        return None;
+    }
+    let next = tags.partition_point(|tag| tag.start < from);
+    let limit = tags[next..].iter().find(|tag| tag.open).map_or(text.len(), |tag| tag.start);
+    Some(from + text[from..limit].find("}/>")?)
 }
 
 /// The first closing tag of `kind` from `from` on, unless an opening tag that `stops` comes first.
@@ -339,6 +358,21 @@ mod tests {
         assert_eq!(strip_blocks("a <memory_update>{\"t\": 1}/> b"), "a  b");
         assert_eq!(strip_blocks("a <memory_update>{\"t\": 1}"), "a", "an unclosed block is its JSON");
         assert_eq!(strip_blocks("a <memory_update>oops</memory_update> b"), "a  b");
+    }
+
+    /// A body that is no JSON object, ended by `}/>`, is a block (apply refuses its JSON), and
+    /// stray braces before `/>` go with the object they follow.
+    #[test]
+    fn malformed_endings_close_a_block() {
+        let invalid = "Answer. <memory_update>{\"core\": {\"a\": \"b\",}}/> Done.";
+        assert_eq!(strip_blocks(invalid), "Answer.  Done.");
+        assert_eq!(find_update_block(invalid), Some("{\"core\": {\"a\": \"b\",}}"));
+        let extra = "X <memory_update>{\"core\":{\"a\":\"b\"}}}/> Y";
+        assert_eq!(strip_blocks(extra), "X  Y");
+        assert_eq!(find_update_block(extra), Some("{\"core\":{\"a\":\"b\"}}"));
+        // Not past the next opening tag: the first is a mention, the second the block.
+        let later = "a <memory_update>{ b <memory_update>{\"x\": 1}</memory_update> c }/>";
+        assert_eq!(find_update_block(later), Some("{\"x\": 1}"));
     }
 
     #[test]
