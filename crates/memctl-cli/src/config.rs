@@ -40,12 +40,16 @@ fn read_file(path: &Path) -> Result<(toml::Table, Config)> {
         };
         Error::new(kind, format!("cannot read config file {}: {e}", path.display()))
     })?;
-    let table = toml::from_str(&text).map_err(|e| {
+    let table: toml::Table = toml::from_str(&text).map_err(|e| {
         Error::invalid(format!("config file {} is not valid TOML: {}", path.display(), located(&text, &e)))
     })?;
-    let config = toml::from_str::<Config>(&text)
-        .map_err(|e| Error::invalid(format!("config file {}: {}", path.display(), located(&text, &e))));
-    let config = config.map_err(|e| e.with_hint(HINT))?;
+    // A value of the wrong type: the text is read again (rarely) for the line it is on.
+    let config = table.clone().try_into::<Config>().map_err(|e| {
+        let problem = toml::from_str::<Config>(&text)
+            .err()
+            .map_or_else(|| e.message().trim().to_string(), |e| located(&text, &e));
+        Error::invalid(format!("config file {}: {problem}", path.display())).with_hint(HINT)
+    })?;
     config.check().map_err(|problem| {
         Error::invalid(format!("config file {}: {problem}", path.display())).with_hint(HINT)
     })?;

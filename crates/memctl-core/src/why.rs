@@ -372,11 +372,11 @@ impl Store {
         let me = &path.branch().id;
         let visible = !view::events_among(self, path, &[id])?.is_empty();
         let exclusions = history::exclusions(self, path, id)?;
-        let mut summaries = history::summaries(self, path, id)?;
+        let summaries = history::summaries(self, path, id)?;
         let shown_summaries: HashSet<i64> = view::summaries(self, path)?.iter().map(|s| s.id).collect();
         // A summary that names the event may be folded into a newer one, which names only the
         // events it added: the summaries of the view that fold it in, however many times over.
-        let mut folding = self.summaries_folding(path, &summaries, &shown_summaries)?;
+        let folding = self.summaries_folding(path, &summaries, &shown_summaries)?;
         let hider = exclusions.iter().find(|x| x.reach == Reach::InView);
         let standing_in =
             summaries.iter().chain(folding.iter().map(|(s, _)| s)).find(|s| shown_summaries.contains(&s.seq));
@@ -429,8 +429,8 @@ impl Store {
             };
             write(x, Action::Exclude, Content::Exclusion { event_id: id }, status, reason)
         }));
-        let naming = summaries.drain(..).map(|s| (s, None));
-        writes.extend(naming.chain(folding.drain(..).map(|(s, folds)| (s, Some(folds)))).map(
+        let naming = summaries.into_iter().map(|s| (s, None));
+        writes.extend(naming.chain(folding.into_iter().map(|(s, folds)| (s, Some(folds)))).map(
             |(s, folds)| {
                 let (status, reason) = match (s.reach, folds) {
                     (Reach::InView, None) if shown_summaries.contains(&s.seq) => (
